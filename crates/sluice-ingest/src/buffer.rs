@@ -1,0 +1,98 @@
+//! Rows of open windows, held in memory up to one byte budget for all windows together.
+
+use std::collections::{BTreeMap, HashMap};
+
+use deltalake::arrow::array::RecordBatch;
+use sluice_stage::StagedFile;
+use sluice_window::Window;
+
+/// The rows one open window holds: in memory, and in staged parts flushed to stay in budget.
+#[derive(Debug, Default)]
+pub(crate) struct WindowBuffer {
+    pub batches: Vec<RecordBatch>,
+    pub bytes: usize,
+    pub rows: u64,
+    /// Parts staged for this window by budget flushes (not yet published).
+    pub parts: Vec<StagedFile>,
+    /// First and last offset per source partition, for the commit metadata.
+    pub ranges: HashMap<String, (i64, i64)>,
+}
+
+/// All open windows' buffers and the memory they hold.
+#[derive(Debug)]
+pub(crate) struct Buffers {
+    windows: BTreeMap<Window, WindowBuffer>,
+    bytes: usize,
+    bytes_max: usize,
+}
+
+impl Buffers {
+    pub fn new(bytes_max: usize) -> Self {
+        Buffers {
+            windows: BTreeMap::new(),
+            bytes: 0,
+            bytes_max,
+        }
+    }
+
+    pub fn push(
+        &mut self,
+        window: Window,
+        batch: RecordBatch,
+        partition: &str,
+        first: i64,
+        last: i64,
+    ) {
+        let bytes = batch.get_array_memory_size();
+        let buffer = self.windows.entry(window).or_default();
+        buffer.rows += batch.num_rows() as u64;
+        buffer.bytes += bytes;
+        buffer.batches.push(batch);
+        buffer
+            .ranges
+            .entry(partition.to_string())
+            .and_modify(|(lo, hi)| {
+                *lo = (*lo).min(first);
+                *hi = (*hi).max(last);
+            })
+            .or_insert((first, last));
+        self.bytes += bytes;
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn over_budget(&self) -> bool {
+        self.bytes > self.bytes_max
+    }
+
+    /// The window holding the most bytes in memory.
+    pub fn largest(&self) -> Option<Window> {
+        self.windows
+            .iter()
+            .filter(|(_, b)| b.bytes > 0)
+            .max_by_key(|(_, b)| b.bytes)
+            .map(|(w, _)| *w)
+    }
+
+    /// Takes the in-memory rows of `window` (to stage them as a part).
+    pub fn take_batches(&mut self, window: Window) -> Vec<RecordBatch> {
+        let Some(buffer) = self.windows.get_mut(&window) else {
+            return Vec::new();
+        };
+        self.bytes -= buffer.bytes;
+        buffer.bytes = 0;
+        std::mem::take(&mut buffer.batches)
+    }
+
+    pub fn add_part(&mut self, window: Window, part: StagedFile) {
+        self.windows.entry(window).or_default().parts.push(part);
+    }
+
+    pub fn remove(&mut self, window: Window) -> WindowBuffer {
+        let buffer = self.windows.remove(&window).unwrap_or_default();
+        self.bytes -= buffer.bytes;
+        buffer
+    }
+}

@@ -1,0 +1,118 @@
+//! Row-key dedupe: one row per natural key, the deterministic winner being the latest event
+//! time, then the highest source position (DESIGN.md, E5).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use deltalake::arrow::compute::{concat_batches, take_record_batch};
+use deltalake::arrow::datatypes::{
+    DataType, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
+};
+use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::row::{RowConverter, SortField};
+use sluice_publish::{OFFSET_COLUMN, SOURCE_COLUMN};
+use sluice_window::{key_winner, EventTime, TimeFormat};
+
+/// How rows of one window are keyed.
+#[derive(Debug, Clone)]
+pub struct KeySpec {
+    /// Natural key columns (non-empty).
+    pub columns: Vec<String>,
+    pub time_field: String,
+    pub time_format: TimeFormat,
+}
+
+/// Keeps one row per key; output rows are in source-position order.
+pub fn dedupe(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    key: &KeySpec,
+) -> Result<RecordBatch, ArrowError> {
+    let all = concat_batches(schema, batches)?;
+    let key_indices: Vec<usize> = key
+        .columns
+        .iter()
+        .map(|c| schema.index_of(c))
+        .collect::<Result<_, _>>()?;
+    let converter = RowConverter::new(
+        key_indices
+            .iter()
+            .map(|i| SortField::new(schema.field(*i).data_type().clone()))
+            .collect(),
+    )?;
+    let key_columns: Vec<_> = key_indices.iter().map(|i| all.column(*i).clone()).collect();
+    let rows = converter.convert_columns(&key_columns)?;
+    let times = event_times(&all, key)?;
+    let sources = all
+        .column(schema.index_of(SOURCE_COLUMN)?)
+        .as_string::<i32>()
+        .clone();
+    let offsets = all
+        .column(schema.index_of(OFFSET_COLUMN)?)
+        .as_primitive::<Int64Type>()
+        .clone();
+    let position = |i: usize| (sources.value(i), offsets.value(i));
+    let mut winners: HashMap<&[u8], usize> = HashMap::with_capacity(all.num_rows());
+    for i in 0..all.num_rows() {
+        let k = rows.row(i);
+        winners
+            .entry(k.data())
+            .and_modify(|w| {
+                if key_winner((times[i], &position(i)), (times[*w], &position(*w))) {
+                    *w = i;
+                }
+            })
+            .or_insert(i);
+    }
+    let mut keep: Vec<usize> = winners.into_values().collect();
+    keep.sort_by(|a, b| position(*a).cmp(&position(*b)));
+    let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
+    take_record_batch(&all, &indices)
+}
+
+/// Event times of every row; rows whose time no longer parses sort first (they were checked
+/// on decode, so this only happens for rows written by another tool).
+fn event_times(batch: &RecordBatch, key: &KeySpec) -> Result<Vec<EventTime>, ArrowError> {
+    let column = batch
+        .column(batch.schema().index_of(&key.time_field)?)
+        .clone();
+    let f = key.time_format;
+    let at = |i: usize| -> Option<EventTime> {
+        if column.is_null(i) {
+            return None;
+        }
+        match column.data_type() {
+            DataType::Utf8 => f.parse_str(column.as_string::<i32>().value(i)).ok(),
+            DataType::Int64 => f
+                .from_integer(column.as_primitive::<Int64Type>().value(i))
+                .ok(),
+            DataType::Int32 => f
+                .from_integer(i64::from(column.as_primitive::<Int32Type>().value(i)))
+                .ok(),
+            DataType::Timestamp(..) => Some(EventTime::from_micros(
+                column.as_primitive::<TimestampMicrosecondType>().value(i),
+            )),
+            _ => None,
+        }
+    };
+    Ok((0..batch.num_rows())
+        .map(|i| at(i).unwrap_or(EventTime::MIN))
+        .collect())
+}
+
+/// Appends the position columns to decoded record columns.
+pub fn with_positions(
+    schema: &SchemaRef,
+    records: &RecordBatch,
+    source: &str,
+    offsets: Vec<i64>,
+) -> Result<RecordBatch, ArrowError> {
+    let n = records.num_rows();
+    let mut columns = records.columns().to_vec();
+    columns.push(Arc::new(
+        deltalake::arrow::array::StringArray::from_iter_values(std::iter::repeat_n(source, n)),
+    ));
+    columns.push(Arc::new(deltalake::arrow::array::Int64Array::from(offsets)));
+    RecordBatch::try_new(schema.clone(), columns)
+}

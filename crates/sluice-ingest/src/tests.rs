@@ -1,0 +1,207 @@
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use deltalake::arrow::array::{Array, AsArray, RecordBatch};
+use deltalake::arrow::datatypes::Int64Type;
+use sluice_publish::{TableOptions, WindowTable};
+use sluice_source::generate::{generate, GeneratorSpec};
+use sluice_source::{schema, LineDecoder, NdjsonSource};
+use sluice_stage::StageOptions;
+use sluice_window::{AddressLayout, TimeFormat, WindowSize};
+
+use super::*;
+
+fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
+    let window = WindowSize::parse("1h").unwrap();
+    IngestConfig {
+        pipeline: "test".into(),
+        window,
+        layout: AddressLayout::default_for(window),
+        lateness_ms: 10 * 60_000,
+        key: key.then(|| KeySpec {
+            columns: vec!["event_id".into()],
+            time_field: "ts".into(),
+            time_format: TimeFormat::Rfc3339,
+        }),
+        flush_bytes_max,
+        chunk_bytes: 64 << 10,
+        chunks_in_flight_max: 2,
+        stage: StageOptions::default(),
+    }
+}
+
+async fn ingest(input: &Path, table_dir: &Path, cfg: IngestConfig, attempt: &str) -> RunSummary {
+    let source = NdjsonSource::open(input).unwrap();
+    let text = std::fs::read(&source.files()[0].path).unwrap();
+    let record_schema = schema::infer(text.split(|b| *b == b'\n'), 1000).unwrap();
+    let options = TableOptions {
+        location: table_dir.to_str().unwrap().into(),
+        storage_options: Default::default(),
+        checkpoint_interval: 10,
+    };
+    let table = WindowTable::open_or_create(&options, Some(&record_schema), cfg.layout, cfg.window)
+        .await
+        .unwrap();
+    let decoder = LineDecoder::new(table.record_schema(), "ts", TimeFormat::Rfc3339).unwrap();
+    let mut rejects = RejectFile::open(&table_dir.with_extension("rejects.ndjson")).unwrap();
+    let clock = FixedClock(1_800_000_000_000);
+    let ingester = Ingester::recover(
+        cfg,
+        source,
+        decoder,
+        table,
+        attempt.into(),
+        &clock,
+        &mut rejects,
+    )
+    .await
+    .unwrap();
+    ingester.run().await.unwrap().0
+}
+
+/// `(window address, event_id, offset)` of every row, sorted.
+async fn rows(table_dir: &Path) -> Vec<(String, String, i64)> {
+    let ctx = sluice_sql::session(
+        &[sluice_sql::TableRef {
+            name: "t".into(),
+            location: table_dir.to_str().unwrap().into(),
+            version: None,
+        }],
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let batches: Vec<RecordBatch> = sluice_sql::query(
+        &ctx,
+        "SELECT dt || '/' || hour AS w, event_id, _sluice_offset FROM t",
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    for b in &batches {
+        let w = deltalake::arrow::compute::cast(
+            b.column(0),
+            &deltalake::arrow::datatypes::DataType::Utf8,
+        )
+        .unwrap();
+        let id = deltalake::arrow::compute::cast(
+            b.column(1),
+            &deltalake::arrow::datatypes::DataType::Utf8,
+        )
+        .unwrap();
+        let off = b.column(2).as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            out.push((
+                w.as_string::<i32>().value(i).to_string(),
+                id.as_string::<i32>().value(i).to_string(),
+                off.value(i),
+            ));
+        }
+        assert_eq!(off.null_count(), 0);
+    }
+    out.sort();
+    out
+}
+
+fn write_input(dir: &Path, events: u64) -> std::path::PathBuf {
+    let path = dir.join("events.ndjson");
+    let mut f = std::fs::File::create(&path).unwrap();
+    generate(
+        &GeneratorSpec {
+            events,
+            hours: 6,
+            ..Default::default()
+        },
+        &mut f,
+    )
+    .unwrap();
+    writeln!(f, "{{\"event_id\":\"bad\",\"ts\":\"no time\"}}").unwrap();
+    writeln!(f, "{{not json").unwrap();
+    path
+}
+
+#[tokio::test]
+async fn every_line_lands_once_and_a_rerun_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_input(dir.path(), 3000);
+    let table_dir = dir.path().join("t");
+    let first = ingest(&input, &table_dir, config(false, 64 << 20), "a1").await;
+    assert_eq!(first.rejected, 2);
+    let lines = std::fs::read_to_string(&input).unwrap().lines().count() as u64;
+    assert_eq!(first.rows + first.rejected, lines);
+    let got = rows(&table_dir).await;
+    assert_eq!(
+        got.len() as u64,
+        first.rows,
+        "one row per good line (row key = position)"
+    );
+    let offsets: std::collections::BTreeSet<i64> = got.iter().map(|r| r.2).collect();
+    assert_eq!(offsets.len(), got.len(), "no position twice");
+    assert!(first.late > 0, "the generator makes late events: {first:?}");
+
+    let again = ingest(&input, &table_dir, config(false, 64 << 20), "a2").await;
+    assert_eq!(again.commits, 0, "{again:?}");
+    assert_eq!(rows(&table_dir).await, got);
+}
+
+#[tokio::test]
+async fn a_tiny_budget_flushes_parts_and_changes_no_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_input(dir.path(), 3000);
+    let big = ingest(
+        &input,
+        &dir.path().join("big"),
+        config(false, 64 << 20),
+        "a",
+    )
+    .await;
+    let small = ingest(
+        &input,
+        &dir.path().join("small"),
+        config(false, 32 << 10),
+        "a",
+    )
+    .await;
+    assert_eq!(big.parts_flushed, 0);
+    assert!(small.parts_flushed > 0, "{small:?}");
+    assert_eq!(
+        rows(&dir.path().join("big")).await,
+        rows(&dir.path().join("small")).await
+    );
+}
+
+#[tokio::test]
+async fn natural_keys_keep_one_row_per_window_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_input(dir.path(), 3000);
+    let table_dir = dir.path().join("t");
+    for budget in [64 << 20, 32 << 10] {
+        let _ = std::fs::remove_dir_all(&table_dir);
+        ingest(&input, &table_dir, config(true, budget), "a").await;
+        let got = rows(&table_dir).await;
+        let mut per_key: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for (w, id, _) in &got {
+            *per_key.entry((w.clone(), id.clone())).or_default() += 1;
+        }
+        assert!(per_key.values().all(|n| *n == 1));
+        // Duplicate deliveries repeat the same event id and time: the highest position wins.
+        let text = std::fs::read_to_string(&input).unwrap();
+        let mut last: BTreeMap<String, i64> = BTreeMap::new();
+        let mut offset = 0i64;
+        for line in text.lines() {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+                if let (Some(id), Some(_)) = (
+                    v["event_id"].as_str(),
+                    v["ts"].as_str().filter(|t| t.ends_with('Z')),
+                ) {
+                    last.insert(id.to_string(), offset);
+                }
+            }
+            offset += line.len() as i64 + 1;
+        }
+        let winners: BTreeMap<String, i64> =
+            got.iter().map(|(_, id, o)| (id.clone(), *o)).collect();
+        assert_eq!(winners, last);
+    }
+}

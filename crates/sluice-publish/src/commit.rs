@@ -1,0 +1,249 @@
+use std::collections::HashMap;
+
+use deltalake::kernel::transaction::{
+    CommitBuilder, CommitConflictError, CommitProperties, TransactionError,
+};
+use deltalake::kernel::{Action, Add, Remove, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::DeltaTableError;
+use serde_json::json;
+use sluice_stage::StagedFile;
+use sluice_window::Window;
+
+use crate::table::{app_id, WindowTable};
+use crate::{tags, COMMIT_INFO_KEY};
+
+/// The source position below which a publication handled every event of its window.
+///
+/// Ordered as the source is read: by partition name, then offset. (For NDJSON the partition
+/// is the file, and files are read in name order.)
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Coverage {
+    pub partition: String,
+    pub offset: i64,
+}
+
+/// What happens to the files already at the window's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replace {
+    /// Swap: remove them all; the staged files are the whole window.
+    Window,
+    /// Keep them; the staged files add rows whose row keys cannot be there yet (late rows
+    /// keyed by source position).
+    Nothing,
+}
+
+/// One window's publication: everything that goes into its one commit.
+#[derive(Debug, Clone)]
+pub struct Publication {
+    pub pipeline: String,
+    pub window: Window,
+    pub files: Vec<StagedFile>,
+    pub replace: Replace,
+    pub coverage: Coverage,
+    /// `(partition, resume offset)` for each partition whose resume position advanced.
+    pub txns: Vec<(String, i64)>,
+    /// Source position ranges of the window's rows, for the commit metadata.
+    pub position_ranges: serde_json::Value,
+    /// The caller's clock: file modification and removal times.
+    pub published_at_ms: i64,
+}
+
+/// A committed publication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub version: i64,
+    pub files_removed: usize,
+    pub files_added: usize,
+    pub rows: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("publishing window {window} conflicted with a concurrent commit ({source}); re-read the table and retry")]
+    Conflict {
+        window: String,
+        source: CommitConflictError,
+    },
+    #[error("refusing to move txn {app_id} back from {committed} to {proposed}: the resume position must never go backwards")]
+    TxnRegression {
+        app_id: String,
+        committed: i64,
+        proposed: i64,
+    },
+    #[error("invalid publication of window {window}: {reason}")]
+    Invalid { window: String, reason: String },
+    #[error("Delta commit of window {window} failed: {source}")]
+    Delta {
+        window: String,
+        source: DeltaTableError,
+    },
+}
+
+impl WindowTable {
+    /// Commits one window: removes (for a swap), adds, txns and metadata, atomically.
+    pub async fn publish(&mut self, p: Publication) -> Result<Published, PublishError> {
+        let address = self.layout.address(p.window);
+        let window_label = address.label();
+        let invalid = |reason: String| PublishError::Invalid {
+            window: window_label.clone(),
+            reason,
+        };
+        let delta = |source| PublishError::Delta {
+            window: window_label.clone(),
+            source,
+        };
+        // Invariants, checked before anything is written.
+        if p.files.is_empty() {
+            return Err(invalid("no files to publish".into()));
+        }
+        let prefix = format!("{}/", address.hive_path());
+        if let Some(f) = p.files.iter().find(|f| !f.path.starts_with(&prefix)) {
+            return Err(invalid(format!(
+                "file {} is not under the window's address {prefix}",
+                f.path
+            )));
+        }
+        let mut txns = Vec::with_capacity(p.txns.len());
+        for (partition, offset) in &p.txns {
+            let id = app_id(&p.pipeline, partition);
+            if let Some(&committed) = self.txns.get(&id) {
+                if *offset < committed {
+                    return Err(PublishError::TxnRegression {
+                        app_id: id,
+                        committed,
+                        proposed: *offset,
+                    });
+                }
+            }
+            txns.push(Transaction::new_with_last_update(
+                &id,
+                *offset,
+                Some(p.published_at_ms),
+            ));
+        }
+
+        let existing = if p.replace == Replace::Window {
+            self.files_at(&address).await.map_err(delta)?
+        } else {
+            Vec::new()
+        };
+        let partition_values: HashMap<String, Option<String>> = address
+            .pairs()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect();
+        let mut actions: Vec<Action> = Vec::with_capacity(existing.len() + p.files.len());
+        for f in &existing {
+            actions.push(Action::Remove(Remove {
+                path: f.path.clone(),
+                data_change: true,
+                deletion_timestamp: Some(p.published_at_ms),
+                extended_file_metadata: Some(true),
+                size: Some(f.size_bytes),
+                partition_values: Some(partition_values.clone()),
+                deletion_vector: None,
+                tags: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+            }));
+        }
+        let file_tags: HashMap<String, Option<String>> = HashMap::from([
+            (tags::PIPELINE.to_string(), Some(p.pipeline.clone())),
+            (
+                tags::COVERAGE_PARTITION.to_string(),
+                Some(p.coverage.partition.clone()),
+            ),
+            (
+                tags::COVERAGE_OFFSET.to_string(),
+                Some(p.coverage.offset.to_string()),
+            ),
+        ]);
+        let rows: i64 = p.files.iter().map(|f| f.rows).sum();
+        for f in &p.files {
+            actions.push(Action::Add(Add {
+                path: f.path.clone(),
+                partition_values: partition_values.clone(),
+                size: f.size_bytes,
+                modification_time: p.published_at_ms,
+                data_change: true,
+                stats: Some(f.stats.clone()),
+                tags: Some(file_tags.clone()),
+                ..Default::default()
+            }));
+        }
+        let predicate = address
+            .pairs()
+            .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let window_rows = match p.replace {
+            Replace::Window => rows,
+            Replace::Nothing => rows + self.rows_at(&address).await.map_err(delta)?,
+        };
+        let info = json!({
+            "pipeline": p.pipeline,
+            "window": address.hive_path(),
+            "window_start": p.window.start().to_rfc3339(),
+            "window_end": p.window.end().to_rfc3339(),
+            "mode": match p.replace { Replace::Window => "swap", Replace::Nothing => "add_late" },
+            "rows_added": rows,
+            "window_rows": window_rows,
+            "positions": p.position_ranges,
+            "coverage": {"partition": p.coverage.partition, "offset": p.coverage.offset},
+        });
+        let properties = CommitProperties::default()
+            .with_application_transactions(txns)
+            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
+        let operation = DeltaOperation::Write {
+            mode: match p.replace {
+                Replace::Window => SaveMode::Overwrite,
+                Replace::Nothing => SaveMode::Append,
+            },
+            partition_by: Some(
+                self.layout
+                    .columns()
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect(),
+            ),
+            predicate: Some(predicate),
+        };
+        let snapshot = self.table.snapshot().map_err(delta)?;
+        let result = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await;
+        let finalized = match result {
+            Ok(f) => f,
+            Err(DeltaTableError::Transaction {
+                source: TransactionError::CommitConflict(source),
+            }) => {
+                return Err(PublishError::Conflict {
+                    window: window_label,
+                    source,
+                })
+            }
+            Err(source) => return Err(delta(source)),
+        };
+        let version = finalized.version();
+        self.table.state = Some(finalized.snapshot());
+        for (partition, offset) in &p.txns {
+            self.txns.insert(app_id(&p.pipeline, partition), *offset);
+        }
+        Ok(Published {
+            version,
+            files_removed: existing.len(),
+            files_added: p.files.len(),
+            rows: window_rows,
+        })
+    }
+
+    async fn rows_at(&self, address: &sluice_window::Address) -> Result<i64, DeltaTableError> {
+        Ok(self
+            .files_at(address)
+            .await?
+            .iter()
+            .filter_map(|f| f.rows)
+            .sum())
+    }
+}

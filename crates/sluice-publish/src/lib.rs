@@ -1,0 +1,47 @@
+//! Publishing: the only crate of sluice that touches the Delta log.
+//!
+//! One sealed window becomes one Delta commit ([`WindowTable::publish`]):
+//! - `remove` every file at the window's address (swap) — or none, when late rows are added
+//!   to a window whose rows are keyed by source position and so cannot collide;
+//! - `add` the staged files, each tagged with the pipeline and the window's *coverage* (the
+//!   source position below which every event of the window was handled);
+//! - one `txn` per source partition whose resume position advanced
+//!   (appId `<pipeline>/<partition>`, version = resume offset);
+//! - the window's address as the commit's read predicate, so a concurrent change to the same
+//!   window conflicts instead of being overwritten;
+//! - commit metadata naming the window, its row count and its source position range.
+//!
+//! Recovery reads the same state back ([`WindowTable::resume_offsets`],
+//! [`WindowTable::published_windows`]): `txn` actions and `add` tags both live in the table
+//! state, so they survive checkpoints and log cleanup (E4).
+//!
+//! Storage guarantee relied on: the log store's commit is a put-if-absent of
+//! `_delta_log/<version>.json` (local file systems, S3 with conditional put, GCS, Azure), so
+//! two writers can never both create one version.
+
+mod commit;
+mod listing;
+mod table;
+
+pub use commit::{Coverage, Publication, PublishError, Published, Replace};
+pub use listing::{list_windows, ListError, WindowListing};
+pub use table::{
+    open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,
+    OFFSET_COLUMN, SOURCE_COLUMN,
+};
+
+/// Tag keys on `add` actions written by sluice.
+pub mod tags {
+    /// The pipeline that published the file.
+    pub const PIPELINE: &str = "sluice.pipeline";
+    /// Source partition of the window's coverage position.
+    pub const COVERAGE_PARTITION: &str = "sluice.coverage.partition";
+    /// Offset of the window's coverage position.
+    pub const COVERAGE_OFFSET: &str = "sluice.coverage.offset";
+}
+
+/// The key under which sluice's commit metadata appears in `commitInfo`.
+pub const COMMIT_INFO_KEY: &str = "sluice";
+
+#[cfg(test)]
+mod tests;

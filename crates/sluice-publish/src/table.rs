@@ -1,0 +1,413 @@
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
+use deltalake::kernel::{StructField, StructType};
+use deltalake::operations::create::CreateBuilder;
+use deltalake::{
+    DeltaTable, DeltaTableBuilder, DeltaTableError, FilterOp, FilterValue, TableProperty,
+};
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use sluice_window::{Address, AddressLayout, Window, WindowSize};
+use url::Url;
+
+use crate::commit::Coverage;
+use crate::tags;
+
+/// Column holding each row's source partition (for NDJSON: the file name).
+pub const SOURCE_COLUMN: &str = "_sluice_source";
+/// Column holding each row's source offset (for NDJSON: the byte offset of its line).
+pub const OFFSET_COLUMN: &str = "_sluice_offset";
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("table location {0:?} is not a valid path or URL")]
+    Location(String),
+    #[error("opening the Delta table at {url} failed: {source}")]
+    Delta {
+        url: String,
+        source: DeltaTableError,
+    },
+    #[error("the table at {url} has partition columns {found:?}, but this pipeline's address layout needs {expected:?}")]
+    PartitionMismatch {
+        url: String,
+        found: Vec<String>,
+        expected: Vec<String>,
+    },
+    #[error("the table at {url} has columns {found}, but the record schema gives {expected}")]
+    SchemaMismatch {
+        url: String,
+        found: String,
+        expected: String,
+    },
+    #[error("record field {0:?} collides with a column sluice adds (address or position column); rename it in the schema")]
+    ReservedColumn(String),
+    #[error("the record schema cannot be stored in Delta: {0}")]
+    Schema(String),
+    #[error("the table at {0} does not exist yet and no record schema was given")]
+    NeedSchema(String),
+}
+
+/// Where the table lives and how new tables are created.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    pub location: String,
+    pub storage_options: HashMap<String, String>,
+    /// `delta.checkpointInterval` for tables sluice creates.
+    pub checkpoint_interval: u64,
+}
+
+/// Turns a path or URL into a table URL (creating local directories).
+pub fn table_url(location: &str) -> Result<Url, OpenError> {
+    deltalake::ensure_table_uri(location).map_err(|_| OpenError::Location(location.to_string()))
+}
+
+/// Opens an existing table (for queries and listings).
+pub async fn open_table(
+    location: &str,
+    storage_options: &HashMap<String, String>,
+    version: Option<i64>,
+) -> Result<DeltaTable, OpenError> {
+    let url = table_url(location)?;
+    let delta = |source| OpenError::Delta {
+        url: url.to_string(),
+        source,
+    };
+    let mut builder = DeltaTableBuilder::from_url(url.clone())
+        .map_err(delta)?
+        .with_storage_options(storage_options.clone());
+    if let Some(v) = version {
+        builder = builder.with_version(v);
+    }
+    builder.load().await.map_err(delta)
+}
+
+/// A file at a window's address, read from the table state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedFile {
+    pub path: String,
+    pub size_bytes: i64,
+    pub rows: Option<i64>,
+    pub partition_values: Vec<(String, String)>,
+    pub pipeline: Option<String>,
+    pub coverage: Option<Coverage>,
+}
+
+/// A window of this pipeline that the table holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedWindow {
+    pub window: Window,
+    /// The highest coverage over the window's files.
+    pub coverage: Coverage,
+}
+
+/// A Delta table that sluice publishes windows to.
+pub struct WindowTable {
+    pub(crate) table: DeltaTable,
+    pub(crate) url: String,
+    pub(crate) layout: AddressLayout,
+    pub(crate) size: WindowSize,
+    pub(crate) file_schema: SchemaRef,
+    /// `txn` versions known to be in the table: read at recovery, updated on publish.
+    pub(crate) txns: HashMap<String, i64>,
+}
+
+impl std::fmt::Debug for WindowTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowTable")
+            .field("url", &self.url)
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+impl WindowTable {
+    /// Opens the table, or creates it with `record_schema` plus the position and address
+    /// columns. For an existing table, `record_schema` (if given) must match its columns;
+    /// without one, the table's own schema is used.
+    pub async fn open_or_create(
+        options: &TableOptions,
+        record_schema: Option<&SchemaRef>,
+        layout: AddressLayout,
+        size: WindowSize,
+    ) -> Result<Self, OpenError> {
+        let url = table_url(&options.location)?;
+        let url_text = url.to_string();
+        let delta = |source| OpenError::Delta {
+            url: url_text.clone(),
+            source,
+        };
+        let mut table = DeltaTableBuilder::from_url(url.clone())
+            .map_err(delta)?
+            .with_storage_options(options.storage_options.clone())
+            .build()
+            .map_err(delta)?;
+        let exists = table.verify_deltatable_existence().await.map_err(delta)?;
+        let partition_columns: Vec<String> =
+            layout.columns().iter().map(|c| c.to_string()).collect();
+        if let Some(schema) = record_schema {
+            for f in schema.fields() {
+                if partition_columns.contains(f.name())
+                    || f.name() == SOURCE_COLUMN
+                    || f.name() == OFFSET_COLUMN
+                {
+                    return Err(OpenError::ReservedColumn(f.name().clone()));
+                }
+            }
+        }
+        let file_schema = if exists {
+            table.load().await.map_err(delta)?;
+            let snapshot = table.snapshot().map_err(delta)?;
+            let found = snapshot.metadata().partition_columns().clone();
+            if found != partition_columns {
+                return Err(OpenError::PartitionMismatch {
+                    url: url_text,
+                    found,
+                    expected: partition_columns,
+                });
+            }
+            let kernel = snapshot.schema();
+            let data_fields: Vec<StructField> = kernel
+                .fields()
+                .filter(|f| !partition_columns.contains(f.name()))
+                .cloned()
+                .collect();
+            let table_file_schema = kernel_to_arrow(data_fields)?;
+            if let Some(schema) = record_schema {
+                let ours = with_position_columns(schema);
+                if signature(&ours) != signature(&table_file_schema) {
+                    return Err(OpenError::SchemaMismatch {
+                        url: url_text,
+                        found: signature(&table_file_schema),
+                        expected: signature(&ours),
+                    });
+                }
+            }
+            table_file_schema
+        } else {
+            let schema = record_schema.ok_or_else(|| OpenError::NeedSchema(url_text.clone()))?;
+            let file_schema = with_position_columns(schema);
+            let mut fields: Vec<Field> = file_schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields.extend(
+                partition_columns
+                    .iter()
+                    .map(|c| Field::new(c, DataType::Utf8, false)),
+            );
+            let kernel: StructType = (&Schema::new(fields))
+                .try_into_kernel()
+                .map_err(|e| OpenError::Schema(e.to_string()))?;
+            table = CreateBuilder::new()
+                .with_location(url.to_string())
+                .with_storage_options(options.storage_options.clone())
+                .with_columns(kernel.fields().cloned())
+                .with_partition_columns(partition_columns.clone())
+                .with_configuration_property(
+                    TableProperty::CheckpointInterval,
+                    Some(options.checkpoint_interval.max(1).to_string()),
+                )
+                .await
+                .map_err(delta)?;
+            file_schema
+        };
+        Ok(WindowTable {
+            table,
+            url: url.to_string(),
+            layout,
+            size,
+            file_schema,
+            txns: HashMap::new(),
+        })
+    }
+
+    /// The schema of staged files: record fields, then the position columns.
+    pub fn file_schema(&self) -> &SchemaRef {
+        &self.file_schema
+    }
+
+    /// The record fields alone (the file schema without the position columns).
+    pub fn record_schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self
+            .file_schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != SOURCE_COLUMN && f.name() != OFFSET_COLUMN)
+            .map(|f| f.as_ref().clone())
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    /// An object store rooted at the table root, for staging.
+    pub fn store(&self) -> Arc<dyn ObjectStore> {
+        self.table.object_store()
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn layout(&self) -> AddressLayout {
+        self.layout
+    }
+
+    pub fn version(&self) -> Option<i64> {
+        self.table.version()
+    }
+
+    pub fn delta_table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    /// Re-reads the table state (after a conflict, or to see other writers' commits).
+    pub async fn reload(&mut self) -> Result<(), DeltaTableError> {
+        self.table.update_state().await
+    }
+
+    /// The committed resume offset of each partition (`txn` appId `<pipeline>/<partition>`).
+    pub async fn resume_offsets(
+        &mut self,
+        pipeline: &str,
+        partitions: &[String],
+    ) -> Result<HashMap<String, i64>, DeltaTableError> {
+        let snapshot = self.table.snapshot()?;
+        let log_store = self.table.log_store();
+        let lookups = partitions.iter().map(|p| {
+            let app_id = app_id(pipeline, p);
+            let log_store = log_store.clone();
+            async move {
+                let v = snapshot
+                    .transaction_version(log_store.as_ref(), &app_id)
+                    .await?;
+                Ok::<_, DeltaTableError>((p.clone(), app_id, v))
+            }
+        });
+        let found: Vec<_> = futures::stream::iter(lookups)
+            .buffered(8)
+            .try_collect()
+            .await?;
+        let mut offsets = HashMap::new();
+        for (partition, app_id, version) in found {
+            if let Some(v) = version {
+                self.txns.insert(app_id, v);
+                offsets.insert(partition, v);
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// The files currently at `address`.
+    pub async fn files_at(&self, address: &Address) -> Result<Vec<PublishedFile>, DeltaTableError> {
+        let filters: Vec<_> = address
+            .pairs()
+            .map(|(k, v)| (k, FilterOp::Eq, FilterValue::Scalar(v)))
+            .collect();
+        let views: Vec<_> = self
+            .table
+            .get_active_add_actions_by_partitions(&filters)
+            .try_collect()
+            .await?;
+        Ok(views.iter().map(file_of).collect())
+    }
+
+    /// Every window of `pipeline` in the table, with its coverage.
+    pub async fn published_windows(
+        &self,
+        pipeline: &str,
+    ) -> Result<Vec<PublishedWindow>, DeltaTableError> {
+        let views: Vec<_> = self
+            .table
+            .get_active_add_actions_by_partitions(&[])
+            .try_collect()
+            .await?;
+        let mut windows: BTreeMap<Window, Coverage> = BTreeMap::new();
+        for view in &views {
+            let file = file_of(view);
+            let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
+                continue;
+            };
+            if p != pipeline {
+                continue;
+            }
+            let Ok(window) = self.layout.window_of(self.size, &file.partition_values) else {
+                continue;
+            };
+            windows
+                .entry(window)
+                .and_modify(|c| {
+                    if coverage > *c {
+                        *c = coverage.clone();
+                    }
+                })
+                .or_insert(coverage);
+        }
+        Ok(windows
+            .into_iter()
+            .map(|(window, coverage)| PublishedWindow { window, coverage })
+            .collect())
+    }
+}
+
+pub(crate) fn app_id(pipeline: &str, partition: &str) -> String {
+    format!("{pipeline}/{partition}")
+}
+
+pub(crate) fn file_of(view: &deltalake::kernel::LogicalFileView) -> PublishedFile {
+    #[allow(deprecated)] // the only public way to the add's tags in deltalake 1.1
+    let tags = view.add_action().tags.unwrap_or_default();
+    let tag = |k: &str| tags.get(k).cloned().flatten();
+    let coverage = match (tag(tags::COVERAGE_PARTITION), tag(tags::COVERAGE_OFFSET)) {
+        (Some(partition), Some(offset)) => offset
+            .parse()
+            .ok()
+            .map(|offset| Coverage { partition, offset }),
+        _ => None,
+    };
+    let mut partition_values: Vec<(String, String)> = view
+        .partition_values_map()
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or_default()))
+        .collect();
+    partition_values.sort();
+    PublishedFile {
+        path: view.path().to_string(),
+        size_bytes: view.size(),
+        rows: view.num_records().map(|n| n as i64),
+        partition_values,
+        pipeline: tag(tags::PIPELINE),
+        coverage,
+    }
+}
+
+fn with_position_columns(record: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = record
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    fields.push(Field::new(SOURCE_COLUMN, DataType::Utf8, false));
+    fields.push(Field::new(OFFSET_COLUMN, DataType::Int64, false));
+    Arc::new(Schema::new(fields))
+}
+
+fn kernel_to_arrow(fields: Vec<StructField>) -> Result<SchemaRef, OpenError> {
+    let kernel = StructType::try_new(fields).map_err(|e| OpenError::Schema(e.to_string()))?;
+    let arrow: Schema = (&kernel)
+        .try_into_arrow()
+        .map_err(|e| OpenError::Schema(e.to_string()))?;
+    Ok(Arc::new(arrow))
+}
+
+/// `name: type, ...`: what must agree between a record schema and a table.
+fn signature(schema: &SchemaRef) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,202 @@
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Int64Array, RecordBatch, StringArray};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use sluice_stage::{StageOptions, Stager};
+use sluice_window::{AddressLayout, TimeFormat, Window, WindowSize};
+
+use super::*;
+
+fn record_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("ts", DataType::Utf8, true)]))
+}
+
+fn rows(table: &WindowTable, n: i64, first_offset: i64) -> RecordBatch {
+    RecordBatch::try_new(
+        table.file_schema().clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["2026-10-03T14:00:00Z"; n as usize])),
+            Arc::new(StringArray::from(vec!["in.ndjson"; n as usize])),
+            Arc::new(Int64Array::from(
+                (first_offset..first_offset + n).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+async fn setup(dir: &std::path::Path) -> (WindowTable, Window) {
+    let size = WindowSize::parse("1h").unwrap();
+    let options = TableOptions {
+        location: dir.to_str().unwrap().to_string(),
+        storage_options: Default::default(),
+        checkpoint_interval: 100,
+    };
+    let table = WindowTable::open_or_create(
+        &options,
+        Some(&record_schema()),
+        AddressLayout::DtHour,
+        size,
+    )
+    .await
+    .unwrap();
+    let t = TimeFormat::Rfc3339
+        .parse_str("2026-10-03T14:00:00Z")
+        .unwrap();
+    (table, Window::containing(size, t))
+}
+
+fn publication(window: Window, files: Vec<sluice_stage::StagedFile>, offset: i64) -> Publication {
+    Publication {
+        pipeline: "p".into(),
+        window,
+        files,
+        replace: Replace::Window,
+        coverage: Coverage {
+            partition: "in.ndjson".into(),
+            offset,
+        },
+        txns: vec![("in.ndjson".into(), offset)],
+        position_ranges: serde_json::json!([]),
+        published_at_ms: 1_000,
+    }
+}
+
+#[tokio::test]
+async fn swap_replaces_the_window_and_records_offsets_and_coverage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut table, window) = setup(dir.path()).await;
+    let address = AddressLayout::DtHour.address(window);
+    let mut stager = Stager::new(table.store(), "a1", StageOptions::default());
+    let schema = table.file_schema().clone();
+    let first = stager
+        .stage(&address, &schema, vec![rows(&table, 3, 0)])
+        .await
+        .unwrap();
+    let v1 = table
+        .publish(publication(window, vec![first], 30))
+        .await
+        .unwrap();
+    assert_eq!((v1.version, v1.files_removed, v1.rows), (1, 0, 3));
+
+    let second = stager
+        .stage(&address, &schema, vec![rows(&table, 5, 0)])
+        .await
+        .unwrap();
+    let v2 = table
+        .publish(publication(window, vec![second.clone()], 50))
+        .await
+        .unwrap();
+    assert_eq!((v2.version, v2.files_removed, v2.rows), (2, 1, 5));
+    let files = table.files_at(&address).await.unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].path, second.path);
+
+    // Moving a resume position backwards is refused before anything is written.
+    let third = stager
+        .stage(&address, &schema, vec![rows(&table, 1, 0)])
+        .await
+        .unwrap();
+    let err = table
+        .publish(publication(window, vec![third], 10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PublishError::TxnRegression {
+                committed: 50,
+                proposed: 10,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A fresh process reads offsets and coverage back from the table alone.
+    let (mut reopened, _) = setup(dir.path()).await;
+    let offsets = reopened
+        .resume_offsets("p", &["in.ndjson".into(), "other".into()])
+        .await
+        .unwrap();
+    assert_eq!(offsets.get("in.ndjson"), Some(&50));
+    assert_eq!(offsets.get("other"), None);
+    let windows = reopened.published_windows("p").await.unwrap();
+    assert_eq!(
+        windows,
+        vec![PublishedWindow {
+            window,
+            coverage: Coverage {
+                partition: "in.ndjson".into(),
+                offset: 50
+            }
+        }]
+    );
+    assert!(reopened.published_windows("q").await.unwrap().is_empty());
+
+    let listing = list_windows(reopened.delta_table()).await.unwrap();
+    assert_eq!(listing.len(), 1);
+    assert_eq!(listing[0].address, "dt=2026-10-03/hour=14");
+    assert_eq!(
+        (listing[0].rows, listing[0].files, listing[0].version),
+        (5, 1, Some(2))
+    );
+    assert_eq!(listing[0].publications, 2);
+}
+
+#[tokio::test]
+async fn a_stale_writer_of_the_same_window_conflicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut a, window) = setup(dir.path()).await;
+    let (mut b, _) = setup(dir.path()).await;
+    let address = AddressLayout::DtHour.address(window);
+    let schema = a.file_schema().clone();
+    let mut sa = Stager::new(a.store(), "a", StageOptions::default());
+    let mut sb = Stager::new(b.store(), "b", StageOptions::default());
+    let fa = sa
+        .stage(&address, &schema, vec![rows(&a, 2, 0)])
+        .await
+        .unwrap();
+    let fb = sb
+        .stage(&address, &schema, vec![rows(&b, 2, 0)])
+        .await
+        .unwrap();
+    a.publish(publication(window, vec![fa], 20)).await.unwrap();
+    let err = b
+        .publish(publication(window, vec![fb], 20))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PublishError::Conflict { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn schema_and_layout_mismatches_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = setup(dir.path()).await;
+    let options = TableOptions {
+        location: dir.path().to_str().unwrap().to_string(),
+        storage_options: Default::default(),
+        checkpoint_interval: 100,
+    };
+    let other = Arc::new(Schema::new(vec![Field::new("ts", DataType::Int64, true)]));
+    let hour = WindowSize::parse("1h").unwrap();
+    let err = WindowTable::open_or_create(&options, Some(&other), AddressLayout::DtHour, hour)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OpenError::SchemaMismatch { .. }), "{err}");
+    let five = WindowSize::parse("5m").unwrap();
+    let err = WindowTable::open_or_create(&options, None, AddressLayout::WindowStart, five)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OpenError::PartitionMismatch { .. }), "{err}");
+    let reserved = Arc::new(Schema::new(vec![Field::new("hour", DataType::Utf8, true)]));
+    let fresh = tempfile::tempdir().unwrap();
+    let options = TableOptions {
+        location: fresh.path().to_str().unwrap().to_string(),
+        ..options
+    };
+    let err = WindowTable::open_or_create(&options, Some(&reserved), AddressLayout::DtHour, hour)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OpenError::ReservedColumn(_)), "{err}");
+}

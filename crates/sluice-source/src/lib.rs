@@ -1,0 +1,18 @@
+//! Sources of sluice: where events come from and how a position names each one.
+//!
+//! - [`ndjson`]: one NDJSON file or a directory of them, read in name order. An event's
+//!   position is `(file, byte offset of its line)`, so a restart seeks instead of re-reading.
+//! - [`decode`]: NDJSON lines to Arrow record batches with arrow-json, per chunk, falling back
+//!   to per-line decoding only for chunks that hold a bad line. Bad lines become [`Reject`]s
+//!   with their position and reason; good lines are never lost with them.
+//! - [`schema`]: the record schema, from a small JSON/TOML schema file or inferred.
+//! - [`generate`]: a deterministic event stream (seeded) for the demo, tests and benchmarks.
+
+pub mod decode;
+pub mod generate;
+pub mod ndjson;
+pub mod schema;
+
+pub use decode::{DecodeError, Decoded, LineDecoder, Reject, RejectReason};
+pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Position, SourceError, SourceFile};
+pub use schema::{RecordSchema, SchemaError};

@@ -1,0 +1,263 @@
+//! Staging: a window's rows become Parquet files under the window's address, with the Delta
+//! statistics a reader uses for data skipping, and stay invisible until a publish commit adds
+//! them to the log.
+//!
+//! File names carry the window and the attempt (`part-20261003T14-<attempt>-00001.snappy.parquet`),
+//! so every attempt writes new names and a file is never overwritten: an attempt that dies
+//! leaves orphans for `gc`, never a torn file that a published version points at.
+
+mod stats;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use deltalake::parquet::arrow::ArrowWriter;
+use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::errors::ParquetError;
+use deltalake::parquet::file::properties::WriterProperties;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload};
+use sluice_window::Address;
+
+pub use stats::file_stats;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("encoding Parquet for {path} failed: {source}")]
+    Encode { path: String, source: ParquetError },
+    #[error("decoding staged Parquet {path} failed: {source}")]
+    Decode { path: String, source: ParquetError },
+    #[error("object store {op} of {path} failed: {source}")]
+    Store {
+        op: &'static str,
+        path: String,
+        source: object_store::Error,
+    },
+    #[error("staging task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("invalid object path {path}: {source}")]
+    Path {
+        path: String,
+        source: object_store::path::Error,
+    },
+}
+
+/// Parquet compression of staged files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Codec {
+    #[default]
+    Snappy,
+    Zstd,
+}
+
+impl Codec {
+    pub fn parse_name(name: &str) -> Option<Codec> {
+        match name {
+            "snappy" => Some(Codec::Snappy),
+            "zstd" => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+
+    fn extension(self) -> &'static str {
+        match self {
+            Codec::Snappy => "snappy",
+            Codec::Zstd => "zstd",
+        }
+    }
+}
+
+/// How staged files are encoded.
+#[derive(Debug, Clone)]
+pub struct StageOptions {
+    pub codec: Codec,
+    /// Rows per Parquet row group: large enough for readers to scan efficiently.
+    pub row_group_rows_max: usize,
+}
+
+impl Default for StageOptions {
+    fn default() -> Self {
+        StageOptions {
+            codec: Codec::Snappy,
+            row_group_rows_max: 1 << 20,
+        }
+    }
+}
+
+/// A Parquet file written under a window's address, not yet in the Delta log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedFile {
+    /// Relative to the table root, `/`-separated.
+    pub path: String,
+    pub size_bytes: i64,
+    pub rows: i64,
+    /// Delta statistics JSON (`numRecords`, `minValues`, `maxValues`, `nullCount`).
+    pub stats: String,
+}
+
+/// Writes staged files for one attempt. The attempt id comes from the caller and must be
+/// unique per process run; together with the per-attempt sequence number it makes every
+/// file name unique.
+#[derive(Debug)]
+pub struct Stager {
+    store: Arc<dyn ObjectStore>,
+    attempt: String,
+    options: StageOptions,
+    props: WriterProperties,
+    next_part: u64,
+}
+
+impl Stager {
+    /// `store` is rooted at the table root.
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        attempt: impl Into<String>,
+        options: StageOptions,
+    ) -> Self {
+        let compression = match options.codec {
+            Codec::Snappy => Compression::SNAPPY,
+            Codec::Zstd => Compression::ZSTD(ZstdLevel::default()),
+        };
+        let props = WriterProperties::builder()
+            .set_compression(compression)
+            .set_max_row_group_row_count(Some(options.row_group_rows_max.max(1)))
+            .build();
+        Stager {
+            store,
+            attempt: attempt.into(),
+            options,
+            props,
+            next_part: 0,
+        }
+    }
+
+    pub fn attempt(&self) -> &str {
+        &self.attempt
+    }
+
+    fn next_path(&mut self, address: &Address) -> String {
+        self.next_part += 1;
+        format!(
+            "{}/part-{}-{}-{:05}.{}.parquet",
+            address.hive_path(),
+            address.tag(),
+            self.attempt,
+            self.next_part,
+            self.options.codec.extension()
+        )
+    }
+
+    /// Writes `batches` (all of `schema`, without partition columns) as one Parquet file.
+    pub async fn stage(
+        &mut self,
+        address: &Address,
+        schema: &SchemaRef,
+        batches: Vec<RecordBatch>,
+    ) -> Result<StagedFile, StageError> {
+        let path = self.next_path(address);
+        let props = self.props.clone();
+        let schema = schema.clone();
+        let encode_path = path.clone();
+        // Encoding is CPU work: keep it off the async workers so reading and committing go on.
+        let (bytes, rows, stats) = tokio::task::spawn_blocking(move || {
+            let encode = |source| StageError::Encode {
+                path: encode_path.clone(),
+                source,
+            };
+            let stats = file_stats(&schema, &batches);
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let mut writer =
+                ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(encode)?;
+            for batch in &batches {
+                writer.write(batch).map_err(encode)?;
+            }
+            let bytes = writer.into_inner().map_err(encode)?;
+            Ok::<_, StageError>((Bytes::from(bytes), rows as i64, stats))
+        })
+        .await??;
+        let size_bytes = bytes.len() as i64;
+        let location = object_path(&path)?;
+        self.store
+            .put(&location, PutPayload::from_bytes(bytes))
+            .await
+            .map_err(|source| StageError::Store {
+                op: "put",
+                path: path.clone(),
+                source,
+            })?;
+        Ok(StagedFile {
+            path,
+            size_bytes,
+            rows,
+            stats,
+        })
+    }
+
+    /// Reads a staged or published data file back (for dedupe and rewrites).
+    pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
+        read_parquet(self.store.as_ref(), path).await
+    }
+
+    /// Deletes a staged file that will never be published. A missing file is not an error.
+    pub async fn delete(&self, path: &str) -> Result<(), StageError> {
+        match self.store.delete(&object_path(path)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(StageError::Store {
+                op: "delete",
+                path: path.to_string(),
+                source,
+            }),
+        }
+    }
+}
+
+/// Reads a whole Parquet file from `store` into record batches.
+pub async fn read_parquet(
+    store: &dyn ObjectStore,
+    path: &str,
+) -> Result<Vec<RecordBatch>, StageError> {
+    let location = object_path(path)?;
+    let bytes = store
+        .get(&location)
+        .await
+        .map_err(|source| StageError::Store {
+            op: "get",
+            path: path.to_string(),
+            source,
+        })?
+        .bytes()
+        .await
+        .map_err(|source| StageError::Store {
+            op: "get",
+            path: path.to_string(),
+            source,
+        })?;
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        let decode = |source| StageError::Decode {
+            path: path.clone(),
+            source,
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(decode)?
+            .build()
+            .map_err(decode)?;
+        reader
+            .map(|b| b.map_err(|e| decode(ParquetError::ArrowError(e.to_string()))))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?
+}
+
+fn object_path(path: &str) -> Result<Path, StageError> {
+    Path::parse(path).map_err(|source| StageError::Path {
+        path: path.to_string(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests;

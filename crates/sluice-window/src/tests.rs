@@ -1,0 +1,290 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const HOUR_US: i64 = 3_600_000_000;
+const DAY_US: i64 = 86_400_000_000;
+
+fn sizes() -> impl Strategy<Value = WindowSize> {
+    prop::sample::select(vec![
+        "1m", "5m", "10m", "15m", "30m", "1h", "2h", "3h", "6h", "12h", "1d",
+    ])
+    .prop_map(|s| WindowSize::parse(s).unwrap())
+}
+
+fn event_times() -> impl Strategy<Value = EventTime> {
+    // 1950 .. 2100, microsecond resolution.
+    (-631_152_000_000_000i64..4_102_444_800_000_000).prop_map(EventTime::from_micros)
+}
+
+#[test]
+fn durations_parse() {
+    assert_eq!(parse_duration_ms("10m"), Ok(600_000));
+    assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
+    assert_eq!(parse_duration_ms("250ms"), Ok(250));
+    assert_eq!(parse_duration_ms("7d"), Ok(604_800_000));
+    assert!(matches!(
+        parse_duration_ms("10"),
+        Err(DurationError::MissingUnit(_))
+    ));
+    assert!(matches!(
+        parse_duration_ms("10w"),
+        Err(DurationError::UnknownUnit(_))
+    ));
+    assert!(matches!(
+        parse_duration_ms("h"),
+        Err(DurationError::NotANumber(_))
+    ));
+    assert!(matches!(parse_duration_ms(""), Err(DurationError::Empty)));
+    assert!(matches!(
+        parse_duration_ms("99999999999999999d"),
+        Err(DurationError::Overflow(_))
+    ));
+}
+
+#[test]
+fn window_sizes_are_bounded_and_day_aligned() {
+    assert!(WindowSize::parse("1m").is_ok());
+    assert!(WindowSize::parse("1d").is_ok());
+    assert!(matches!(
+        WindowSize::parse("30s"),
+        Err(WindowSizeError::OutOfRange(_))
+    ));
+    assert!(matches!(
+        WindowSize::parse("2d"),
+        Err(WindowSizeError::OutOfRange(_))
+    ));
+    assert!(matches!(
+        WindowSize::parse("90s"),
+        Err(WindowSizeError::OutOfRange(_))
+    ));
+    assert!(matches!(
+        WindowSize::parse("7m"),
+        Err(WindowSizeError::NotDayAligned(_))
+    ));
+    assert_eq!(WindowSize::parse("60m").unwrap().label(), "1h");
+    assert_eq!(WindowSize::parse("1440m").unwrap().label(), "1d");
+    assert_eq!(WindowSize::parse("15m").unwrap().label(), "15m");
+}
+
+#[test]
+fn event_times_parse_in_every_format() {
+    let t = TimeFormat::Rfc3339
+        .parse_str("2026-10-03T16:25:00.5+02:00")
+        .unwrap();
+    assert_eq!(
+        t,
+        TimeFormat::EpochMicros
+            .from_integer(1_791_037_500_500_000)
+            .unwrap()
+    );
+    assert_eq!(
+        TimeFormat::EpochSeconds
+            .from_integer(1_791_037_500)
+            .unwrap(),
+        TimeFormat::EpochMillis
+            .from_integer(1_791_037_500_000)
+            .unwrap()
+    );
+    assert!(matches!(
+        TimeFormat::Rfc3339.parse_str("yesterday"),
+        Err(TimeError::NotRfc3339 { .. })
+    ));
+    assert!(matches!(
+        TimeFormat::EpochSeconds.from_integer(i64::MAX),
+        Err(TimeError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        TimeFormat::Rfc3339.from_integer(5),
+        Err(TimeError::IntegerForRfc3339)
+    ));
+    assert!(matches!(
+        TimeFormat::EpochMillis.parse_str("5"),
+        Err(TimeError::StringForEpoch(_))
+    ));
+    assert!(TimeFormat::parse_name("epoch_ms").is_ok());
+    assert!(TimeFormat::parse_name("iso").is_err());
+}
+
+#[test]
+fn addresses_follow_the_batch_layout() {
+    let hour = WindowSize::parse("1h").unwrap();
+    let t = TimeFormat::Rfc3339
+        .parse_str("2026-10-03T14:59:59.999999Z")
+        .unwrap();
+    let a = AddressLayout::DtHour.address(Window::containing(hour, t));
+    assert_eq!(a.hive_path(), "dt=2026-10-03/hour=14");
+    assert_eq!(a.tag(), "20261003T14");
+
+    let day = WindowSize::parse("1d").unwrap();
+    assert_eq!(AddressLayout::default_for(day), AddressLayout::Dt);
+    assert_eq!(
+        AddressLayout::Dt
+            .address(Window::containing(day, t))
+            .hive_path(),
+        "dt=2026-10-03"
+    );
+
+    let five = WindowSize::parse("5m").unwrap();
+    assert_eq!(AddressLayout::default_for(five), AddressLayout::WindowStart);
+    assert_eq!(
+        AddressLayout::WindowStart
+            .address(Window::containing(five, t))
+            .hive_path(),
+        "window_start=20261003T1455Z"
+    );
+    assert!(AddressLayout::DtHour.validate(five).is_err());
+    assert!(AddressLayout::Dt.validate(hour).is_err());
+    assert!(AddressLayout::WindowStart.validate(hour).is_ok());
+}
+
+#[test]
+fn foreign_partition_values_are_not_addresses() {
+    let hour = WindowSize::parse("1h").unwrap();
+    let pv = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert!(AddressLayout::DtHour
+        .window_of(hour, &pv(&[("dt", "2026-10-03")]))
+        .is_err());
+    assert!(AddressLayout::DtHour
+        .window_of(hour, &pv(&[("dt", "2026-10-03"), ("hour", "24")]))
+        .is_err());
+    assert!(AddressLayout::DtHour
+        .window_of(hour, &pv(&[("dt", "x"), ("hour", "1")]))
+        .is_err());
+    // Not in canonical form: would alias another address.
+    assert!(AddressLayout::DtHour
+        .window_of(hour, &pv(&[("dt", "2026-10-03"), ("hour", "4")]))
+        .is_err());
+}
+
+#[test]
+fn watermark_trails_max_event_time_by_lateness() {
+    let mut wm = Watermark::new(10 * 60_000_000);
+    assert_eq!(wm.current(), EventTime::MIN);
+    wm.observe(EventTime::from_micros(HOUR_US));
+    wm.observe(EventTime::from_micros(HOUR_US / 2));
+    assert_eq!(
+        wm.current(),
+        EventTime::from_micros(HOUR_US - 10 * 60_000_000)
+    );
+    wm.end_of_input();
+    assert_eq!(wm.current(), EventTime::MAX);
+}
+
+#[test]
+fn key_winner_prefers_later_time_then_higher_position() {
+    let t1 = EventTime::from_micros(1);
+    let t2 = EventTime::from_micros(2);
+    assert!(key_winner((t2, &0), (t1, &9)));
+    assert!(!key_winner((t1, &9), (t2, &0)));
+    assert!(key_winner((t1, &5), (t1, &4)));
+    assert!(!key_winner((t1, &4), (t1, &4)));
+}
+
+proptest! {
+    #[test]
+    fn assignment_contains_and_aligns(size in sizes(), t in event_times()) {
+        let w = Window::containing(size, t);
+        prop_assert!(w.contains(t));
+        prop_assert_eq!(w.start().as_micros().rem_euclid(size.as_micros()), 0);
+        prop_assert_eq!(w.end().as_micros() - w.start().as_micros(), size.as_micros());
+        // UTC alignment: windows never straddle midnight.
+        prop_assert_eq!(
+            w.start().as_micros().div_euclid(DAY_US),
+            (w.end().as_micros() - 1).div_euclid(DAY_US)
+        );
+        // Neighbouring instants fall in the same window or the adjacent one.
+        let next = Window::containing(size, EventTime::from_micros(t.as_micros() + 1));
+        prop_assert!(next == w || next.start() == w.end());
+    }
+
+    #[test]
+    fn addresses_round_trip_and_are_injective(size in sizes(), t in event_times(), u in event_times()) {
+        let layout = AddressLayout::default_for(size);
+        let w = Window::containing(size, t);
+        let a = layout.address(w);
+        let pairs: Vec<(String, String)> =
+            a.pairs().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        prop_assert_eq!(layout.window_of(size, &pairs).unwrap(), w);
+        let v = Window::containing(size, u);
+        prop_assert_eq!(layout.address(v) == a, v == w);
+        // window_start works for every size.
+        let ws = AddressLayout::WindowStart.address(w);
+        let pairs: Vec<(String, String)> =
+            ws.pairs().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        prop_assert_eq!(AddressLayout::WindowStart.window_of(size, &pairs).unwrap(), w);
+    }
+
+    /// The book against a model: a sorted map of every event routed so far.
+    #[test]
+    fn book_matches_model(
+        size in sizes(),
+        lateness_min in 0i64..120,
+        offsets in prop::collection::vec(-3 * HOUR_US..3 * HOUR_US, 1..200),
+        publish_every in 1usize..20,
+    ) {
+        let base = 1_791_000_000_000_000i64;
+        let mut book: WindowBook<u64> = WindowBook::new();
+        let mut wm = Watermark::new(lateness_min * 60_000_000);
+        // Model: events held per open window, and coverage per published window.
+        let mut held: BTreeMap<Window, Vec<u64>> = BTreeMap::new();
+        let mut covered: BTreeMap<Window, u64> = BTreeMap::new();
+        let mut sealed_order: Vec<Window> = Vec::new();
+        for (i, dt) in offsets.iter().enumerate() {
+            let pos = i as u64;
+            let t = EventTime::from_micros(base + dt);
+            let w = Window::containing(size, t);
+            let route = book.route(w, &pos, wm.current());
+            let expected = if covered.get(&w).is_some_and(|c| pos < *c) {
+                Route::Replayed
+            } else if wm.current() >= w.end() {
+                Route::Late
+            } else {
+                Route::Buffer
+            };
+            prop_assert_eq!(route, expected);
+            if route != Route::Replayed {
+                book.hold(w, &pos);
+                held.entry(w).or_default().push(pos);
+            }
+            wm.observe(t);
+            if i % publish_every == 0 {
+                let ready = book.sealed(wm.current());
+                // Sealed: exactly the open windows the watermark passed, oldest first.
+                let model: Vec<Window> =
+                    held.keys().copied().filter(|w| w.end() <= wm.current()).collect();
+                prop_assert_eq!(&ready, &model);
+                prop_assert!(ready.windows(2).all(|p| p[0] < p[1]));
+                for w in ready {
+                    held.remove(&w);
+                    covered.insert(w, pos + 1);
+                    book.mark_published(w, pos + 1);
+                    sealed_order.push(w);
+                }
+            }
+            // Resume: never above an unpublished event, never above the read position.
+            let resume = book.resume_position(&(pos + 1));
+            let lowest_held = held.values().flatten().min().copied().unwrap_or(pos + 1);
+            prop_assert_eq!(resume, lowest_held.min(pos + 1));
+        }
+        wm.end_of_input();
+        let rest = book.sealed(wm.current());
+        prop_assert_eq!(rest, held.keys().copied().collect::<Vec<_>>());
+        // Replaying everything after "restart" from the table's coverage skips exactly the
+        // events that a publication handled.
+        let restored = WindowBook::from_published(covered.clone());
+        for (i, dt) in offsets.iter().enumerate() {
+            let pos = i as u64;
+            let w = Window::containing(size, EventTime::from_micros(base + dt));
+            let replayed = restored.route(w, &pos, EventTime::MIN) == Route::Replayed;
+            prop_assert_eq!(replayed, covered.get(&w).is_some_and(|c| pos < *c));
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Options of `sluice run`: flags, a TOML config file (`--config`, same names in snake_case),
+//! and their validation. Flags win over the file; the file wins over defaults.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Deserialize;
+use sluice_ingest::KeySpec;
+use sluice_stage::Codec;
+use sluice_window::{parse_duration_ms, AddressLayout, TimeFormat, WindowSize};
+
+use crate::usage;
+
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunArgs {
+    /// TOML file with any of these options (snake_case keys); flags win.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Input: `ndjson:PATH`, a file or a directory of files read in name order.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// The Delta table: a local path (or URL).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Names this ingestion; prefix of the table's `txn` appIds. [default: sluice]
+    #[arg(long)]
+    pub pipeline: Option<String>,
+    /// Field holding the event time. [default: ts]
+    #[arg(long)]
+    pub time_field: Option<String>,
+    /// rfc3339, epoch_s, epoch_ms or epoch_us. [default: rfc3339]
+    #[arg(long)]
+    pub time_format: Option<String>,
+    /// Tumbling window size, 1m to 1d, dividing a day. [default: 1h]
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Address layout: dt_hour (1h windows), dt (1d), window_start (any). [default: by window size]
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Allowed lateness: the watermark trails the largest event time by this much. [default: 10m]
+    #[arg(long)]
+    pub lateness: Option<String>,
+    /// Natural key field(s), comma-separated: one row per key per window (latest event time,
+    /// then highest source position, wins). Default: rows are keyed by source position.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Schema file (JSON or TOML) for the records; default: inferred from the first lines.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Lines read to infer the schema when there is no schema file. [default: 1000]
+    #[arg(long)]
+    pub infer_lines: Option<usize>,
+    /// Where rejected records go (NDJSON). [default: <table>_rejects.ndjson]
+    #[arg(long)]
+    pub rejects: Option<PathBuf>,
+    /// Memory budget for buffered rows of open windows, e.g. 256MiB. [default: 256MiB]
+    #[arg(long)]
+    pub flush_bytes_max: Option<String>,
+    /// Bytes read from the source at a time, e.g. 4MiB. [default: 4MiB]
+    #[arg(long)]
+    pub chunk_bytes: Option<String>,
+    /// Parquet compression: snappy or zstd. [default: snappy]
+    #[arg(long)]
+    pub compression: Option<String>,
+    /// delta.checkpointInterval for new tables. [default: 100]
+    #[arg(long)]
+    pub checkpoint_interval: Option<u64>,
+    /// Object store option for the table, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+    /// Attempt id in staged file names. [default: from the clock and process id]
+    #[arg(long)]
+    pub attempt: Option<String>,
+}
+
+impl RunArgs {
+    /// Fills options not given as flags from the config file.
+    pub fn merge_config(mut self) -> anyhow::Result<RunArgs> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| usage(format!("--config {}: cannot read it: {e}", path.display())))?;
+        let file: RunArgs = toml::from_str(&text)
+            .map_err(|e| usage(format!("--config {}: {}", path.display(), e.message())))?;
+        macro_rules! fill {
+            ($($f:ident),*) => { $( if self.$f.is_none() { self.$f = file.$f; } )* };
+        }
+        fill!(
+            source,
+            table,
+            pipeline,
+            time_field,
+            time_format,
+            window,
+            address,
+            lateness,
+            key,
+            schema,
+            infer_lines,
+            rejects,
+            flush_bytes_max,
+            chunk_bytes,
+            compression,
+            checkpoint_interval,
+            attempt
+        );
+        if self.storage_options.is_empty() {
+            self.storage_options = file.storage_options;
+        }
+        Ok(self)
+    }
+}
+
+/// Validated options of `sluice run`.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub source: PathBuf,
+    pub table: String,
+    pub pipeline: String,
+    pub time_field: String,
+    pub time_format: TimeFormat,
+    pub window: WindowSize,
+    pub layout: AddressLayout,
+    pub lateness_ms: i64,
+    pub key: Option<KeySpec>,
+    pub schema: Option<PathBuf>,
+    pub infer_lines: usize,
+    pub rejects: PathBuf,
+    pub flush_bytes_max: usize,
+    pub chunk_bytes: usize,
+    pub codec: Codec,
+    pub checkpoint_interval: u64,
+    pub storage_options: HashMap<String, String>,
+    pub attempt: Option<String>,
+}
+
+impl RunArgs {
+    pub fn plan(self) -> anyhow::Result<RunPlan> {
+        let a = self.merge_config()?;
+        let source = a
+            .source
+            .ok_or_else(|| usage("--source is required (ndjson:PATH)"))?;
+        let source = match source.split_once(':') {
+            Some(("ndjson", path)) if !path.is_empty() => PathBuf::from(path),
+            _ => return Err(usage(format!("--source {source:?}: expected ndjson:PATH"))),
+        };
+        let table = a.table.ok_or_else(|| usage("--table is required"))?;
+        let pipeline = a.pipeline.unwrap_or_else(|| "sluice".into());
+        if pipeline.is_empty()
+            || pipeline.contains('/')
+            || pipeline.chars().any(char::is_whitespace)
+        {
+            return Err(usage(format!(
+                "--pipeline {pipeline:?}: use a name without '/' or spaces"
+            )));
+        }
+        let time_field = a.time_field.unwrap_or_else(|| "ts".into());
+        let time_format = TimeFormat::parse_name(a.time_format.as_deref().unwrap_or("rfc3339"))
+            .map_err(|e| usage(format!("--time-format: {e}")))?;
+        let window = WindowSize::parse(a.window.as_deref().unwrap_or("1h"))
+            .map_err(|e| usage(format!("--window: {e}")))?;
+        let layout = match a.address.as_deref() {
+            None => AddressLayout::default_for(window),
+            Some(name) => {
+                AddressLayout::parse_name(name).map_err(|e| usage(format!("--address: {e}")))?
+            }
+        };
+        layout
+            .validate(window)
+            .map_err(|e| usage(format!("--address: {e}")))?;
+        let lateness_ms = parse_duration_ms(a.lateness.as_deref().unwrap_or("10m"))
+            .map_err(|e| usage(format!("--lateness: {e}")))?;
+        let key = match a.key {
+            None => None,
+            Some(k) => {
+                let columns: Vec<String> = k.split(',').map(|c| c.trim().to_string()).collect();
+                if columns.iter().any(String::is_empty) {
+                    return Err(usage(format!("--key {k:?}: empty field name")));
+                }
+                Some(KeySpec {
+                    columns,
+                    time_field: time_field.clone(),
+                    time_format,
+                })
+            }
+        };
+        let flush_bytes_max = parse_bytes(a.flush_bytes_max.as_deref().unwrap_or("256MiB"))
+            .ok_or_else(|| {
+                usage("--flush-bytes-max: expected a size like 256MiB, 64MB or 1048576")
+            })?;
+        let chunk_bytes = parse_bytes(a.chunk_bytes.as_deref().unwrap_or("4MiB"))
+            .filter(|n| *n >= 4096)
+            .ok_or_else(|| usage("--chunk-bytes: expected a size of at least 4KiB, like 4MiB"))?;
+        let codec = Codec::parse_name(a.compression.as_deref().unwrap_or("snappy"))
+            .ok_or_else(|| usage("--compression: use snappy or zstd"))?;
+        let checkpoint_interval = a.checkpoint_interval.unwrap_or(100);
+        if checkpoint_interval == 0 {
+            return Err(usage("--checkpoint-interval: must be at least 1"));
+        }
+        let mut storage_options = HashMap::new();
+        for kv in &a.storage_options {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| usage(format!("--storage-option {kv:?}: expected KEY=VALUE")))?;
+            storage_options.insert(k.to_string(), v.to_string());
+        }
+        let rejects = a.rejects.unwrap_or_else(|| default_rejects_path(&table));
+        if let Some(attempt) = &a.attempt {
+            if attempt.is_empty()
+                || !attempt
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(usage("--attempt: use letters, digits and _ only"));
+            }
+        }
+        Ok(RunPlan {
+            source,
+            table,
+            pipeline,
+            time_field,
+            time_format,
+            window,
+            layout,
+            lateness_ms,
+            key,
+            schema: a.schema,
+            infer_lines: a.infer_lines.unwrap_or(1000).max(1),
+            rejects,
+            flush_bytes_max,
+            chunk_bytes,
+            codec,
+            checkpoint_interval,
+            storage_options,
+            attempt: a.attempt,
+        })
+    }
+}
+
+fn default_rejects_path(table: &str) -> PathBuf {
+    let trimmed = table.trim_end_matches('/');
+    PathBuf::from(format!("{trimmed}_rejects.ndjson"))
+}
+
+/// `256MiB`, `64MB`, `4KiB`, `1048576`.
+pub fn parse_bytes(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let n: usize = text[..digits].parse().ok()?;
+    let unit: usize = match text[digits..].trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_bytes("256MiB"), Some(256 << 20));
+        assert_eq!(parse_bytes("64MB"), Some(64_000_000));
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("12 parsecs"), None);
+        assert_eq!(parse_bytes("MiB"), None);
+    }
+
+    #[test]
+    fn flags_win_over_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("p.toml");
+        std::fs::write(
+            &cfg,
+            "source = \"ndjson:in\"\ntable = \"t\"\nwindow = \"15m\"\nkey = \"id\"\n",
+        )
+        .unwrap();
+        let args = RunArgs {
+            config: Some(cfg.clone()),
+            window: Some("1h".into()),
+            ..Default::default()
+        };
+        let plan = args.plan().unwrap();
+        assert_eq!(plan.window, WindowSize::parse("1h").unwrap());
+        assert_eq!(plan.table, "t");
+        assert_eq!(plan.key.unwrap().columns, vec!["id".to_string()]);
+        assert_eq!(plan.rejects, PathBuf::from("t_rejects.ndjson"));
+
+        std::fs::write(&cfg, "sorce = \"x\"\n").unwrap();
+        let err = RunArgs {
+            config: Some(cfg),
+            ..Default::default()
+        }
+        .plan()
+        .unwrap_err();
+        assert!(err.to_string().contains("sorce"), "{err}");
+    }
+}

@@ -1,0 +1,268 @@
+//! `sluice demo`: the whole promise in one command. Generate a stream with duplicate, out-of-
+//! order and late deliveries; ingest it; SIGKILL the ingest mid-run; run the same command
+//! again; show the windows, an hourly aggregate, and the duplicate count measured by SQL.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::datatypes::Int64Type;
+use sluice_source::generate::{generate, GeneratorSpec};
+use sluice_sql::{Format, TableRef};
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Working directory (its input/, table/ and rejects are replaced).
+    #[arg(long, default_value = "demo")]
+    pub dir: PathBuf,
+    /// Distinct events to generate.
+    #[arg(long, default_value_t = 200_000)]
+    pub events: u64,
+    /// Generator seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+const FILES: u64 = 4;
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Output directory (created; files in it are replaced).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Distinct events.
+    #[arg(long, default_value_t = 100_000)]
+    pub events: u64,
+    /// Hours of event time the stream spans, from 2026-10-03T00:00Z.
+    #[arg(long, default_value_t = 24)]
+    pub hours: u32,
+    /// Number of files (the stream is split in order).
+    #[arg(long, default_value_t = 1)]
+    pub files: usize,
+    /// Generator seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+pub fn generate_files(args: GenerateArgs) -> anyhow::Result<()> {
+    if args.files == 0 || args.events == 0 || args.hours == 0 {
+        return Err(crate::usage(
+            "--files, --events and --hours must be at least 1",
+        ));
+    }
+    let spec = GeneratorSpec {
+        seed: args.seed,
+        events: args.events,
+        hours: args.hours,
+        ..GeneratorSpec::default()
+    };
+    let stats = write_stream(&spec, &args.out, args.files, false)?;
+    println!(
+        "sluice generate: {} events + {} duplicate deliveries, {:.1} MB in {} files under {}",
+        stats.events,
+        stats.duplicates,
+        stats.bytes as f64 / 1e6,
+        args.files,
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Writes one generated stream split in order into `files` files named `events-NN.ndjson`;
+/// with `bad_lines`, three malformed records go into the second file.
+fn write_stream(
+    spec: &GeneratorSpec,
+    dir: &Path,
+    files: usize,
+    bad_lines: bool,
+) -> anyhow::Result<sluice_source::generate::GeneratorSummary> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut all = Vec::new();
+    let stats = generate(spec, &mut all)?;
+    let lines: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
+    let per_file = lines.len().div_ceil(files).max(1);
+    for (i, part) in lines.chunks(per_file).enumerate() {
+        let path = dir.join(format!("events-{i:02}.ndjson"));
+        let mut f = BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("writing {}", path.display()))?,
+        );
+        for l in part {
+            f.write_all(l)?;
+        }
+        if bad_lines && i == 1 {
+            f.write_all(
+                b"{\"event_id\":\"broken\",\"ts\":\"2026-10-03T25:61:00Z\",\"kind\":\"view\"}\n",
+            )?;
+            f.write_all(b"{\"event_id\":\"truncated\",\"ts\":\"2026-10-03T10:00\n")?;
+            f.write_all(b"{\"event_id\":\"no-time\",\"kind\":\"view\",\"amount\":1.0}\n")?;
+        }
+        f.flush()?;
+    }
+    Ok(stats)
+}
+
+pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let input = args.dir.join("input");
+    let table = args.dir.join("table");
+    let rejects = args.dir.join("table_rejects.ndjson");
+    for p in [&input, &table] {
+        if p.exists() {
+            std::fs::remove_dir_all(p).with_context(|| format!("clearing {}", p.display()))?;
+        }
+    }
+    let _ = std::fs::remove_file(&rejects);
+    // One deterministic stream, split into files read in name order, plus three bad lines.
+    let spec = GeneratorSpec {
+        seed: args.seed,
+        events: args.events,
+        ..GeneratorSpec::default()
+    };
+    let stats = write_stream(&spec, &input, FILES as usize, true)?;
+    println!(
+        "demo: generated {} events + {} duplicate deliveries + 3 bad lines in {FILES} files ({:.1} MB) under {}",
+        stats.events,
+        stats.duplicates,
+        stats.bytes as f64 / 1e6,
+        input.display()
+    );
+
+    let exe = std::env::current_exe().context("locating the sluice binary")?;
+    let run_args = |attempt: &str| -> Vec<String> {
+        vec![
+            "run".into(),
+            "--source".into(),
+            format!("ndjson:{}", input.display()),
+            "--table".into(),
+            table.display().to_string(),
+            "--pipeline".into(),
+            "demo".into(),
+            "--window".into(),
+            "1h".into(),
+            "--lateness".into(),
+            "10m".into(),
+            "--key".into(),
+            "event_id".into(),
+            "--attempt".into(),
+            attempt.into(),
+        ]
+    };
+
+    // Run 1: killed with SIGKILL once a few windows are published.
+    let mut child = Command::new(&exe)
+        .args(run_args("demo1"))
+        .stdout(Stdio::null())
+        .spawn()?;
+    let started = Instant::now();
+    let killed_at = loop {
+        if let Some(status) = child.try_wait()? {
+            println!("demo: run 1 finished before the kill ({status}); the restart below then commits nothing");
+            break None;
+        }
+        let version = log_versions(&table);
+        if version >= 4 || started.elapsed() > Duration::from_secs(120) {
+            child.kill()?; // SIGKILL on Unix
+            child.wait()?;
+            break Some(version);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    if let Some(v) = killed_at {
+        println!("demo: run 1 SIGKILLed mid-run with the table at version {v}");
+    }
+
+    // Run 2: the same command, which resumes from the table alone.
+    print!("demo: run 2 (same command) -> ");
+    std::io::stdout().flush()?;
+    let status = Command::new(&exe).args(run_args("demo2")).status()?;
+    if !status.success() {
+        bail!("run 2 failed: {status}");
+    }
+
+    println!(
+        "\ndemo: windows of {} (sluice windows --table {})",
+        table.display(),
+        table.display()
+    );
+    let delta =
+        sluice_publish::open_table(&table.display().to_string(), &Default::default(), None).await?;
+    let listing = sluice_publish::list_windows(&delta).await?;
+    println!(
+        "{}",
+        sluice_sql::format(&[crate::report::listing_batch(&listing)?], Format::Table)?
+    );
+
+    let ctx = sluice_sql::session(
+        &[TableRef {
+            name: "events".into(),
+            location: table.display().to_string(),
+            version: None,
+        }],
+        &Default::default(),
+    )
+    .await?;
+    let hourly = "SELECT dt, hour, count(*) AS events, count(DISTINCT user_id) AS users, \
+                  sum(CASE WHEN kind = 'purchase' THEN 1 ELSE 0 END) AS purchases, \
+                  round(sum(amount), 2) AS revenue \
+                  FROM events GROUP BY dt, hour ORDER BY dt, hour";
+    println!(
+        "demo: hourly aggregate (sluice query --table events={} \"{hourly}\")",
+        table.display()
+    );
+    println!(
+        "{}",
+        sluice_sql::format(&sluice_sql::query(&ctx, hourly).await?, Format::Table)?
+    );
+
+    let dup_sql =
+        "SELECT count(*) AS rows, count(*) - count(DISTINCT event_id) AS duplicates FROM events";
+    let result = sluice_sql::query(&ctx, dup_sql).await?;
+    let (rows, duplicates) = first_two_ints(&result)?;
+    let rejected = std::fs::read_to_string(&rejects)
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
+    println!(
+        "demo: table holds {rows} rows for {} distinct events; duplicates measured by SQL: {duplicates} \
+         (the input had {} duplicate deliveries and a SIGKILL mid-run); rejected lines: {rejected} (see {})",
+        stats.events,
+        stats.duplicates,
+        rejects.display()
+    );
+    if duplicates != 0 || rows != stats.events as i64 {
+        bail!("the table does not match the input: {rows} rows, {duplicates} duplicates");
+    }
+    Ok(())
+}
+
+/// The number of commits in the table's log (a cheap progress probe from outside).
+fn log_versions(table: &Path) -> usize {
+    std::fs::read_dir(table.join("_delta_log"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn first_two_ints(batches: &[deltalake::arrow::array::RecordBatch]) -> anyhow::Result<(i64, i64)> {
+    let b = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .context("empty result")?;
+    let get = |i: usize| -> anyhow::Result<i64> {
+        let c = deltalake::arrow::compute::cast(
+            b.column(i),
+            &deltalake::arrow::datatypes::DataType::Int64,
+        )?;
+        let c = c.as_primitive::<Int64Type>();
+        if c.is_null(0) {
+            bail!("null result");
+        }
+        Ok(c.value(0))
+    };
+    Ok((get(0)?, get(1)?))
+}

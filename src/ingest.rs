@@ -1,0 +1,166 @@
+//! `sluice run`: wires the options to the library and prints the run summary.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use sluice_ingest::{Clock, IngestConfig, Ingester, RejectFile};
+use sluice_publish::{OpenError, TableOptions, WindowTable};
+use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
+use sluice_stage::StageOptions;
+
+use crate::args::{RunArgs, RunPlan};
+use crate::usage;
+
+/// The process's wall clock: the one place sluice reads it.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        chrono::Utc::now().timestamp_millis()
+    }
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let plan = args.plan()?;
+    let started = Instant::now();
+    let summary = ingest(&plan).await?;
+    let secs = started.elapsed().as_secs_f64();
+    let s = &summary.0;
+    println!(
+        "sluice run: {} rows in {} windows published by {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}; {:.1} MB in {:.2} s ({:.0} rows/s)",
+        s.rows - s.replayed,
+        s.windows_published,
+        s.commits,
+        s.last_version.map_or_else(|| summary.1.map_or("-".into(), |v| v.to_string()), |v| v.to_string()),
+        s.replayed,
+        s.late,
+        s.rejected,
+        if s.rejected > 0 { format!(" (see {})", plan.rejects.display()) } else { String::new() },
+        s.bytes as f64 / 1e6,
+        secs,
+        s.rows as f64 / secs.max(1e-9),
+    );
+    Ok(())
+}
+
+/// Runs one ingestion; returns the summary and the table version at the end.
+pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<i64>)> {
+    let source = NdjsonSource::open(&plan.source).map_err(|e| usage(format!("--source: {e}")))?;
+    let record_schema = match &plan.schema {
+        Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
+        None => None,
+    };
+    let options = TableOptions {
+        location: plan.table.clone(),
+        storage_options: plan.storage_options.clone(),
+        checkpoint_interval: plan.checkpoint_interval,
+    };
+    // Infer only for a new table: an existing table's schema is the contract.
+    let table = match WindowTable::open_or_create(
+        &options,
+        record_schema.as_ref(),
+        plan.layout,
+        plan.window,
+    )
+    .await
+    {
+        Err(OpenError::NeedSchema(_)) => {
+            let inferred = infer(&source, plan.infer_lines)?;
+            WindowTable::open_or_create(&options, Some(&inferred), plan.layout, plan.window).await
+        }
+        other => other,
+    }
+    .map_err(|e| match e {
+        OpenError::PartitionMismatch { .. } => usage(format!("--window/--address: {e}")),
+        OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
+            usage(format!("--schema: {e}"))
+        }
+        other => anyhow::Error::new(other).context(format!("opening table {}", plan.table)),
+    })?;
+    let record = table.record_schema();
+    if let Some(key) = &plan.key {
+        for c in &key.columns {
+            if record.index_of(c).is_err() {
+                return Err(usage(format!(
+                    "--key: field {c:?} is not in the record schema ({})",
+                    field_names(&record)
+                )));
+            }
+        }
+    }
+    let decoder =
+        LineDecoder::new(record.clone(), &plan.time_field, plan.time_format).map_err(|e| {
+            usage(format!(
+                "--time-field/--time-format: {e} (fields: {})",
+                field_names(&record)
+            ))
+        })?;
+    let mut rejects = RejectFile::open(&plan.rejects)
+        .with_context(|| format!("opening rejects file {}", plan.rejects.display()))?;
+    let attempt = plan.attempt.clone().unwrap_or_else(|| {
+        format!(
+            "{}{:05}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
+            std::process::id() % 100_000
+        )
+    });
+    let config = IngestConfig {
+        pipeline: plan.pipeline.clone(),
+        window: plan.window,
+        layout: plan.layout,
+        lateness_ms: plan.lateness_ms,
+        key: plan.key.clone(),
+        flush_bytes_max: plan.flush_bytes_max,
+        chunk_bytes: plan.chunk_bytes,
+        chunks_in_flight_max: 4,
+        stage: StageOptions {
+            codec: plan.codec,
+            ..StageOptions::default()
+        },
+    };
+    let clock = SystemClock;
+    let ingester = Ingester::recover(
+        config,
+        source,
+        decoder,
+        table,
+        attempt,
+        &clock,
+        &mut rejects,
+    )
+    .await
+    .context("recovering the pipeline state from the table")?;
+    let (summary, table) = ingester.run().await.context("ingesting")?;
+    Ok((summary, table.version()))
+}
+
+fn infer(
+    source: &NdjsonSource,
+    lines: usize,
+) -> anyhow::Result<deltalake::arrow::datatypes::SchemaRef> {
+    let first = &source.files()[0];
+    let file = std::fs::File::open(&first.path)
+        .with_context(|| format!("reading {}", first.path.display()))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    let mut taken = Vec::new();
+    use std::io::BufRead;
+    while taken.len() < lines {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        taken.push(buf.clone());
+    }
+    schema::infer(taken.iter().map(|l| l.as_slice()), lines)
+        .map_err(|e| usage(format!("--schema: {e}; give a schema file with --schema")))
+}
+
+fn field_names(schema: &deltalake::arrow::datatypes::Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

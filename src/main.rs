@@ -1,0 +1,113 @@
+//! `sluice`: land event streams in Delta Lake tables with batch-style overwrite semantics.
+//!
+//! The binary only wires: options and config files in, library calls, results out. Errors
+//! print with their whole chain; invalid options exit with status 2, failures with 1.
+
+mod args;
+mod demo;
+mod ingest;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Land event streams in Delta Lake tables: every window is an address, every restart a rerun.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, propagate_version = true)]
+struct Cli {
+    /// Log more (-v: each publication, -vv: debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ingest a source into a Delta table, window by window; safe to rerun after any stop.
+    Run(args::RunArgs),
+    /// Run SQL over Delta tables (DataFusion).
+    Query(report::QueryArgs),
+    /// List a table's windows: address, files, rows, publishing version and time.
+    Windows(report::WindowsArgs),
+    /// Generate a stream, ingest it with a SIGKILL mid-run, restart, and show the result.
+    Demo(demo::DemoArgs),
+    /// Write a deterministic test stream (duplicates, out-of-order and late events) as NDJSON.
+    Generate(demo::GenerateArgs),
+}
+
+/// An invalid option or config value: exit status 2, one line naming it.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Shorthand for a usage error.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "{default_level},deltalake=warn,datafusion=warn"
+        ))
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(a) => ingest::run(a).await,
+            Command::Query(a) => report::query(a).await,
+            Command::Windows(a) => report::windows(a).await,
+            Command::Demo(a) => demo::demo(a).await,
+            Command::Generate(a) => demo::generate_files(a),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}

@@ -1,0 +1,128 @@
+//! `sluice query` and `sluice windows`: read-only views of tables.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use deltalake::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use sluice_sql::{Format, TableRef};
+
+use crate::usage;
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// A table to query, NAME=PATH (repeatable).
+    #[arg(long = "table", value_name = "NAME=PATH", required = true)]
+    pub tables: Vec<String>,
+    /// Read every table as of this version (time travel).
+    #[arg(long)]
+    pub version: Option<i64>,
+    /// table, csv or json (lines).
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+    /// The SQL statement.
+    pub sql: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WindowsArgs {
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// table, csv or json (lines).
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+fn parse_format(name: &str) -> anyhow::Result<Format> {
+    Format::parse_name(name)
+        .ok_or_else(|| usage(format!("--format {name:?}: use table, csv or json")))
+}
+
+fn parse_storage_options(kvs: &[String]) -> anyhow::Result<HashMap<String, String>> {
+    kvs.iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| usage(format!("--storage-option {kv:?}: expected KEY=VALUE")))
+        })
+        .collect()
+}
+
+pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
+    let format = parse_format(&args.format)?;
+    let storage = parse_storage_options(&args.storage_options)?;
+    let mut tables = Vec::new();
+    for t in &args.tables {
+        let mut r = TableRef::parse(t)
+            .ok_or_else(|| usage(format!("--table {t:?}: expected NAME=PATH")))?;
+        r.version = args.version;
+        tables.push(r);
+    }
+    let ctx = sluice_sql::session(&tables, &storage)
+        .await
+        .context("opening tables")?;
+    let batches = sluice_sql::query(&ctx, &args.sql)
+        .await
+        .with_context(|| format!("query failed: {}", args.sql))?;
+    print(&sluice_sql::format(&batches, format)?)
+}
+
+pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
+    let format = parse_format(&args.format)?;
+    let storage = parse_storage_options(&args.storage_options)?;
+    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let listing = sluice_publish::list_windows(&table).await?;
+    let batch = listing_batch(&listing)?;
+    print(&sluice_sql::format(&[batch], format)?)
+}
+
+/// The listing as a record batch, so it prints like query results.
+pub fn listing_batch(listing: &[sluice_publish::WindowListing]) -> anyhow::Result<RecordBatch> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("window", DataType::Utf8, false),
+        Field::new("files", DataType::UInt64, false),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("version", DataType::Int64, true),
+        Field::new("publications", DataType::UInt64, false),
+        Field::new("published_at", DataType::Utf8, false),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            listing.iter().map(|w| w.address.as_str()),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            listing.iter().map(|w| w.files as u64),
+        )),
+        Arc::new(Int64Array::from_iter_values(listing.iter().map(|w| w.rows))),
+        Arc::new(Int64Array::from_iter(listing.iter().map(|w| w.version))),
+        Arc::new(UInt64Array::from_iter_values(
+            listing.iter().map(|w| w.publications as u64),
+        )),
+        Arc::new(StringArray::from_iter_values(listing.iter().map(|w| {
+            chrono::DateTime::from_timestamp_millis(w.published_at_ms)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                .unwrap_or_default()
+        }))),
+    ];
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}

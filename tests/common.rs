@@ -1,0 +1,152 @@
+//! Helpers for end-to-end tests of the real `sluice` binary.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sluice_source::generate::{generate, GeneratorSpec};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+pub fn sluice(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the sluice binary runs")
+}
+
+pub fn ok(args: &[&str]) -> String {
+    let out = sluice(args);
+    assert!(
+        out.status.success(),
+        "sluice {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Writes a generated stream as `files` NDJSON files under `dir/input`.
+pub fn input(dir: &Path, events: u64, hours: u32, seed: u64, files: usize) -> PathBuf {
+    let input = dir.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut all = Vec::new();
+    generate(
+        &GeneratorSpec {
+            seed,
+            events,
+            hours,
+            ..Default::default()
+        },
+        &mut all,
+    )
+    .unwrap();
+    let lines: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
+    for (i, part) in lines.chunks(lines.len().div_ceil(files)).enumerate() {
+        std::fs::write(input.join(format!("part-{i:03}.ndjson")), part.concat()).unwrap();
+    }
+    input
+}
+
+/// Every row of the table as CSV lines, sorted: the table's content, order-free.
+pub fn sorted_rows(table: &Path) -> Vec<String> {
+    let out = ok(&[
+        "query",
+        "--table",
+        &format!("t={}", table.display()),
+        "--format",
+        "csv",
+        "SELECT * FROM t",
+    ]);
+    let mut lines: Vec<String> = out.lines().skip(1).map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+pub fn scalar(table: &Path, sql: &str) -> String {
+    let out = ok(&[
+        "query",
+        "--table",
+        &format!("t={}", table.display()),
+        "--format",
+        "csv",
+        sql,
+    ]);
+    out.lines().nth(1).unwrap_or_default().to_string()
+}
+
+/// The newest version in the table's log.
+pub fn version(table: &Path) -> i64 {
+    commits(table).keys().next_back().copied().unwrap_or(-1)
+}
+
+/// Every commit file: version -> parsed actions.
+pub fn commits(table: &Path) -> BTreeMap<i64, Vec<serde_json::Value>> {
+    let mut out = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir(table.join("_delta_log")) else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(stem) = name.strip_suffix(".json") else {
+            continue;
+        };
+        let Ok(v) = stem.parse::<i64>() else { continue };
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        out.insert(
+            v,
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        );
+    }
+    out
+}
+
+/// For each version, the rows of each window as the commits' metadata says they must be.
+pub fn published_rows_by_version(table: &Path) -> BTreeMap<i64, BTreeMap<String, i64>> {
+    let mut state: BTreeMap<String, i64> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for (v, actions) in commits(table) {
+        for a in &actions {
+            if let Some(s) = a.get("commitInfo").and_then(|c| c.get("sluice")) {
+                state.insert(
+                    s["window"].as_str().unwrap().to_string(),
+                    s["window_rows"].as_i64().unwrap(),
+                );
+            }
+        }
+        out.insert(v, state.clone());
+    }
+    out
+}
+
+/// A tiny seeded RNG for kill timings (SplitMix64).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+/// A seed from `SLUICE_TEST_SEED`, or a fresh one; printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("SLUICE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{test}: seed {seed} (rerun with SLUICE_TEST_SEED={seed})");
+    seed
+}

@@ -1,0 +1,398 @@
+//! End-to-end tests of the real `sluice` binary on real Delta tables on disk.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn run_args<'a>(input: &'a str, table: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--source",
+        input,
+        "--table",
+        table,
+        "--window",
+        "15m",
+        "--lateness",
+        "5m",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn invalid_options_exit_2_with_one_line_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 10, 1, 1, 1);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("t").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", "--table", &table], "--source"),
+        (
+            vec!["run", "--source", "kafka:x", "--table", &table],
+            "--source",
+        ),
+        (
+            vec!["run", "--source", &src, "--table", &table, "--window", "7m"],
+            "--window",
+        ),
+        (
+            vec![
+                "run",
+                "--source",
+                &src,
+                "--table",
+                &table,
+                "--lateness",
+                "soon",
+            ],
+            "--lateness",
+        ),
+        (
+            vec![
+                "run",
+                "--source",
+                &src,
+                "--table",
+                &table,
+                "--address",
+                "dt",
+            ],
+            "--address",
+        ),
+        (
+            vec![
+                "run",
+                "--source",
+                &src,
+                "--table",
+                &table,
+                "--time-field",
+                "nope",
+            ],
+            "--time-field",
+        ),
+        (
+            vec!["run", "--source", &src, "--table", &table, "--key", "nope"],
+            "--key",
+        ),
+        (
+            vec![
+                "run",
+                "--source",
+                &src,
+                "--table",
+                &table,
+                "--flush-bytes-max",
+                "lots",
+            ],
+            "--flush-bytes-max",
+        ),
+        (
+            vec![
+                "query",
+                "--table",
+                &format!("t={table}"),
+                "--format",
+                "xml",
+                "SELECT 1",
+            ],
+            "--format",
+        ),
+    ];
+    for (args, option) in cases {
+        let out = sluice(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(option), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_rerun_over_ingested_input_commits_nothing_and_changes_no_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 20_000, 6, 7, 3);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("t");
+    let t = table.display().to_string();
+    let first = ok(&run_args(&src, &t, &[]));
+    assert!(first.contains("published by"), "{first}");
+    let v1 = version(&table);
+    let rows1 = sorted_rows(&table);
+    assert!(v1 > 1 && !rows1.is_empty());
+    let second = ok(&run_args(&src, &t, &[]));
+    assert!(
+        second.contains("0 windows published by 0 commits"),
+        "{second}"
+    );
+    assert_eq!(version(&table), v1);
+    assert_eq!(sorted_rows(&table), rows1);
+    // Every good line exactly once: row key = source position.
+    let lines: usize = std::fs::read_dir(&input)
+        .unwrap()
+        .map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .sum();
+    assert_eq!(rows1.len(), lines);
+    assert_eq!(scalar(&table, "SELECT count(DISTINCT _sluice_source || ':' || CAST(_sluice_offset AS VARCHAR)) FROM t"), lines.to_string());
+}
+
+/// E1: SIGKILL at random moments, restart each time; the end equals one clean run.
+#[test]
+fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
+    for key in [false, true] {
+        let seed = seed(&format!("sigkill loop (key {key})"));
+        let mut rng = Rng(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let input = input(dir.path(), 60_000, 6, 11, 3);
+        let src = format!("ndjson:{}", input.display());
+        let extra: Vec<&str> = if key {
+            vec!["--key", "event_id", "--flush-bytes-max", "2MiB"]
+        } else {
+            vec!["--flush-bytes-max", "2MiB"]
+        };
+        let clean = dir.path().join("clean");
+        let c = clean.display().to_string();
+        let started = Instant::now();
+        ok(&run_args(&src, &c, &extra));
+        let clean_ms = started.elapsed().as_millis() as u64;
+        let crashed = dir.path().join("crashed");
+        let k = crashed.display().to_string();
+        let mut kills = 0;
+        let mut finished = 0;
+        for _ in 0..20 {
+            let mut child = Command::new(BIN)
+                .args(run_args(&src, &k, &extra))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(rng.below(clean_ms.max(50))));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                kills += 1;
+            } else {
+                finished += 1;
+            }
+            child.wait().unwrap();
+        }
+        ok(&run_args(&src, &k, &extra));
+        eprintln!("key {key}: clean run {clean_ms} ms, {kills} SIGKILLs, {finished} runs finished before their kill");
+        assert!(
+            kills >= 10,
+            "most runs must be killed mid-run (seed {seed})"
+        );
+        assert_eq!(sorted_rows(&crashed), sorted_rows(&clean), "seed {seed}");
+        // Rerunning once more changes nothing.
+        let v = version(&crashed);
+        ok(&run_args(&src, &k, &extra));
+        assert_eq!(version(&crashed), v);
+    }
+}
+
+/// E2: a reader polling during ingestion sees every window either absent or exactly as one
+/// publication left it; and every version of the log reads back with delta-rs.
+#[test]
+fn readers_never_see_a_partial_window_at_any_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 40_000, 6, 5, 2);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("t");
+    let t = table.display().to_string();
+    let mut child = Command::new(BIN)
+        .args(run_args(&src, &t, &["--flush-bytes-max", "1MiB"]))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut observed: Vec<(i64, std::collections::BTreeMap<String, i64>)> = Vec::new();
+    loop {
+        let done = child.try_wait().unwrap().is_some();
+        if let Some(seen) = rt.block_on(window_counts(&t, None)) {
+            if observed.last().map(|(v, _)| *v) != Some(seen.0) {
+                observed.push(seen);
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    let expected = published_rows_by_version(&table);
+    assert!(
+        observed.len() >= 2,
+        "the reader saw only {} versions",
+        observed.len()
+    );
+    for (v, counts) in &observed {
+        assert_eq!(counts, &expected[v], "version {v} as seen while ingesting");
+    }
+    // Every version, read by delta-rs (time travel), holds exactly the published windows.
+    for (v, windows) in &expected {
+        let (_, counts) = rt.block_on(window_counts(&t, Some(*v))).unwrap();
+        assert_eq!(&counts, windows, "version {v}");
+    }
+}
+
+/// `(version, rows per window)` of the table at `version` (default: latest).
+async fn window_counts(
+    table: &str,
+    version: Option<i64>,
+) -> Option<(i64, std::collections::BTreeMap<String, i64>)> {
+    let mut delta = sluice_publish::open_table(table, &Default::default(), version)
+        .await
+        .ok()?;
+    if version.is_none() {
+        delta.load().await.ok()?;
+    }
+    let v = delta.version()?;
+    let ctx = deltalake::datafusion::prelude::SessionContext::new();
+    ctx.register_table("t", delta.table_provider().await.ok()?)
+        .ok()?;
+    let sql = "SELECT 'window_start=' || window_start AS w, count(*) AS n FROM t GROUP BY 1";
+    let batches = ctx.sql(sql).await.ok()?.collect().await.ok()?;
+    let mut out = std::collections::BTreeMap::new();
+    for b in &batches {
+        let w = deltalake::arrow::compute::cast(
+            b.column(0),
+            &deltalake::arrow::datatypes::DataType::Utf8,
+        )
+        .ok()?;
+        let n = deltalake::arrow::compute::cast(
+            b.column(1),
+            &deltalake::arrow::datatypes::DataType::Int64,
+        )
+        .ok()?;
+        use deltalake::arrow::array::AsArray;
+        for i in 0..b.num_rows() {
+            out.insert(
+                w.as_string::<i32>().value(i).to_string(),
+                n.as_primitive::<deltalake::arrow::datatypes::Int64Type>()
+                    .value(i),
+            );
+        }
+    }
+    Some((v, out))
+}
+
+#[test]
+fn bad_records_are_rejected_with_position_and_reason_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    let good = r#"{"event_id":"a","ts":"2026-10-03T14:00:00Z","n":1}"#;
+    let lines = [
+        good,
+        r#"{"event_id":"b","ts":"2026-10-03T14:01:00Z","n":"#,
+        r#"{"event_id":"c","ts":"2026-10-03T14:02:00Z","n":"three"}"#,
+        r#"{"event_id":"d","n":4}"#,
+        r#"{"event_id":"e","ts":"yesterday","n":5}"#,
+        r#"{"event_id":"f","ts":"2026-10-03T15:30:00Z","n":6}"#,
+    ];
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let schema = dir.path().join("schema.toml");
+    std::fs::write(
+        &schema,
+        "[[fields]]\nname = \"event_id\"\ntype = \"string\"\n[[fields]]\nname = \"ts\"\ntype = \"string\"\n[[fields]]\nname = \"n\"\ntype = \"long\"\n",
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    let src = format!("ndjson:{}", input.display());
+    let args = [
+        "run",
+        "--source",
+        &src,
+        "--table",
+        table.to_str().unwrap(),
+        "--schema",
+        schema.to_str().unwrap(),
+    ];
+    let out = ok(&args);
+    assert!(out.contains("4 rejected"), "{out}");
+    let rejects_path = dir.path().join("t_rejects.ndjson");
+    let read_rejects = || -> Vec<(i64, String)> {
+        std::fs::read_to_string(&rejects_path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                assert_eq!(v["partition"], "in.ndjson");
+                (
+                    v["offset"].as_i64().unwrap(),
+                    v["reason"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let mut offsets = vec![0i64];
+    for l in &lines {
+        offsets.push(offsets.last().unwrap() + l.len() as i64 + 1);
+    }
+    let expected = vec![
+        (offsets[1], "malformed_json".to_string()),
+        (offsets[2], "wrong_type".to_string()),
+        (offsets[3], "missing_time".to_string()),
+        (offsets[4], "bad_time".to_string()),
+    ];
+    assert_eq!(read_rejects(), expected);
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t"), "2");
+    // A rerun neither duplicates rejects nor rows.
+    ok(&args);
+    assert_eq!(read_rejects(), expected);
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t"), "2");
+}
+
+#[test]
+fn windows_and_query_print_tables_csv_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 2_000, 3, 3, 1);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("t");
+    let t = table.display().to_string();
+    ok(&["run", "--source", &src, "--table", &t, "--window", "1h"]);
+    let csv = ok(&["windows", "--table", &t, "--format", "csv"]);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("window,files,rows,version,publications,published_at")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(rows.len() >= 3, "{csv}");
+    assert!(rows[0].starts_with("dt=2026-10-03/hour=00,"), "{csv}");
+    let total: i64 = rows
+        .iter()
+        .map(|r| r.split(',').nth(2).unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(total.to_string(), scalar(&table, "SELECT count(*) FROM t"));
+    let pretty = ok(&["windows", "--table", &t]);
+    assert!(pretty.contains("| window"), "{pretty}");
+    let json = ok(&[
+        "query",
+        "--table",
+        &format!("e={t}"),
+        "--format",
+        "json",
+        "SELECT hour, count(*) AS n FROM e GROUP BY hour ORDER BY hour",
+    ]);
+    let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+    assert_eq!(first["hour"], "00");
+    // Time travel: version 1 holds only the first published window.
+    let v1 = ok(&[
+        "query",
+        "--table",
+        &format!("e={t}"),
+        "--version",
+        "1",
+        "--format",
+        "csv",
+        "SELECT count(DISTINCT hour) AS h FROM e",
+    ]);
+    assert_eq!(v1.lines().nth(1), Some("1"));
+}
