@@ -27,7 +27,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let secs = started.elapsed().as_secs_f64();
     let s = &summary.0;
     println!(
-        "sluice run: {} rows in {} windows published by {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}; {:.1} MB in {:.2} s ({:.0} rows/s)",
+        "sluice run: {} records into {} windows, published by {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}; {:.1} MB in {:.2} s ({:.0} records/s)",
         s.rows - s.replayed,
         s.windows_published,
         s.commits,
@@ -44,7 +44,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// Runs one ingestion; returns the summary and the table version at the end.
-pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<i64>)> {
+pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
     let source = NdjsonSource::open(&plan.source).map_err(|e| usage(format!("--source: {e}")))?;
     let record_schema = match &plan.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),

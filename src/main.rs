@@ -28,6 +28,7 @@ enum Command {
     /// Ingest a source into a Delta table, window by window; safe to rerun after any stop.
     Run(args::RunArgs),
     /// Run SQL over Delta tables (DataFusion).
+    #[command(disable_version_flag = true)]
     Query(report::QueryArgs),
     /// List a table's windows: address, files, rows, publishing version and time.
     Windows(report::WindowsArgs),

@@ -19,7 +19,7 @@ pub struct QueryArgs {
     pub tables: Vec<String>,
     /// Read every table as of this version (time travel).
     #[arg(long)]
-    pub version: Option<i64>,
+    pub version: Option<u64>,
     /// table, csv or json (lines).
     #[arg(long, default_value = "table")]
     pub format: String,
@@ -92,7 +92,7 @@ pub fn listing_batch(listing: &[sluice_publish::WindowListing]) -> anyhow::Resul
         Field::new("window", DataType::Utf8, false),
         Field::new("files", DataType::UInt64, false),
         Field::new("rows", DataType::Int64, false),
-        Field::new("version", DataType::Int64, true),
+        Field::new("version", DataType::UInt64, true),
         Field::new("publications", DataType::UInt64, false),
         Field::new("published_at", DataType::Utf8, false),
     ]));
@@ -104,7 +104,7 @@ pub fn listing_batch(listing: &[sluice_publish::WindowListing]) -> anyhow::Resul
             listing.iter().map(|w| w.files as u64),
         )),
         Arc::new(Int64Array::from_iter_values(listing.iter().map(|w| w.rows))),
-        Arc::new(Int64Array::from_iter(listing.iter().map(|w| w.version))),
+        Arc::new(UInt64Array::from_iter(listing.iter().map(|w| w.version))),
         Arc::new(UInt64Array::from_iter_values(
             listing.iter().map(|w| w.publications as u64),
         )),

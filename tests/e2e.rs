@@ -29,6 +29,7 @@ fn invalid_options_exit_2_with_one_line_naming_the_option() {
     let input = input(dir.path(), 10, 1, 1, 1);
     let src = format!("ndjson:{}", input.display());
     let table = dir.path().join("t").display().to_string();
+    let named = format!("t={table}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", "--table", &table], "--source"),
         (
@@ -92,14 +93,7 @@ fn invalid_options_exit_2_with_one_line_naming_the_option() {
             "--flush-bytes-max",
         ),
         (
-            vec![
-                "query",
-                "--table",
-                &format!("t={table}"),
-                "--format",
-                "xml",
-                "SELECT 1",
-            ],
+            vec!["query", "--table", &named, "--format", "xml", "SELECT 1"],
             "--format",
         ),
     ];
@@ -119,14 +113,15 @@ fn a_rerun_over_ingested_input_commits_nothing_and_changes_no_row() {
     let src = format!("ndjson:{}", input.display());
     let table = dir.path().join("t");
     let t = table.display().to_string();
-    let first = ok(&run_args(&src, &t, &[]));
+    let first = ok(&run_args(&src, &t, &["--checkpoint-interval", "3"]));
+    assert!(table.join("_delta_log/_last_checkpoint").exists());
     assert!(first.contains("published by"), "{first}");
     let v1 = version(&table);
     let rows1 = sorted_rows(&table);
     assert!(v1 > 1 && !rows1.is_empty());
-    let second = ok(&run_args(&src, &t, &[]));
+    let second = ok(&run_args(&src, &t, &["--checkpoint-interval", "3"]));
     assert!(
-        second.contains("0 windows published by 0 commits"),
+        second.contains("0 windows, published by 0 commits"),
         "{second}"
     );
     assert_eq!(version(&table), v1);
@@ -154,11 +149,12 @@ fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
         let dir = tempfile::tempdir().unwrap();
         let input = input(dir.path(), 60_000, 6, 11, 3);
         let src = format!("ndjson:{}", input.display());
-        let extra: Vec<&str> = if key {
-            vec!["--key", "event_id", "--flush-bytes-max", "2MiB"]
-        } else {
-            vec!["--flush-bytes-max", "2MiB"]
-        };
+        // Checkpoints every 5 commits: recovery must read offsets and coverage back from
+        // checkpoints, not only from JSON commits (E4).
+        let mut extra = vec!["--flush-bytes-max", "2MiB", "--checkpoint-interval", "5"];
+        if key {
+            extra.extend(["--key", "event_id"]);
+        }
         let clean = dir.path().join("clean");
         let c = clean.display().to_string();
         let started = Instant::now();
@@ -168,14 +164,16 @@ fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
         let k = crashed.display().to_string();
         let mut kills = 0;
         let mut finished = 0;
-        for _ in 0..20 {
+        // Kill at a random moment of each run until 20 kills have landed mid-run; once the
+        // input is consumed, runs still get killed while recovering from the table.
+        while kills < 20 && kills + finished < 100 {
             let mut child = Command::new(BIN)
                 .args(run_args(&src, &k, &extra))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.below(clean_ms.max(50))));
+            std::thread::sleep(Duration::from_millis(rng.below(clean_ms.max(100) / 3)));
             if child.try_wait().unwrap().is_none() {
                 child.kill().unwrap();
                 kills += 1;
@@ -190,6 +188,7 @@ fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
             kills >= 10,
             "most runs must be killed mid-run (seed {seed})"
         );
+        assert!(crashed.join("_delta_log/_last_checkpoint").exists());
         assert_eq!(sorted_rows(&crashed), sorted_rows(&clean), "seed {seed}");
         // Rerunning once more changes nothing.
         let v = version(&crashed);
@@ -247,9 +246,10 @@ async fn window_counts(
     table: &str,
     version: Option<i64>,
 ) -> Option<(i64, std::collections::BTreeMap<String, i64>)> {
-    let mut delta = sluice_publish::open_table(table, &Default::default(), version)
-        .await
-        .ok()?;
+    let mut delta =
+        sluice_publish::open_table(table, &Default::default(), version.map(|v| v as u64))
+            .await
+            .ok()?;
     if version.is_none() {
         delta.load().await.ok()?;
     }
@@ -280,7 +280,7 @@ async fn window_counts(
             );
         }
     }
-    Some((v, out))
+    Some((v as i64, out))
 }
 
 #[test]

@@ -59,10 +59,6 @@ impl Buffers {
         self.bytes += bytes;
     }
 
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     pub fn over_budget(&self) -> bool {
         self.bytes > self.bytes_max
     }

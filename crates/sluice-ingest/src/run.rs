@@ -87,7 +87,7 @@ pub struct RunSummary {
     pub commits: u64,
     /// Parts staged early to stay within the memory budget.
     pub parts_flushed: u64,
-    pub last_version: Option<i64>,
+    pub last_version: Option<u64>,
 }
 
 /// One run of a pipeline over an NDJSON source into a window table.

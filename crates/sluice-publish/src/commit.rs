@@ -52,7 +52,7 @@ pub struct Publication {
 /// A committed publication.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Published {
-    pub version: i64,
+    pub version: u64,
     pub files_removed: usize,
     pub files_added: usize,
     pub rows: i64,

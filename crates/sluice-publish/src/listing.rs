@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
 use object_store::path::Path;
+use object_store::ObjectStoreExt;
 
 use crate::table::file_of;
 use crate::COMMIT_INFO_KEY;
@@ -13,7 +14,7 @@ pub enum ListError {
     Delta(#[from] DeltaTableError),
     #[error("reading commit {version} failed: {source}")]
     Log {
-        version: i64,
+        version: u64,
         source: object_store::Error,
     },
 }
@@ -26,7 +27,7 @@ pub struct WindowListing {
     pub files: usize,
     pub rows: i64,
     /// The table version that last published the window, when the log still holds it.
-    pub version: Option<i64>,
+    pub version: Option<u64>,
     /// How many retained commits published this window (1 + republications).
     pub publications: usize,
     /// The publisher's clock at publication, milliseconds since the epoch.
@@ -44,7 +45,7 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
         .await?;
     let mut windows: BTreeMap<String, WindowListing> = BTreeMap::new();
     // Keep the table's partition column order, not alphabetical order.
-    let columns = table.snapshot()?.metadata().partition_columns().clone();
+    let columns = table.snapshot()?.metadata().partition_columns().to_vec();
     for view in &views {
         let file = file_of(view);
         let address = file

@@ -68,7 +68,7 @@ pub fn table_url(location: &str) -> Result<Url, OpenError> {
 pub async fn open_table(
     location: &str,
     storage_options: &HashMap<String, String>,
-    version: Option<i64>,
+    version: Option<u64>,
 ) -> Result<DeltaTable, OpenError> {
     let url = table_url(location)?;
     let delta = |source| OpenError::Delta {
@@ -160,7 +160,7 @@ impl WindowTable {
         let file_schema = if exists {
             table.load().await.map_err(delta)?;
             let snapshot = table.snapshot().map_err(delta)?;
-            let found = snapshot.metadata().partition_columns().clone();
+            let found = snapshot.metadata().partition_columns().to_vec();
             if found != partition_columns {
                 return Err(OpenError::PartitionMismatch {
                     url: url_text,
@@ -255,7 +255,7 @@ impl WindowTable {
         self.layout
     }
 
-    pub fn version(&self) -> Option<i64> {
+    pub fn version(&self) -> Option<u64> {
         self.table.version()
     }
 

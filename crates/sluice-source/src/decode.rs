@@ -198,6 +198,9 @@ impl LineDecoder {
     }
 
     fn check_line(&self, line: &[u8]) -> Result<(), RejectReason> {
+        if line.trim_ascii_start().first() != Some(&b'{') {
+            return Err(RejectReason::NotOneObject);
+        }
         let mut decoder = self
             .decoder(2)
             .map_err(|e| RejectReason::WrongType(e.to_string()))?;
@@ -357,7 +360,7 @@ mod tests {
                 "missing_time",
                 "bad_time",
                 "not_one_object",
-                "malformed_json"
+                "not_one_object"
             ]
         );
         let mut offsets = vec![

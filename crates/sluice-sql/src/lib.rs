@@ -8,7 +8,6 @@ use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::util::pretty::pretty_format_batches;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::prelude::SessionContext;
-use deltalake::DeltaTableError;
 use sluice_publish::{open_table, OpenError};
 
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +17,7 @@ pub enum SqlError {
     #[error("registering table {name}: {source}")]
     Register {
         name: String,
-        source: DeltaTableError,
+        source: DataFusionError,
     },
     #[error("table name {0:?} is not a plain SQL identifier (letters, digits, _; not starting with a digit)")]
     BadName(String),
@@ -33,7 +32,7 @@ pub enum SqlError {
 pub struct TableRef {
     pub name: String,
     pub location: String,
-    pub version: Option<i64>,
+    pub version: Option<u64>,
 }
 
 impl TableRef {

@@ -19,7 +19,7 @@ use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::errors::ParquetError;
 use deltalake::parquet::file::properties::WriterProperties;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use sluice_window::Address;
 
 pub use stats::file_stats;

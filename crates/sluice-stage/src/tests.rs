@@ -85,7 +85,10 @@ async fn staged_files_are_named_after_window_and_attempt_and_read_back() {
     assert_eq!((first.rows, second.rows), (3, 6));
     let back = stager.read(&second.path).await.unwrap();
     assert_eq!(back.iter().map(RecordBatch::num_rows).sum::<usize>(), 6);
-    assert_eq!(back[0].column(0).as_ref(), batch.column(0).as_ref());
+    assert_eq!(
+        back[0].column(0).slice(0, 3).as_ref(),
+        batch.column(0).as_ref()
+    );
     stager.delete(&first.path).await.unwrap();
     stager.delete(&first.path).await.unwrap();
     assert!(stager.read(&first.path).await.is_err());
