@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Ingest a source into a Delta table, window by window; safe to rerun after any stop.
-    Run(args::RunArgs),
+    Run(Box<args::RunArgs>),
     /// Run SQL over Delta tables (DataFusion).
     #[command(disable_version_flag = true)]
     Query(report::QueryArgs),
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(a) => ingest::run(a).await,
+            Command::Run(a) => ingest::run(*a).await,
             Command::Query(a) => report::query(a).await,
             Command::Windows(a) => report::windows(a).await,
             Command::Demo(a) => demo::demo(a).await,

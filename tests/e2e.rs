@@ -164,30 +164,37 @@ fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
         let k = crashed.display().to_string();
         let mut kills = 0;
         let mut finished = 0;
-        // Kill at a random moment of each run until 20 kills have landed mid-run; once the
-        // input is consumed, runs still get killed while recovering from the table.
-        while kills < 20 && kills + finished < 100 {
+        let mut progressed = 0;
+        // Kill each run at a random moment until 20 kills have landed. The range shrinks when
+        // a run finishes first, so once the input is consumed the kills land in recovery.
+        let mut range_ms = (clean_ms / 4).max(20);
+        while kills < 20 && kills + finished < 200 {
+            let before = version(&crashed);
             let mut child = Command::new(BIN)
                 .args(run_args(&src, &k, &extra))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.below(clean_ms.max(100) / 3)));
+            std::thread::sleep(Duration::from_millis(rng.below(range_ms)));
             if child.try_wait().unwrap().is_none() {
                 child.kill().unwrap();
                 kills += 1;
+                if version(&crashed) > before {
+                    progressed += 1;
+                }
             } else {
                 finished += 1;
+                range_ms = (range_ms / 2).max(10);
             }
             child.wait().unwrap();
         }
         ok(&run_args(&src, &k, &extra));
-        eprintln!("key {key}: clean run {clean_ms} ms, {kills} SIGKILLs, {finished} runs finished before their kill");
-        assert!(
-            kills >= 10,
-            "most runs must be killed mid-run (seed {seed})"
+        eprintln!(
+            "key {key}: clean run {clean_ms} ms; {kills} SIGKILLs ({progressed} after the run had committed), \
+             {finished} runs finished before their kill"
         );
+        assert_eq!(kills, 20, "20 runs must be killed (seed {seed})");
         assert!(crashed.join("_delta_log/_last_checkpoint").exists());
         assert_eq!(sorted_rows(&crashed), sorted_rows(&clean), "seed {seed}");
         // Rerunning once more changes nothing.

@@ -59,15 +59,27 @@ pub enum IngestError {
     #[error(transparent)]
     Stage(#[from] StageError),
     #[error(transparent)]
-    Publish(#[from] PublishError),
+    Publish(Box<PublishError>),
     #[error("reading the table state failed: {0}")]
-    Table(#[from] deltalake::DeltaTableError),
+    Table(Box<deltalake::DeltaTableError>),
     #[error("arrow failed while routing rows: {0}")]
     Arrow(#[from] ArrowError),
     #[error("writing rejects failed: {0}")]
     Rejects(std::io::Error),
     #[error("the reader thread stopped unexpectedly")]
     ReaderGone,
+}
+
+impl From<PublishError> for IngestError {
+    fn from(e: PublishError) -> Self {
+        IngestError::Publish(Box::new(e))
+    }
+}
+
+impl From<deltalake::DeltaTableError> for IngestError {
+    fn from(e: deltalake::DeltaTableError) -> Self {
+        IngestError::Table(Box::new(e))
+    }
 }
 
 /// Counts of one run, for the summary line and tests.

@@ -229,7 +229,7 @@ impl LineDecoder {
         let mut times = Vec::with_capacity(batch.num_rows());
         let mut keep: Vec<bool> = Vec::with_capacity(batch.num_rows());
         let format = self.time_format;
-        for row in 0..batch.num_rows() {
+        for (row, &offset) in offsets.iter().enumerate() {
             let parsed = if column.is_null(row) {
                 Err(RejectReason::MissingTime)
             } else {
@@ -256,7 +256,6 @@ impl LineDecoder {
                     keep.push(true);
                 }
                 Err(reason) => {
-                    let offset = offsets[row];
                     let line = lines
                         .binary_search_by_key(&offset, |(o, _)| *o)
                         .map(|i| lines[i].1)
@@ -363,11 +362,8 @@ mod tests {
                 "not_one_object"
             ]
         );
-        let mut offsets = vec![
-            out.offsets.clone(),
-            out.rejects.iter().map(|r| r.offset).collect(),
-        ]
-        .concat();
+        let mut offsets: Vec<i64> = out.offsets.clone();
+        offsets.extend(out.rejects.iter().map(|r| r.offset));
         offsets.sort();
         assert_eq!(offsets.len(), 8, "every line is either a row or a reject");
         assert_eq!(out.rejects[0].raw, r#"{"ts":"2026-10-03T14:00:00Z","n":"#);

@@ -99,9 +99,9 @@ pub fn generate(spec: &GeneratorSpec, out: &mut impl Write) -> std::io::Result<G
             0.0
         };
         line.clear();
-        write!(
+        writeln!(
             line,
-            "{{\"event_id\":\"e{i:09}\",\"ts\":\"{}\",\"user_id\":\"u{}\",\"country\":\"{}\",\"kind\":\"{kind}\",\"amount\":{amount:.2}}}\n",
+            "{{\"event_id\":\"e{i:09}\",\"ts\":\"{}\",\"user_id\":\"u{}\",\"country\":\"{}\",\"kind\":\"{kind}\",\"amount\":{amount:.2}}}",
             rfc3339_millis(t),
             rng.below(50_000),
             COUNTRIES[rng.below(COUNTRIES.len() as u64) as usize],

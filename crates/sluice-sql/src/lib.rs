@@ -13,7 +13,7 @@ use sluice_publish::{open_table, OpenError};
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
     #[error(transparent)]
-    Open(#[from] OpenError),
+    Open(Box<OpenError>),
     #[error("registering table {name}: {source}")]
     Register {
         name: String,
@@ -23,8 +23,12 @@ pub enum SqlError {
     BadName(String),
     #[error("{0}")]
     Query(#[from] DataFusionError),
-    #[error("formatting results: {0}")]
-    Format(#[from] ArrowError),
+}
+
+impl From<OpenError> for SqlError {
+    fn from(e: OpenError) -> Self {
+        SqlError::Open(Box::new(e))
+    }
 }
 
 /// A table to register: `name` in SQL, at `location`, optionally at an older `version`.
@@ -103,7 +107,7 @@ impl Format {
 }
 
 /// Renders batches as an aligned table, CSV with a header, or JSON lines.
-pub fn format(batches: &[RecordBatch], format: Format) -> Result<String, SqlError> {
+pub fn format(batches: &[RecordBatch], format: Format) -> Result<String, ArrowError> {
     match format {
         Format::Table => Ok(pretty_format_batches(batches)?.to_string()),
         Format::Csv => {
