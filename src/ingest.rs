@@ -27,7 +27,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let secs = started.elapsed().as_secs_f64();
     let s = &summary.0;
     println!(
-        "sluice run: {} records into {} windows, published by {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}; {:.1} MB in {:.2} s ({:.0} records/s)",
+        "sluice run: {} records; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}; {:.1} MB in {:.2} s ({:.0} records/s)",
         s.rows - s.replayed,
         s.windows_published,
         s.commits,

@@ -115,13 +115,13 @@ fn a_rerun_over_ingested_input_commits_nothing_and_changes_no_row() {
     let t = table.display().to_string();
     let first = ok(&run_args(&src, &t, &["--checkpoint-interval", "3"]));
     assert!(table.join("_delta_log/_last_checkpoint").exists());
-    assert!(first.contains("published by"), "{first}");
+    assert!(first.contains("window publications in"), "{first}");
     let v1 = version(&table);
     let rows1 = sorted_rows(&table);
     assert!(v1 > 1 && !rows1.is_empty());
     let second = ok(&run_args(&src, &t, &["--checkpoint-interval", "3"]));
     assert!(
-        second.contains("0 windows, published by 0 commits"),
+        second.contains("0 window publications in 0 commits"),
         "{second}"
     );
     assert_eq!(version(&table), v1);
