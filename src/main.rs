@@ -34,6 +34,9 @@ enum Command {
     Windows(report::WindowsArgs),
     /// Generate a stream, ingest it with a SIGKILL mid-run, restart, and show the result.
     Demo(demo::DemoArgs),
+    /// Remove staged files that no retained table version references (orphans of attempts
+    /// that never published).
+    Gc(report::GcArgs),
     /// Write a deterministic test stream (duplicates, out-of-order and late events) as NDJSON.
     Generate(demo::GenerateArgs),
 }
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
             Command::Windows(a) => report::windows(a).await,
             Command::Demo(a) => demo::demo(a).await,
             Command::Generate(a) => demo::generate_files(a),
+            Command::Gc(a) => report::gc(a).await,
         }
     });
     match result {

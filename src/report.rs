@@ -43,6 +43,58 @@ pub struct WindowsArgs {
     pub storage_options: Vec<String>,
 }
 
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Only list the orphans.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only files at least this old: keeps a running ingester's not-yet-published parts.
+    #[arg(long, default_value = "1h")]
+    pub older_than: String,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
+    let older_than_ms = sluice_window::parse_duration_ms(&args.older_than)
+        .map_err(|e| usage(format!("--older-than: {e}")))?;
+    let storage = parse_storage_options(&args.storage_options)?;
+    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let orphans = sluice_publish::find_orphans(&table, older_than_ms, now_ms).await?;
+    let bytes: u64 = orphans.iter().map(|o| o.size_bytes).sum();
+    for o in &orphans {
+        println!(
+            "{}{}\t{} bytes",
+            if args.dry_run {
+                "would remove "
+            } else {
+                "removing "
+            },
+            o.path,
+            o.size_bytes
+        );
+    }
+    if !args.dry_run {
+        sluice_publish::delete_orphans(&table, &orphans).await?;
+    }
+    println!(
+        "sluice gc: {} orphaned files ({bytes} bytes) older than {} {}",
+        orphans.len(),
+        args.older_than,
+        if args.dry_run {
+            "found (dry run, nothing removed)"
+        } else {
+            "removed"
+        }
+    );
+    Ok(())
+}
+
 fn parse_format(name: &str) -> anyhow::Result<Format> {
     Format::parse_name(name)
         .ok_or_else(|| usage(format!("--format {name:?}: use table, csv or json")))

@@ -20,10 +20,12 @@
 //! two writers can never both create one version.
 
 mod commit;
+mod gc;
 mod listing;
 mod table;
 
 pub use commit::{Coverage, Publication, PublishError, Published, Replace};
+pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{list_windows, ListError, WindowListing};
 pub use table::{
     open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,
