@@ -160,10 +160,6 @@ impl<'a> Ingester<'a> {
         })
     }
 
-    pub fn table(&self) -> &WindowTable {
-        &self.table
-    }
-
     /// Reads the source to its end, publishing every window it seals.
     pub async fn run(mut self) -> Result<(RunSummary, WindowTable), IngestError> {
         let (tx, mut rx) = mpsc::channel::<Result<(Decoded, i64, i64), IngestError>>(
