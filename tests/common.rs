@@ -65,16 +65,21 @@ pub fn sorted_rows(table: &Path) -> Vec<String> {
     lines
 }
 
+/// The first value of `sql` over the table (registered as `t`), as CSV text.
 pub fn scalar(table: &Path, sql: &str) -> String {
-    let out = ok(&[
-        "query",
-        "--table",
-        &format!("t={}", table.display()),
-        "--format",
-        "csv",
-        sql,
-    ]);
-    out.lines().nth(1).unwrap_or_default().to_string()
+    scalar_at(table, None, sql)
+}
+
+/// Like [`scalar`], reading the table as of `version` (time travel).
+pub fn scalar_at(table: &Path, version: Option<u64>, sql: &str) -> String {
+    let named = format!("t={}", table.display());
+    let version = version.map(|v| v.to_string());
+    let mut args = vec!["query", "--table", &named, "--format", "csv"];
+    if let Some(v) = &version {
+        args.extend(["--version", v]);
+    }
+    args.push(sql);
+    ok(&args).lines().nth(1).unwrap_or_default().to_string()
 }
 
 /// The newest version in the table's log.
