@@ -68,6 +68,14 @@ pub struct RunArgs {
     /// delta.checkpointInterval for new tables. [default: 100]
     #[arg(long)]
     pub checkpoint_interval: Option<u64>,
+    /// Tries per object-store operation before it counts as failed (1 = no retries);
+    /// retries back off exponentially with jitter. [default: 6]
+    #[arg(long)]
+    pub store_attempts_max: Option<u32>,
+    /// Times in a row a run re-reads the table and resumes from it after a conflict or a
+    /// failed store operation, before it exits with the error. [default: 5]
+    #[arg(long)]
+    pub restarts_max: Option<u32>,
     /// Object store option for the table, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
@@ -106,6 +114,8 @@ impl RunArgs {
             chunk_bytes,
             compression,
             checkpoint_interval,
+            store_attempts_max,
+            restarts_max,
             attempt
         );
         if self.storage_options.is_empty() {
@@ -134,6 +144,8 @@ pub struct RunPlan {
     pub chunk_bytes: usize,
     pub codec: Codec,
     pub checkpoint_interval: u64,
+    pub store_attempts_max: u32,
+    pub restarts_max: u32,
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
 }
@@ -201,6 +213,11 @@ impl RunArgs {
         if checkpoint_interval == 0 {
             return Err(usage("--checkpoint-interval: must be at least 1"));
         }
+        let store_attempts_max = a.store_attempts_max.unwrap_or(6);
+        if store_attempts_max == 0 {
+            return Err(usage("--store-attempts-max: must be at least 1"));
+        }
+        let restarts_max = a.restarts_max.unwrap_or(5);
         let mut storage_options = HashMap::new();
         for kv in &a.storage_options {
             let (k, v) = kv
@@ -235,6 +252,8 @@ impl RunArgs {
             chunk_bytes,
             codec,
             checkpoint_interval,
+            store_attempts_max,
+            restarts_max,
             storage_options,
             attempt: a.attempt,
         })

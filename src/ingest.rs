@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use sluice_ingest::{Clock, IngestConfig, Ingester, RejectFile};
-use sluice_publish::{OpenError, TableOptions, WindowTable};
+use sluice_publish::{OpenError, RetryPolicy, TableOptions, WindowTable};
 use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
 use sluice_stage::StageOptions;
 
@@ -27,7 +27,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let secs = started.elapsed().as_secs_f64();
     let s = &summary.0;
     println!(
-        "sluice run: {} records; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}; {:.1} MB in {:.2} s ({:.0} records/s)",
+        "sluice run: {} records; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}{}; {:.1} MB in {:.2} s ({:.0} records/s)",
         s.rows - s.replayed,
         s.windows_published,
         s.commits,
@@ -36,6 +36,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         s.late,
         s.rejected,
         if s.rejected > 0 { format!(" (see {})", plan.rejects.display()) } else { String::new() },
+        if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
         s.rows as f64 / secs.max(1e-9),
@@ -54,6 +55,13 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
         location: plan.table.clone(),
         storage_options: plan.storage_options.clone(),
         checkpoint_interval: plan.checkpoint_interval,
+        retry: RetryPolicy {
+            attempts_max: plan.store_attempts_max,
+            // Jitter only spreads retries out; any seed will do, and the binary owns the clock.
+            jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
+            ..RetryPolicy::default()
+        },
+        ..TableOptions::new("")
     };
     // Infer only for a new table: an existing table's schema is the contract.
     let table = match WindowTable::open_or_create(
@@ -113,6 +121,7 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
         flush_bytes_max: plan.flush_bytes_max,
         chunk_bytes: plan.chunk_bytes,
         chunks_in_flight_max: 4,
+        restarts_max: plan.restarts_max,
         stage: StageOptions {
             codec: plan.codec,
             ..StageOptions::default()

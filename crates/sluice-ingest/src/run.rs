@@ -48,6 +48,10 @@ pub struct IngestConfig {
     /// Decoded chunks waiting between the reader thread and the ingest task.
     pub chunks_in_flight_max: usize,
     pub stage: StageOptions,
+    /// Consecutive times a run re-reads the table and resumes from it after a failed publish
+    /// or store operation (a conflict with another writer, a commit whose outcome is unknown,
+    /// store faults that outlasted their retries) before it gives up with the error.
+    pub restarts_max: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +72,27 @@ pub enum IngestError {
     Rejects(std::io::Error),
     #[error("the reader thread stopped unexpectedly")]
     ReaderGone,
+}
+
+impl IngestError {
+    /// Whether re-reading the table and resuming from it may get past this error: conflicts
+    /// and moved tables (another writer, or an own commit whose outcome was unknown), and
+    /// store failures (which already outlasted their per-operation retries).
+    pub fn is_resumable(&self) -> bool {
+        match self {
+            IngestError::Publish(e) => matches!(
+                **e,
+                PublishError::Conflict { .. }
+                    | PublishError::TableMoved { .. }
+                    | PublishError::Delta { .. }
+            ),
+            IngestError::Stage(e) => {
+                matches!(e, StageError::Store { .. } | StageError::Decode { .. })
+            }
+            IngestError::Table(_) => true,
+            _ => false,
+        }
+    }
 }
 
 impl From<PublishError> for IngestError {
@@ -99,6 +124,8 @@ pub struct RunSummary {
     pub commits: u64,
     /// Parts staged early to stay within the memory budget.
     pub parts_flushed: u64,
+    /// Times the run re-read the table and resumed from it (conflicts, store faults).
+    pub restarts: u64,
     pub last_version: Option<u64>,
 }
 
@@ -127,25 +154,18 @@ impl<'a> Ingester<'a> {
         config: IngestConfig,
         source: NdjsonSource,
         decoder: LineDecoder,
-        mut table: WindowTable,
+        table: WindowTable,
         attempt: String,
         clock: &'a dyn Clock,
         rejects: &'a mut dyn RejectSink,
     ) -> Result<Ingester<'a>, IngestError> {
-        let names: Vec<String> = source.files().iter().map(|f| f.name.to_string()).collect();
-        let committed = table.resume_offsets(&config.pipeline, &names).await?;
-        let published = table.published_windows(&config.pipeline).await?;
-        let book = WindowBook::from_published(published.into_iter().map(|p| {
-            (
-                p.window,
-                source.position_of(&p.coverage.partition, p.coverage.offset),
-            )
-        }));
-        let read_position = first_unread(&source, &committed);
         let stager = Stager::new(table.store(), attempt, config.stage.clone());
-        Ok(Ingester {
+        let mut ingester = Ingester {
             watermark: Watermark::new(config.lateness_ms.saturating_mul(1000)),
             buffers: Buffers::new(config.flush_bytes_max),
+            book: WindowBook::from_published(std::iter::empty()),
+            committed: HashMap::new(),
+            read_position: first_unread(&source, &HashMap::new()),
             config,
             source,
             decoder,
@@ -153,15 +173,77 @@ impl<'a> Ingester<'a> {
             stager,
             clock,
             rejects,
-            book,
-            committed,
-            read_position,
             summary: RunSummary::default(),
-        })
+        };
+        ingester.read_table_state().await?;
+        Ok(ingester)
+    }
+
+    /// (Re)builds the resume state from the table alone: committed offsets, published windows
+    /// and their coverage; buffered rows are dropped (they are re-read from the source).
+    async fn read_table_state(&mut self) -> Result<(), IngestError> {
+        let names: Vec<String> = self
+            .source
+            .files()
+            .iter()
+            .map(|f| f.name.to_string())
+            .collect();
+        self.committed = self
+            .table
+            .resume_offsets(&self.config.pipeline, &names)
+            .await?;
+        let published = self.table.published_windows(&self.config.pipeline).await?;
+        let source = &self.source;
+        self.book = WindowBook::from_published(published.into_iter().map(|p| {
+            (
+                p.window,
+                source.position_of(&p.coverage.partition, p.coverage.offset),
+            )
+        }));
+        self.read_position = first_unread(&self.source, &self.committed);
+        self.buffers = Buffers::new(self.config.flush_bytes_max);
+        self.watermark = Watermark::new(self.config.lateness_ms.saturating_mul(1000));
+        Ok(())
     }
 
     /// Reads the source to its end, publishing every window it seals.
+    ///
+    /// A resumable failure ([`IngestError::is_resumable`]) makes the run re-read the table and
+    /// resume from it, exactly as a restarted process would, up to
+    /// [`IngestConfig::restarts_max`] times in a row without a successful commit.
     pub async fn run(mut self) -> Result<(RunSummary, WindowTable), IngestError> {
+        let mut failures = 0u32;
+        loop {
+            let commits_before = self.summary.commits;
+            let error = match self.read_to_end().await {
+                Ok(()) => return Ok((self.summary, self.table)),
+                Err(e) => e,
+            };
+            if self.summary.commits > commits_before {
+                failures = 0;
+            }
+            let mut error = error;
+            loop {
+                if !error.is_resumable() || failures >= self.config.restarts_max {
+                    return Err(error);
+                }
+                failures += 1;
+                self.summary.restarts += 1;
+                tracing::warn!(error = %error, restart = failures, "re-reading the table and resuming from it");
+                match self.reload().await {
+                    Ok(()) => break,
+                    Err(e) => error = e,
+                }
+            }
+        }
+    }
+
+    async fn reload(&mut self) -> Result<(), IngestError> {
+        self.table.reload().await?;
+        self.read_table_state().await
+    }
+
+    async fn read_to_end(&mut self) -> Result<(), IngestError> {
         let (tx, mut rx) = mpsc::channel::<Result<(Decoded, i64, i64), IngestError>>(
             self.config.chunks_in_flight_max.max(1),
         );
@@ -198,7 +280,7 @@ impl<'a> Ingester<'a> {
         thread.join().map_err(|_| IngestError::ReaderGone)?;
         self.watermark.end_of_input();
         self.publish_sealed().await?;
-        Ok((self.summary, self.table))
+        Ok(())
     }
 
     fn route(&mut self, decoded: Decoded, end: i64) -> Result<(), IngestError> {

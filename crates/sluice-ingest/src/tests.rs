@@ -28,6 +28,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         chunk_bytes: 64 << 10,
         chunks_in_flight_max: 2,
         stage: StageOptions::default(),
+        restarts_max: 5,
     }
 }
 
@@ -39,6 +40,7 @@ async fn ingest(input: &Path, table_dir: &Path, cfg: IngestConfig, attempt: &str
         location: table_dir.to_str().unwrap().into(),
         storage_options: Default::default(),
         checkpoint_interval: 10,
+        ..TableOptions::new("")
     };
     let table = WindowTable::open_or_create(&options, Some(&record_schema), cfg.layout, cfg.window)
         .await

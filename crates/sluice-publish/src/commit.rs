@@ -65,6 +65,8 @@ pub enum PublishError {
         window: String,
         source: CommitConflictError,
     },
+    #[error("publishing window {window}: the table moved on since this writer read it (version {read_version} read); re-read the table and retry")]
+    TableMoved { window: String, read_version: u64 },
     #[error("refusing to move txn {app_id} back from {committed} to {proposed}: the resume position must never go backwards")]
     TxnRegression {
         app_id: String,
@@ -191,7 +193,11 @@ impl WindowTable {
             "positions": p.position_ranges,
             "coverage": {"partition": p.coverage.partition, "offset": p.coverage.offset},
         });
+        // No blind retries inside the commit: if the table moved since this writer read it (a
+        // concurrent writer, or this writer's own earlier attempt that landed but reported
+        // failure), the caller re-reads the table and decides from its state (E1, E3).
         let properties = CommitProperties::default()
+            .with_max_retries(0)
             .with_application_transactions(txns)
             .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
         let operation = DeltaOperation::Write {
@@ -209,6 +215,7 @@ impl WindowTable {
             predicate: Some(predicate),
         };
         let snapshot = self.table.snapshot().map_err(delta)?;
+        let read_version = snapshot.version();
         let result = CommitBuilder::from(properties)
             .with_actions(actions)
             .build(Some(snapshot), self.table.log_store(), operation)
@@ -221,6 +228,15 @@ impl WindowTable {
                 return Err(PublishError::Conflict {
                     window: window_label,
                     source,
+                })
+            }
+            Err(DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_),
+            })
+            | Err(DeltaTableError::VersionAlreadyExists(_)) => {
+                return Err(PublishError::TableMoved {
+                    window: window_label,
+                    read_version,
                 })
             }
             Err(source) => return Err(delta(source)),

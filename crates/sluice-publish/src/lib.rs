@@ -22,13 +22,15 @@
 mod commit;
 mod gc;
 mod listing;
+mod retry;
 mod table;
 
 pub use commit::{Coverage, Publication, PublishError, Published, Replace};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{list_windows, ListError, WindowListing};
+pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{
-    open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,
+    active_files, open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,
     OFFSET_COLUMN, SOURCE_COLUMN,
 };
 

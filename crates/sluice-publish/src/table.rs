@@ -4,6 +4,7 @@ use std::sync::Arc;
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
 use deltalake::kernel::{StructField, StructType};
+use deltalake::logstore::{object_store_factories, StorageConfig};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::{
     DeltaTable, DeltaTableBuilder, DeltaTableError, FilterOp, FilterValue, TableProperty,
@@ -14,6 +15,7 @@ use sluice_window::{Address, AddressLayout, Window, WindowSize};
 use url::Url;
 
 use crate::commit::Coverage;
+use crate::retry::{RetryPolicy, RetryStore};
 use crate::tags;
 
 /// Column holding each row's source partition (for NDJSON: the file name).
@@ -50,13 +52,48 @@ pub enum OpenError {
     NeedSchema(String),
 }
 
-/// Where the table lives and how new tables are created.
+/// Where the table lives, how its store is reached, and how new tables are created.
 #[derive(Debug, Clone)]
 pub struct TableOptions {
     pub location: String,
     pub storage_options: HashMap<String, String>,
     /// `delta.checkpointInterval` for tables sluice creates.
     pub checkpoint_interval: u64,
+    /// The object store to use instead of the one `location` names, rooted at the store's
+    /// root (`/`), not at the table. The seam for fault injection and custom stores.
+    pub store: Option<Arc<dyn ObjectStore>>,
+    /// Retries of transient store failures, applied to every operation of the writer.
+    pub retry: RetryPolicy,
+}
+
+impl TableOptions {
+    /// Options for `location` with defaults: no storage options, a checkpoint every 10 commits,
+    /// the store the location names, default retries.
+    pub fn new(location: impl Into<String>) -> Self {
+        TableOptions {
+            location: location.into(),
+            storage_options: HashMap::new(),
+            checkpoint_interval: 10,
+            store: None,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// The store rooted at the root of `url`'s storage (not at the table), as Delta would build it.
+fn root_store(
+    url: &Url,
+    storage_options: &HashMap<String, String>,
+) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
+    let scheme = Url::parse(&format!("{}://", url.scheme()))
+        .map_err(|_| DeltaTableError::InvalidTableLocation(url.to_string()))?;
+    let config = StorageConfig::parse_options(storage_options.clone())?;
+    let factory = object_store_factories()
+        .get(&scheme)
+        .map(|f| f.value().clone())
+        .ok_or_else(|| DeltaTableError::InvalidTableLocation(url.to_string()))?;
+    let (store, _path) = factory.parse_url_opts(url, &config)?;
+    Ok(store)
 }
 
 /// Turns a path or URL into a table URL (creating local directories).
@@ -139,9 +176,15 @@ impl WindowTable {
             url: url_text.clone(),
             source,
         };
+        let root = match &options.store {
+            Some(store) => store.clone(),
+            None => root_store(&url, &options.storage_options).map_err(delta)?,
+        };
+        let root: Arc<dyn ObjectStore> = Arc::new(RetryStore::new(root, options.retry));
         let mut table = DeltaTableBuilder::from_url(url.clone())
             .map_err(delta)?
             .with_storage_options(options.storage_options.clone())
+            .with_storage_backend(root, url.clone())
             .build()
             .map_err(delta)?;
         let exists = table.verify_deltatable_existence().await.map_err(delta)?;
@@ -203,8 +246,7 @@ impl WindowTable {
                 .try_into_kernel()
                 .map_err(|e| OpenError::Schema(e.to_string()))?;
             table = CreateBuilder::new()
-                .with_location(url.to_string())
-                .with_storage_options(options.storage_options.clone())
+                .with_log_store(table.log_store())
                 .with_columns(kernel.fields().cloned())
                 .with_partition_columns(partition_columns.clone())
                 .with_configuration_property(
@@ -274,6 +316,7 @@ impl WindowTable {
         pipeline: &str,
         partitions: &[String],
     ) -> Result<HashMap<String, i64>, DeltaTableError> {
+        self.txns.clear();
         let snapshot = self.table.snapshot()?;
         let log_store = self.table.log_store();
         let lookups = partitions.iter().map(|p| {
@@ -319,14 +362,8 @@ impl WindowTable {
         &self,
         pipeline: &str,
     ) -> Result<Vec<PublishedWindow>, DeltaTableError> {
-        let views: Vec<_> = self
-            .table
-            .get_active_add_actions_by_partitions(&[])
-            .try_collect()
-            .await?;
         let mut windows: BTreeMap<Window, Coverage> = BTreeMap::new();
-        for view in &views {
-            let file = file_of(view);
+        for file in active_files(&self.table).await? {
             let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
                 continue;
             };
@@ -350,6 +387,15 @@ impl WindowTable {
             .map(|(window, coverage)| PublishedWindow { window, coverage })
             .collect())
     }
+}
+
+/// Every file of the table's loaded version, with sluice's tags.
+pub async fn active_files(table: &DeltaTable) -> Result<Vec<PublishedFile>, DeltaTableError> {
+    let views: Vec<_> = table
+        .get_active_add_actions_by_partitions(&[])
+        .try_collect()
+        .await?;
+    Ok(views.iter().map(file_of).collect())
 }
 
 pub(crate) fn app_id(pipeline: &str, partition: &str) -> String {

@@ -31,6 +31,7 @@ async fn setup(dir: &std::path::Path) -> (WindowTable, Window) {
         location: dir.to_str().unwrap().to_string(),
         storage_options: Default::default(),
         checkpoint_interval: 100,
+        ..TableOptions::new("")
     };
     let table = WindowTable::open_or_create(
         &options,
@@ -166,7 +167,20 @@ async fn a_stale_writer_of_the_same_window_conflicts() {
         .publish(publication(window, vec![fb], 20))
         .await
         .unwrap_err();
-    assert!(matches!(err, PublishError::Conflict { .. }), "{err}");
+    // The commit does not retry blindly: the stale writer learns the table moved and must
+    // re-read it (its own earlier attempt may be what moved it).
+    assert!(
+        matches!(
+            err,
+            PublishError::TableMoved {
+                read_version: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    b.reload().await.unwrap();
+    assert_eq!(b.version(), Some(1));
 }
 
 #[tokio::test]
@@ -177,6 +191,7 @@ async fn schema_and_layout_mismatches_are_refused() {
         location: dir.path().to_str().unwrap().to_string(),
         storage_options: Default::default(),
         checkpoint_interval: 100,
+        ..TableOptions::new("")
     };
     let other = Arc::new(Schema::new(vec![Field::new("ts", DataType::Int64, true)]));
     let hour = WindowSize::parse("1h").unwrap();

@@ -1,0 +1,117 @@
+//! Crash-point enumeration: run the script once to count its object-store operations K, then
+//! for every N in 1..=K crash after operation N, restart with a fresh pipeline over the same
+//! store, finish the input, and compare with the crash-free oracle.
+
+use std::time::Instant;
+
+use sluice_faults::{FaultPlan, FaultStore};
+
+use crate::harness::{check_every_version, local_root, rows_at, Run, Script};
+
+async fn enumerate(keyed: bool) {
+    let mode = if keyed {
+        "keyed by event_id"
+    } else {
+        "keyed by position"
+    };
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Script::write(tmp.path());
+    let run = Run::new(keyed);
+
+    // The oracle: one crash-free run, itself checked against the script's model.
+    let oracle_dir = tmp.path().join("oracle");
+    let counting = FaultStore::new(local_root(), FaultPlan::PassThrough);
+    let summary = run
+        .run(
+            &script.dir,
+            &oracle_dir,
+            std::sync::Arc::new(counting.clone()),
+            "oracle",
+        )
+        .await
+        .expect("the crash-free run succeeds");
+    let k = counting.ops();
+    let (oracle, _) = rows_at(&oracle_dir, None).await;
+    assert_eq!(
+        oracle,
+        script.expected_final(keyed),
+        "the oracle run matches the model"
+    );
+    assert!(
+        summary.windows_published >= 8 && summary.late >= 2,
+        "{summary:?}"
+    );
+    assert!(
+        summary.parts_flushed > 0,
+        "the script stages parts early: {summary:?}"
+    );
+    check_every_version(&oracle_dir, &script, keyed)
+        .await
+        .expect("the oracle is atomic per window");
+
+    let mut passed = 0u64;
+    let mut failures = Vec::new();
+    for n in 1..=k {
+        let dir = tmp.path().join(format!("crash-{n}"));
+        let crashing = FaultStore::new(local_root(), FaultPlan::CrashAfter { ops: n });
+        let first = run
+            .run(
+                &script.dir,
+                &dir,
+                std::sync::Arc::new(crashing.clone()),
+                "a",
+            )
+            .await;
+        let restarted = run.run(&script.dir, &dir, local_root(), "b").await;
+        let outcome = match restarted {
+            Err(e) => Err(format!("the restarted pipeline failed: {e}")),
+            Ok(_) => {
+                let (rows, _) = rows_at(&dir, None).await;
+                if rows != oracle {
+                    Err(format!(
+                        "final rows differ from the oracle ({} vs {} rows)\n  got    {rows:?}\n  oracle {oracle:?}",
+                        rows.len(),
+                        oracle.len()
+                    ))
+                } else {
+                    check_every_version(&dir, &script, keyed).await.map(|_| ())
+                }
+            }
+        };
+        match outcome {
+            Ok(()) => passed += 1,
+            Err(e) => {
+                let op = crashing.log().into_iter().find(|r| r.n == n);
+                failures.push(format!(
+                    "crash point N={n} ({mode}; crashed run: {}; operation N: {op:?}): {e}",
+                    match &first {
+                        Ok(_) => "finished".to_string(),
+                        Err(e) => e.clone(),
+                    }
+                ));
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    println!(
+        "crash points ({mode}): K = {k} object-store operations, {passed} of {k} points passed, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {k} crash points failed; reproduce with the N shown:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_keyed_by_position() {
+    enumerate(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id() {
+    enumerate(true).await;
+}

@@ -1,0 +1,339 @@
+//! A scripted pipeline over a real Delta table on disk, with its object store taken through
+//! the library's one seam (`TableOptions::store`), and the checks every resilience test shares.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use object_store::local::LocalFileSystem;
+use object_store::ObjectStore;
+use sluice_ingest::{FixedClock, IngestConfig, Ingester, KeySpec, RejectFile, RunSummary};
+use sluice_publish::{active_files, open_table, RetryPolicy, TableOptions, WindowTable};
+use sluice_source::{LineDecoder, NdjsonSource};
+use sluice_stage::{read_parquet, StageOptions};
+use sluice_window::{AddressLayout, EventTime, TimeFormat, Window, WindowSize};
+
+pub const PIPELINE: &str = "crash";
+const T0_S: i64 = 1_791_036_000; // 2026-10-03T14:00:00Z
+const LATENESS_MS: i64 = 20_000;
+
+/// One input line of the script.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub offset: i64,
+    pub event_id: String,
+    pub t_s: i64,
+}
+
+/// The scripted input: 8 one-minute windows, events out of order within the lateness,
+/// duplicate deliveries (some within their window, one after its window was published) and
+/// one late event.
+pub struct Script {
+    pub dir: PathBuf,
+    pub lines: Vec<Line>,
+}
+
+impl Script {
+    pub fn write(dir: &Path) -> Script {
+        let mut events: Vec<(String, i64)> = Vec::new();
+        for w in 0..8i64 {
+            let mut window: Vec<(String, i64)> = (0..6i64)
+                .map(|j| (format!("e{w}-{j}"), T0_S + w * 60 + 3 + j * 9))
+                .collect();
+            // Out of order: swap neighbours (at most 9 s apart, within the 20 s lateness).
+            window.swap(1, 2);
+            window.swap(4, 5);
+            events.extend(window.iter().cloned());
+            if w % 2 == 1 {
+                // At-least-once: a re-delivery shortly after the original.
+                events.push(window[3].clone());
+            }
+            if w == 6 {
+                // Crosses into the next window before this one's stragglers.
+                let last = events.pop().expect("an event");
+                events.push((format!("e{w}-x"), T0_S + w * 60 + 58));
+                events.push(last);
+            }
+        }
+        // A late event for window 2 and a late re-delivery of a window-4 event.
+        events.push(("e2-late".into(), T0_S + 2 * 60 + 30));
+        events.push(("e4-1".into(), T0_S + 4 * 60 + 12));
+        let mut text = String::new();
+        let mut lines = Vec::new();
+        for (i, (id, t)) in events.iter().enumerate() {
+            let ts = chrono_like_rfc3339(*t);
+            lines.push(Line {
+                offset: text.len() as i64,
+                event_id: id.clone(),
+                t_s: *t,
+            });
+            text.push_str(&format!(
+                "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"v\":{i}}}\n"
+            ));
+        }
+        let dir = dir.join("input");
+        std::fs::create_dir_all(&dir).expect("input dir");
+        std::fs::write(dir.join("events-0001.ndjson"), text).expect("input file");
+        Script { dir, lines }
+    }
+
+    pub fn window_of(&self, line: &Line) -> String {
+        let w = Window::containing(window_size(), EventTime::from_micros(line.t_s * 1_000_000));
+        layout().address(w).hive_path()
+    }
+
+    /// The rows a window holds when its publications covered every line below `coverage`:
+    /// `(window, event_id, offset)`, sorted. Keyed by position: every line; keyed by
+    /// `event_id`: the winner of each key (latest event time, then highest offset).
+    pub fn expected(&self, window: &str, coverage: i64, keyed: bool) -> Vec<(String, String, i64)> {
+        let mut rows: Vec<(String, String, i64)> = Vec::new();
+        let mut winners: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for l in self.lines.iter().filter(|l| l.offset < coverage) {
+            if self.window_of(l) != window {
+                continue;
+            }
+            if keyed {
+                let entry = winners.entry(&l.event_id).or_insert((l.t_s, l.offset));
+                if (l.t_s, l.offset) > *entry {
+                    *entry = (l.t_s, l.offset);
+                }
+            } else {
+                rows.push((window.to_string(), l.event_id.clone(), l.offset));
+            }
+        }
+        rows.extend(
+            winners
+                .into_iter()
+                .map(|(id, (_, offset))| (window.to_string(), id.to_string(), offset)),
+        );
+        rows.sort();
+        rows
+    }
+
+    /// Every row one clean run must produce.
+    pub fn expected_final(&self, keyed: bool) -> Vec<(String, String, i64)> {
+        let windows: std::collections::BTreeSet<String> =
+            self.lines.iter().map(|l| self.window_of(l)).collect();
+        let mut rows: Vec<_> = windows
+            .iter()
+            .flat_map(|w| self.expected(w, i64::MAX, keyed))
+            .collect();
+        rows.sort();
+        rows
+    }
+}
+
+fn chrono_like_rfc3339(t_s: i64) -> String {
+    let day_s = t_s.rem_euclid(86_400);
+    // The script stays within 2026-10-03.
+    assert_eq!(
+        t_s - day_s,
+        T0_S - (T0_S.rem_euclid(86_400)),
+        "script left its day"
+    );
+    format!(
+        "2026-10-03T{:02}:{:02}:{:02}Z",
+        day_s / 3600,
+        day_s / 60 % 60,
+        day_s % 60
+    )
+}
+
+pub fn window_size() -> WindowSize {
+    WindowSize::parse("1m").expect("1m")
+}
+
+pub fn layout() -> AddressLayout {
+    AddressLayout::default_for(window_size())
+}
+
+/// A store rooted at `/` of the local file system, as the table URL expects.
+pub fn local_root() -> Arc<dyn ObjectStore> {
+    Arc::new(LocalFileSystem::new())
+}
+
+pub struct Run {
+    pub keyed: bool,
+    pub chunk_bytes: usize,
+    pub flush_bytes_max: usize,
+    pub checkpoint_interval: u64,
+    pub restarts_max: u32,
+    pub retry: RetryPolicy,
+}
+
+impl Run {
+    pub fn new(keyed: bool) -> Run {
+        Run {
+            keyed,
+            chunk_bytes: 700,
+            flush_bytes_max: 6_000,
+            checkpoint_interval: 4,
+            restarts_max: 3,
+            // No waiting in tests: faults are injected, not waited out.
+            retry: RetryPolicy {
+                attempts_max: 1,
+                backoff_ms_base: 0,
+                backoff_ms_max: 0,
+                jitter_seed: 1,
+            },
+        }
+    }
+
+    pub fn config(&self) -> IngestConfig {
+        IngestConfig {
+            pipeline: PIPELINE.into(),
+            window: window_size(),
+            layout: layout(),
+            lateness_ms: LATENESS_MS,
+            key: self.keyed.then(|| KeySpec {
+                columns: vec!["event_id".into()],
+                time_field: "ts".into(),
+                time_format: TimeFormat::Rfc3339,
+            }),
+            flush_bytes_max: self.flush_bytes_max,
+            chunk_bytes: self.chunk_bytes,
+            chunks_in_flight_max: 2,
+            stage: StageOptions::default(),
+            restarts_max: self.restarts_max,
+        }
+    }
+
+    /// One pipeline process: open the table through `store`, recover, read to the end.
+    pub async fn run(
+        &self,
+        input: &Path,
+        table_dir: &Path,
+        store: Arc<dyn ObjectStore>,
+        attempt: &str,
+    ) -> Result<RunSummary, String> {
+        let record_schema = Arc::new(Schema::new(vec![
+            Field::new("event_id", DataType::Utf8, true),
+            Field::new("ts", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let options = TableOptions {
+            checkpoint_interval: self.checkpoint_interval,
+            store: Some(store),
+            retry: self.retry,
+            ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
+        };
+        let table =
+            WindowTable::open_or_create(&options, Some(&record_schema), layout(), window_size())
+                .await
+                .map_err(|e| format!("open: {e}"))?;
+        let source = NdjsonSource::open(input).map_err(|e| e.to_string())?;
+        let decoder = LineDecoder::new(table.record_schema(), "ts", TimeFormat::Rfc3339)
+            .map_err(|e| e.to_string())?;
+        let mut rejects = RejectFile::open(&table_dir.with_extension(format!("{attempt}.rejects")))
+            .map_err(|e| e.to_string())?;
+        let clock = FixedClock(1_800_000_000_000);
+        let ingester = Ingester::recover(
+            self.config(),
+            source,
+            decoder,
+            table,
+            attempt.into(),
+            &clock,
+            &mut rejects,
+        )
+        .await
+        .map_err(|e| format!("recover: {e}"))?;
+        let (summary, _) = ingester.run().await.map_err(|e| format!("run: {e}"))?;
+        assert_eq!(summary.rejected, 0, "the script has no bad lines");
+        Ok(summary)
+    }
+}
+
+pub type Row = (String, String, i64);
+
+/// The rows of the table at `version` (latest if `None`), and each window's coverage offset
+/// (the highest over its files), read from the files the Delta log lists.
+pub async fn rows_at(table_dir: &Path, version: Option<u64>) -> (Vec<Row>, HashMap<String, i64>) {
+    let table = open_table(table_dir.to_str().unwrap(), &HashMap::new(), version)
+        .await
+        .unwrap_or_else(|e| panic!("version {version:?} does not load: {e}"));
+    let store = table.object_store();
+    let mut rows = Vec::new();
+    let mut coverage: HashMap<String, i64> = HashMap::new();
+    for file in active_files(&table).await.expect("active files") {
+        let window = file
+            .partition_values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("/");
+        let c = file
+            .coverage
+            .as_ref()
+            .expect("sluice files carry coverage")
+            .offset;
+        let e = coverage.entry(window.clone()).or_insert(c);
+        *e = (*e).max(c);
+        let batches = read_parquet(store.as_ref(), &file.path)
+            .await
+            .unwrap_or_else(|e| panic!("version {version:?}: file {} unreadable: {e}", file.path));
+        for b in &batches {
+            rows.extend(rows_of(b, &window));
+        }
+    }
+    rows.sort();
+    (rows, coverage)
+}
+
+fn rows_of(batch: &RecordBatch, window: &str) -> Vec<Row> {
+    let ids = batch
+        .column_by_name("event_id")
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+        .expect("event_id column");
+    let offsets = batch
+        .column_by_name("_sluice_offset")
+        .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+        .expect("_sluice_offset column");
+    (0..batch.num_rows())
+        .map(|i| {
+            assert!(!ids.is_null(i));
+            (
+                window.to_string(),
+                ids.value(i).to_string(),
+                offsets.value(i),
+            )
+        })
+        .collect()
+}
+
+/// The latest version of the table.
+pub async fn latest_version(table_dir: &Path) -> u64 {
+    open_table(table_dir.to_str().unwrap(), &HashMap::new(), None)
+        .await
+        .expect("table loads")
+        .version()
+        .expect("a version")
+}
+
+/// E2 at every version: each window a reader sees is exactly what its publications covered,
+/// never part of one publication or a mix. Returns the number of versions checked.
+pub async fn check_every_version(
+    table_dir: &Path,
+    script: &Script,
+    keyed: bool,
+) -> Result<u64, String> {
+    let latest = latest_version(table_dir).await;
+    for v in 0..=latest {
+        let (rows, coverage) = rows_at(table_dir, Some(v)).await;
+        let mut expected: Vec<Row> = coverage
+            .iter()
+            .flat_map(|(w, c)| script.expected(w, *c, keyed))
+            .collect();
+        expected.sort();
+        if rows != expected {
+            return Err(format!(
+                "version {v}: a reader sees {} rows where its windows' publications cover {}:\n  seen     {rows:?}\n  expected {expected:?}",
+                rows.len(),
+                expected.len()
+            ));
+        }
+    }
+    Ok(latest + 1)
+}
