@@ -32,6 +32,14 @@ pub fn ok(args: &[&str]) -> String {
 pub fn input(dir: &Path, events: u64, hours: u32, seed: u64, files: usize) -> PathBuf {
     let input = dir.join("input");
     std::fs::create_dir_all(&input).unwrap();
+    for (name, bytes) in stream_slices(events, hours, seed, files) {
+        std::fs::write(input.join(name), bytes).unwrap();
+    }
+    input
+}
+
+/// A generated stream cut into `slices` files (`part-00000.ndjson`, ...) in arrival order.
+pub fn stream_slices(events: u64, hours: u32, seed: u64, slices: usize) -> Vec<(String, Vec<u8>)> {
     let mut all = Vec::new();
     generate(
         &GeneratorSpec {
@@ -44,10 +52,11 @@ pub fn input(dir: &Path, events: u64, hours: u32, seed: u64, files: usize) -> Pa
     )
     .unwrap();
     let lines: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
-    for (i, part) in lines.chunks(lines.len().div_ceil(files)).enumerate() {
-        std::fs::write(input.join(format!("part-{i:03}.ndjson")), part.concat()).unwrap();
-    }
-    input
+    lines
+        .chunks(lines.len().div_ceil(slices.max(1)))
+        .enumerate()
+        .map(|(i, part)| (format!("part-{i:05}.ndjson"), part.concat()))
+        .collect()
 }
 
 /// Every row of the table as CSV lines, sorted: the table's content, order-free.
@@ -154,4 +163,40 @@ pub fn seed(test: &str) -> u64 {
         });
     eprintln!("{test}: seed {seed} (rerun with SLUICE_TEST_SEED={seed})");
     seed
+}
+
+/// A table compared with the oracle (one clean run), row by row.
+#[derive(Debug)]
+pub struct OracleComparison {
+    pub oracle_rows: u64,
+    pub rows: u64,
+    /// Rows whose row key (source position) appears more than once.
+    pub duplicates: u64,
+    /// Oracle rows the table lacks.
+    pub lost: u64,
+    /// Table rows the oracle lacks.
+    pub extra: u64,
+}
+
+/// Compares every row (all columns) of `table` with `oracle`, in SQL over both tables.
+pub fn compare_with_oracle(oracle: &Path, table: &Path) -> OracleComparison {
+    let o = format!("o={}", oracle.display());
+    let t = format!("t={}", table.display());
+    let q = |sql: &str| -> u64 {
+        ok(&[
+            "query", "--table", &o, "--table", &t, "--format", "csv", sql,
+        ])
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    OracleComparison {
+        oracle_rows: q("SELECT count(*) FROM o"),
+        rows: q("SELECT count(*) FROM t"),
+        duplicates: q("SELECT count(*) - count(DISTINCT _sluice_source || ':' || CAST(_sluice_offset AS VARCHAR)) FROM t"),
+        lost: q("SELECT count(*) FROM (SELECT * FROM o EXCEPT ALL SELECT * FROM t)"),
+        extra: q("SELECT count(*) FROM (SELECT * FROM t EXCEPT ALL SELECT * FROM o)"),
+    }
 }

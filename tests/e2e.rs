@@ -140,15 +140,36 @@ fn a_rerun_over_ingested_input_commits_nothing_and_changes_no_row() {
     assert_eq!(scalar(&table, "SELECT count(DISTINCT _sluice_source || ':' || CAST(_sluice_offset AS VARCHAR)) FROM t"), lines.to_string());
 }
 
-/// E1: SIGKILL at random moments, restart each time; the end equals one clean run.
+/// E1 soak: a stream arrives as files, one slice per cycle; each cycle starts the real binary
+/// and SIGKILLs it at a random moment (most runs die mid-work: before, during or after a
+/// commit, or in recovery). The end equals one clean run over the whole stream: 0 duplicates,
+/// 0 losses. CI runs 30 kills per key mode over 60k events; `just soak` runs 200 kills over
+/// 1M events (`SLUICE_SOAK_EVENTS`, `SLUICE_SOAK_KILLS`).
 #[test]
-fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
+fn sigkill_soak_equals_one_clean_run() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .map(|v| {
+                v.parse()
+                    .unwrap_or_else(|_| panic!("{name} must be a number"))
+            })
+            .unwrap_or(default)
+    };
+    let events = env("SLUICE_SOAK_EVENTS", 60_000);
+    let kills_wanted = env("SLUICE_SOAK_KILLS", 30);
     for key in [false, true] {
-        let seed = seed(&format!("sigkill loop (key {key})"));
+        let seed = seed(&format!("sigkill soak (key {key})"));
         let mut rng = Rng(seed);
         let dir = tempfile::tempdir().unwrap();
-        let input = input(dir.path(), 60_000, 6, 11, 3);
-        let src = format!("ndjson:{}", input.display());
+        let slices = stream_slices(events, 6, 11, kills_wanted as usize);
+        // The oracle: one clean run over the whole stream (same file names, so the same
+        // source positions).
+        let whole = dir.path().join("whole");
+        std::fs::create_dir_all(&whole).unwrap();
+        for (name, bytes) in &slices {
+            std::fs::write(whole.join(name), bytes).unwrap();
+        }
         // Checkpoints every 5 commits: recovery must read offsets and coverage back from
         // checkpoints, not only from JSON commits (E4).
         let mut extra = vec!["--flush-bytes-max", "2MiB", "--checkpoint-interval", "5"];
@@ -157,46 +178,91 @@ fn twenty_sigkills_then_a_restart_equal_one_clean_run() {
         }
         let clean = dir.path().join("clean");
         let c = clean.display().to_string();
+        let w = format!("ndjson:{}", whole.display());
         let started = Instant::now();
-        ok(&run_args(&src, &c, &extra));
+        ok(&run_args(&w, &c, &extra));
         let clean_ms = started.elapsed().as_millis() as u64;
+        let started = Instant::now();
+        ok(&run_args(&w, &c, &extra));
+        let startup_ms = started.elapsed().as_millis() as u64;
+
+        let arriving = dir.path().join("arriving");
+        std::fs::create_dir_all(&arriving).unwrap();
+        let src = format!("ndjson:{}", arriving.display());
         let crashed = dir.path().join("crashed");
         let k = crashed.display().to_string();
-        let mut kills = 0;
-        let mut finished = 0;
-        let mut progressed = 0;
-        // Kill each run at a random moment until 20 kills have landed. The range shrinks when
-        // a run finishes first, so once the input is consumed the kills land in recovery.
-        let mut range_ms = (clean_ms / 4).max(20);
-        while kills < 20 && kills + finished < 200 {
+        let (mut kills, mut finished, mut progressed) = (0, 0, 0);
+        let mut next_slice = slices.iter();
+        // A new slice arrives after each run that finished; a killed run's work waits for the
+        // next run. Kills land uniformly within 1.2x the expected run length, which tracks the
+        // runs that finish and grows while runs are being killed, so kills keep landing mid-work.
+        let mut expected_ms = (startup_ms + clean_ms / kills_wanted.max(1)) as f64;
+        let mut add_slice = true;
+        let soak_started = Instant::now();
+        while kills < kills_wanted && kills + finished < 10 * kills_wanted {
+            if add_slice {
+                if let Some((name, bytes)) = next_slice.next() {
+                    std::fs::write(arriving.join(name), bytes).unwrap();
+                }
+            }
             let before = version(&crashed);
+            let run_started = Instant::now();
             let mut child = Command::new(BIN)
                 .args(run_args(&src, &k, &extra))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.below(range_ms)));
-            if child.try_wait().unwrap().is_none() {
-                child.kill().unwrap();
-                kills += 1;
-                if version(&crashed) > before {
-                    progressed += 1;
+            std::thread::sleep(Duration::from_millis(
+                rng.below((1.2 * expected_ms) as u64 + 1),
+            ));
+            add_slice = match child.try_wait().unwrap() {
+                None => {
+                    child.kill().unwrap();
+                    kills += 1;
+                    if version(&crashed) > before {
+                        progressed += 1;
+                    }
+                    expected_ms *= 1.1;
+                    false
                 }
-            } else {
-                finished += 1;
-                range_ms = (range_ms / 2).max(10);
-            }
+                Some(status) => {
+                    assert!(status.success(), "a run failed on its own (seed {seed})");
+                    finished += 1;
+                    expected_ms =
+                        0.5 * expected_ms + 0.5 * run_started.elapsed().as_millis() as f64;
+                    true
+                }
+            };
             child.wait().unwrap();
         }
+        for (name, bytes) in next_slice {
+            std::fs::write(arriving.join(name), bytes).unwrap();
+        }
         ok(&run_args(&src, &k, &extra));
-        eprintln!(
-            "key {key}: clean run {clean_ms} ms; {kills} SIGKILLs ({progressed} after the run had committed), \
-             {finished} runs finished before their kill"
+        let soak_s = soak_started.elapsed().as_secs_f64();
+        assert_eq!(
+            kills, kills_wanted,
+            "every planned kill must land (seed {seed})"
         );
-        assert_eq!(kills, 20, "20 runs must be killed (seed {seed})");
         assert!(crashed.join("_delta_log/_last_checkpoint").exists());
-        assert_eq!(sorted_rows(&crashed), sorted_rows(&clean), "seed {seed}");
+        let cmp = compare_with_oracle(&clean, &crashed);
+        eprintln!(
+            "soak (key {key}): {events} events in {} slices; clean run {clean_ms} ms (start-up {startup_ms} ms); \
+             {kills} SIGKILLs ({progressed} after the killed run had committed), {finished} runs finished before their kill; \
+             {soak_s:.0} s; oracle {} rows, table {} rows, {} duplicates, {} lost, {} not in the oracle",
+            slices.len(),
+            cmp.oracle_rows,
+            cmp.rows,
+            cmp.duplicates,
+            cmp.lost,
+            cmp.extra
+        );
+        assert_eq!(
+            (cmp.rows, cmp.duplicates, cmp.lost, cmp.extra),
+            (cmp.oracle_rows, 0, 0, 0),
+            "seed {seed}"
+        );
         // Rerunning once more changes nothing.
         let v = version(&crashed);
         ok(&run_args(&src, &k, &extra));

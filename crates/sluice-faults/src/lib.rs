@@ -181,7 +181,7 @@ impl FaultStore {
                 }
                 let roll = self.next_u64();
                 if roll % 1000 < u64::from(fail_per_mille) {
-                    if writes && (roll >> 32) % 2 == 0 {
+                    if writes && (roll >> 32).is_multiple_of(2) {
                         Outcome::FailedAfter
                     } else {
                         Outcome::FailedBefore

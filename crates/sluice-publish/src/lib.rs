@@ -18,6 +18,14 @@
 //! Storage guarantee relied on: the log store's commit is a put-if-absent of
 //! `_delta_log/<version>.json` (local file systems, S3 with conditional put, GCS, Azure), so
 //! two writers can never both create one version.
+//!
+//! Failure model: the writer reaches its store through [`RetryStore`] (bounded, jittered
+//! retries of transient failures). A commit is attempted once against the snapshot the writer
+//! read: if the table moved (another writer, or this writer's own earlier attempt that landed
+//! but reported failure), [`WindowTable::publish`] returns [`PublishError::TableMoved`] instead
+//! of re-checking and retrying, and the caller re-reads the table, where the answer is.
+//! (Concurrent writers of different shards of one table will want Delta's conflict checker
+//! instead; they do not exist yet.)
 
 mod commit;
 mod gc;

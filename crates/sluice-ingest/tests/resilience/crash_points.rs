@@ -51,6 +51,7 @@ async fn enumerate(keyed: bool) {
         .expect("the oracle is atomic per window");
 
     let mut passed = 0u64;
+    let mut orphans = 0usize;
     let mut failures = Vec::new();
     for n in 1..=k {
         let dir = tmp.path().join(format!("crash-{n}"));
@@ -75,7 +76,26 @@ async fn enumerate(keyed: bool) {
                         oracle.len()
                     ))
                 } else {
-                    check_every_version(&dir, &script, keyed).await.map(|_| ())
+                    match check_every_version(&dir, &script, keyed).await {
+                        Err(e) => Err(e),
+                        // The crashed attempt's staged files are orphans: gc removes them and
+                        // touches nothing any version reads.
+                        Ok(_) => match collect_orphans(&dir).await {
+                            Ok(n) => {
+                                orphans += n;
+                                let (after, _) = rows_at(&dir, None).await;
+                                if after != oracle {
+                                    Err("gc changed the table's rows".to_string())
+                                } else {
+                                    check_every_version(&dir, &script, keyed)
+                                        .await
+                                        .map(|_| ())
+                                        .map_err(|e| format!("after gc: {e}"))
+                                }
+                            }
+                            Err(e) => Err(e),
+                        },
+                    }
                 }
             }
         };
@@ -95,7 +115,7 @@ async fn enumerate(keyed: bool) {
         std::fs::remove_dir_all(&dir).ok();
     }
     println!(
-        "crash points ({mode}): K = {k} object-store operations, {passed} of {k} points passed, {:.1} s",
+        "crash points ({mode}): K = {k} object-store operations, {passed} of {k} points passed, {orphans} orphaned staged files collected by gc, {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert!(
@@ -104,6 +124,19 @@ async fn enumerate(keyed: bool) {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Runs gc with no age threshold; returns how many files it removed.
+async fn collect_orphans(dir: &std::path::Path) -> Result<usize, String> {
+    let table = sluice_publish::open_table(dir.to_str().unwrap(), &Default::default(), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let found = sluice_publish::find_orphans(&table, 0, i64::MAX)
+        .await
+        .map_err(|e| format!("gc: {e}"))?;
+    sluice_publish::delete_orphans(&table, &found)
+        .await
+        .map_err(|e| format!("gc: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

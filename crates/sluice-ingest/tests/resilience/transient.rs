@@ -1,1 +1,127 @@
-// TODO
+//! Seeded transient faults: 10% of store operations fail (half of the failing writes land
+//! first); bounded, jittered retries and resuming from the table give the clean run's table.
+//! When retries run out, the run stops with a clear error and a plain restart finishes.
+
+use std::sync::Arc;
+
+use sluice_faults::{FaultPlan, FaultStore};
+use sluice_publish::RetryPolicy;
+
+use crate::harness::{check_every_version, local_root, rows_at, Run, Script};
+
+/// Seeds from `SLUICE_FAULT_SEED` (one seed, to reproduce) or a fixed list.
+fn seeds() -> Vec<u64> {
+    match std::env::var("SLUICE_FAULT_SEED") {
+        Ok(s) => vec![s.parse().expect("SLUICE_FAULT_SEED is a number")],
+        Err(_) => vec![1, 2, 3, 4, 5, 6],
+    }
+}
+
+async fn ten_percent(keyed: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Script::write(tmp.path());
+    let expected = script.expected_final(keyed);
+    for seed in seeds() {
+        let dir = tmp.path().join(format!("seed-{seed}"));
+        let store = FaultStore::new(
+            local_root(),
+            FaultPlan::Transient {
+                fail_per_mille: 100,
+                seed,
+                latency_ms_max: 2,
+            },
+        );
+        let run = Run {
+            retry: RetryPolicy {
+                attempts_max: 8,
+                backoff_ms_base: 1,
+                backoff_ms_max: 8,
+                jitter_seed: seed,
+            },
+            restarts_max: 8,
+            ..Run::new(keyed)
+        };
+        let summary = run
+            .run(&script.dir, &dir, Arc::new(store.clone()), "a")
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed} (SLUICE_FAULT_SEED={seed} to reproduce): {e}"));
+        let (rows, _) = rows_at(&dir, None).await;
+        assert_eq!(
+            rows, expected,
+            "seed {seed} (SLUICE_FAULT_SEED={seed} to reproduce)"
+        );
+        check_every_version(&dir, &script, keyed)
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed} (SLUICE_FAULT_SEED={seed} to reproduce): {e}"));
+        println!(
+            "seed {seed}: {} of {} operations faulted; {} resumes from the table",
+            store.faults(),
+            store.ops(),
+            summary.restarts
+        );
+        assert!(store.faults() > 0, "seed {seed}: faults were injected");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_percent_failing_operations_leave_the_clean_table_keyed_by_position() {
+    ten_percent(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_percent_failing_operations_leave_the_clean_table_keyed_by_event_id() {
+    ten_percent(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_retries_stop_with_a_clear_error_and_a_restart_finishes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Script::write(tmp.path());
+    let dir = tmp.path().join("table");
+    // No retries and no resuming: the first fault ends the process.
+    let fragile = Run {
+        restarts_max: 0,
+        ..Run::new(false)
+    };
+    let mut errors = Vec::new();
+    let mut finished = false;
+    for seed in 0..300u64 {
+        let store = FaultStore::new(
+            local_root(),
+            FaultPlan::Transient {
+                fail_per_mille: 100,
+                seed,
+                latency_ms_max: 0,
+            },
+        );
+        match fragile
+            .run(&script.dir, &dir, Arc::new(store), &format!("p{seed}"))
+            .await
+        {
+            Ok(_) => {
+                finished = true;
+                break;
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    assert!(
+        finished,
+        "restarting finishes the input; errors: {errors:?}"
+    );
+    assert!(!errors.is_empty(), "some process died of a fault");
+    for e in &errors {
+        assert!(
+            e.contains("injected fault: operation"),
+            "the error names the failed operation: {e}"
+        );
+    }
+    println!(
+        "{} processes stopped by faults before one finished; first error: {}",
+        errors.len(),
+        errors[0]
+    );
+    let (rows, _) = rows_at(&dir, None).await;
+    assert_eq!(rows, script.expected_final(false));
+    check_every_version(&dir, &script, false).await.unwrap();
+}
