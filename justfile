@@ -16,8 +16,8 @@ lint:
 
 # Crash soak: SIGKILL the real binary at random moments over a generated input, restart each
 # time, then compare with one clean run (0 duplicates, 0 losses). CI runs 30 kills over 60k events.
-soak events="1000000" kills="200":
-    SLUICE_SOAK_EVENTS={{events}} SLUICE_SOAK_KILLS={{kills}} cargo test --workspace --all-targets --locked -- sigkill_soak --nocapture
+soak events="1000000" kills="200" slices="100":
+    ./scripts/soak {{events}} {{kills}} {{slices}}
 
 # Ingest throughput on a generated input (release build).
 bench events="1000000":

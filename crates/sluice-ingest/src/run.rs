@@ -107,7 +107,8 @@ impl From<deltalake::DeltaTableError> for IngestError {
     }
 }
 
-/// Counts of one run, for the summary line and tests.
+/// Counts of one run, for the summary line and tests. After a restart from the table
+/// (`restarts`), the records it re-reads are counted again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunSummary {
     /// Input bytes read.
