@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde::Deserialize;
-use sluice_ingest::KeySpec;
+use sluice_ingest::{KeySpec, LatePolicy};
 use sluice_stage::Codec;
 use sluice_window::{parse_duration_ms, AddressLayout, TimeFormat, WindowSize};
 
@@ -53,9 +53,18 @@ pub struct RunArgs {
     /// Lines read to infer the schema when there is no schema file. [default: 1000]
     #[arg(long)]
     pub infer_lines: Option<usize>,
-    /// Where rejected records go (NDJSON). [default: <table>_rejects.ndjson]
+    /// The dead-letter Delta table: rejected records and dropped late events, with position
+    /// and reason. [default: <table>_dlq]
     #[arg(long)]
-    pub rejects: Option<PathBuf>,
+    pub dlq: Option<String>,
+    /// What a late event does: drop (to the dead-letter table), rewrite (republish its window
+    /// by swap), merge (insert if its row key is absent). [default: rewrite]
+    #[arg(long)]
+    pub late: Option<String>,
+    /// Late events whose window ended longer ago than this (behind the watermark) go to the
+    /// dead-letter table as too_late, e.g. 7d. [default: no limit]
+    #[arg(long)]
+    pub max_rewrite_age: Option<String>,
     /// Memory budget for buffered rows of open windows, e.g. 256MiB. [default: 256MiB]
     #[arg(long)]
     pub flush_bytes_max: Option<String>,
@@ -109,7 +118,9 @@ impl RunArgs {
             key,
             schema,
             infer_lines,
-            rejects,
+            dlq,
+            late,
+            max_rewrite_age,
             flush_bytes_max,
             chunk_bytes,
             compression,
@@ -139,7 +150,9 @@ pub struct RunPlan {
     pub key: Option<KeySpec>,
     pub schema: Option<PathBuf>,
     pub infer_lines: usize,
-    pub rejects: PathBuf,
+    pub dlq: String,
+    pub late: LatePolicy,
+    pub max_rewrite_age_ms: Option<i64>,
     pub flush_bytes_max: usize,
     pub chunk_bytes: usize,
     pub codec: Codec,
@@ -225,7 +238,15 @@ impl RunArgs {
                 .ok_or_else(|| usage(format!("--storage-option {kv:?}: expected KEY=VALUE")))?;
             storage_options.insert(k.to_string(), v.to_string());
         }
-        let rejects = a.rejects.unwrap_or_else(|| default_rejects_path(&table));
+        let dlq = a.dlq.unwrap_or_else(|| default_dlq_location(&table));
+        let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or("rewrite"))
+            .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
+        let max_rewrite_age_ms = match &a.max_rewrite_age {
+            None => None,
+            Some(text) => Some(
+                parse_duration_ms(text).map_err(|e| usage(format!("--max-rewrite-age: {e}")))?,
+            ),
+        };
         if let Some(attempt) = &a.attempt {
             if attempt.is_empty()
                 || !attempt
@@ -247,7 +268,9 @@ impl RunArgs {
             key,
             schema: a.schema,
             infer_lines: a.infer_lines.unwrap_or(1000).max(1),
-            rejects,
+            dlq,
+            late,
+            max_rewrite_age_ms,
             flush_bytes_max,
             chunk_bytes,
             codec,
@@ -260,9 +283,8 @@ impl RunArgs {
     }
 }
 
-fn default_rejects_path(table: &str) -> PathBuf {
-    let trimmed = table.trim_end_matches('/');
-    PathBuf::from(format!("{trimmed}_rejects.ndjson"))
+fn default_dlq_location(table: &str) -> String {
+    format!("{}_dlq", table.trim_end_matches('/'))
 }
 
 /// `256MiB`, `64MB`, `4KiB`, `1048576`.
@@ -314,7 +336,8 @@ mod tests {
         assert_eq!(plan.window, WindowSize::parse("1h").unwrap());
         assert_eq!(plan.table, "t");
         assert_eq!(plan.key.unwrap().columns, vec!["id".to_string()]);
-        assert_eq!(plan.rejects, PathBuf::from("t_rejects.ndjson"));
+        assert_eq!(plan.dlq, "t_dlq");
+        assert_eq!(plan.late, LatePolicy::Rewrite);
 
         std::fs::write(&cfg, "sorce = \"x\"\n").unwrap();
         let err = RunArgs {

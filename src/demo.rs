@@ -16,7 +16,7 @@ use sluice_sql::{Format, TableRef};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Working directory (its input/, table/ and rejects are replaced).
+    /// Working directory (its input/, table/ and table_dlq/ are replaced).
     #[arg(long, default_value = "demo")]
     pub dir: PathBuf,
     /// Distinct events to generate.
@@ -108,13 +108,12 @@ fn write_stream(
 pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let input = args.dir.join("input");
     let table = args.dir.join("table");
-    let rejects = args.dir.join("table_rejects.ndjson");
-    for p in [&input, &table] {
+    let dlq = args.dir.join("table_dlq");
+    for p in [&input, &table, &dlq] {
         if p.exists() {
             std::fs::remove_dir_all(p).with_context(|| format!("clearing {}", p.display()))?;
         }
     }
-    let _ = std::fs::remove_file(&rejects);
     // One deterministic stream, split into files read in name order, plus three bad lines.
     let spec = GeneratorSpec {
         seed: args.seed,
@@ -196,11 +195,18 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     );
 
     let ctx = sluice_sql::session(
-        &[TableRef {
-            name: "events".into(),
-            location: table.display().to_string(),
-            version: None,
-        }],
+        &[
+            TableRef {
+                name: "events".into(),
+                location: table.display().to_string(),
+                version: None,
+            },
+            TableRef {
+                name: "dlq".into(),
+                location: dlq.display().to_string(),
+                version: None,
+            },
+        ],
         &Default::default(),
     )
     .await?;
@@ -221,15 +227,20 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         "SELECT count(*) AS rows, count(*) - count(DISTINCT event_id) AS duplicates FROM events";
     let result = sluice_sql::query(&ctx, dup_sql).await?;
     let (rows, duplicates) = first_two_ints(&result)?;
-    let rejected = std::fs::read_to_string(&rejects)
-        .map(|t| t.lines().count())
-        .unwrap_or(0);
+    let dead_sql = "SELECT source_partition, source_offset, reason, detail FROM dlq \
+                    ORDER BY source_partition, source_offset";
+    println!(
+        "demo: dead letters (sluice query --table dlq={} \"{dead_sql}\")",
+        dlq.display()
+    );
+    let dead = sluice_sql::query(&ctx, dead_sql).await?;
+    let rejected: usize = dead.iter().map(|b| b.num_rows()).sum();
+    println!("{}", sluice_sql::format(&dead, Format::Table)?);
     println!(
         "demo: table holds {rows} rows for {} distinct events; duplicates measured by SQL: {duplicates} \
-         (the input had {} duplicate deliveries and a SIGKILL mid-run); rejected lines: {rejected} (see {})",
+         (the input had {} duplicate deliveries and a SIGKILL mid-run); dead letters: {rejected}",
         stats.events,
         stats.duplicates,
-        rejects.display()
     );
     if duplicates != 0 || rows != stats.events as i64 {
         bail!("the table does not match the input: {rows} rows, {duplicates} duplicates");

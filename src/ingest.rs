@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use sluice_ingest::{Clock, IngestConfig, Ingester, RejectFile};
-use sluice_publish::{OpenError, RetryPolicy, TableOptions, WindowTable};
+use sluice_ingest::{Clock, IngestConfig, Ingester};
+use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
 use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
 use sluice_stage::StageOptions;
 
@@ -35,7 +35,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         s.replayed,
         s.late,
         s.rejected,
-        if s.rejected > 0 { format!(" (see {})", plan.rejects.display()) } else { String::new() },
+        if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, plan.dlq) } else { String::new() },
         if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
@@ -44,8 +44,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs one ingestion; returns the summary and the table version at the end.
-pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
+/// A pipeline's parts, opened from a run plan: the source, the table (created with the
+/// record schema if new), the decoder and the runner's configuration.
+pub struct Wired {
+    pub source: NdjsonSource,
+    pub table: WindowTable,
+    pub decoder: LineDecoder,
+    pub config: IngestConfig,
+    pub options: TableOptions,
+}
+
+pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
     let source = NdjsonSource::open(&plan.source).map_err(|e| usage(format!("--source: {e}")))?;
     let record_schema = match &plan.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
@@ -103,15 +112,6 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
                 field_names(&record)
             ))
         })?;
-    let mut rejects = RejectFile::open(&plan.rejects)
-        .with_context(|| format!("opening rejects file {}", plan.rejects.display()))?;
-    let attempt = plan.attempt.clone().unwrap_or_else(|| {
-        format!(
-            "{}{:05}",
-            chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
-            std::process::id() % 100_000
-        )
-    });
     let config = IngestConfig {
         pipeline: plan.pipeline.clone(),
         window: plan.window,
@@ -122,20 +122,51 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
         chunk_bytes: plan.chunk_bytes,
         chunks_in_flight_max: 4,
         restarts_max: plan.restarts_max,
+        late: plan.late,
+        max_rewrite_age_ms: plan.max_rewrite_age_ms,
         stage: StageOptions {
             codec: plan.codec,
             ..StageOptions::default()
         },
     };
+    Ok(Wired {
+        source,
+        table,
+        decoder,
+        config,
+        options,
+    })
+}
+
+/// The attempt id in staged file names: given, or from the clock and process id.
+pub fn attempt(plan: &RunPlan) -> String {
+    plan.attempt.clone().unwrap_or_else(|| {
+        format!(
+            "{}{:05}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
+            std::process::id() % 100_000
+        )
+    })
+}
+
+/// Runs one ingestion; returns the summary and the table version at the end.
+pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
+    let w = wire(plan).await?;
+    let dlq = DeadLetterTable::open_or_create(&TableOptions {
+        location: plan.dlq.clone(),
+        ..w.options.clone()
+    })
+    .await
+    .with_context(|| format!("opening the dead-letter table {}", plan.dlq))?;
     let clock = SystemClock;
     let ingester = Ingester::recover(
-        config,
-        source,
-        decoder,
-        table,
-        attempt,
+        w.config,
+        w.source,
+        w.decoder,
+        w.table,
+        dlq,
+        attempt(plan),
         &clock,
-        &mut rejects,
     )
     .await
     .context("recovering the pipeline state from the table")?;

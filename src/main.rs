@@ -4,6 +4,7 @@
 //! print with their whole chain; invalid options exit with status 2, failures with 1.
 
 mod args;
+mod backfill;
 mod demo;
 mod ingest;
 mod report;
@@ -37,6 +38,11 @@ enum Command {
     /// Remove staged files that no retained table version references (orphans of attempts
     /// that never published).
     Gc(report::GcArgs),
+    /// Recompute the windows starting in [--from, --to) from a bounded source and publish each
+    /// by swap, as the stream would (the batch rerun); running it twice changes nothing.
+    Backfill(Box<backfill::BackfillArgs>),
+    /// Recompute the one window containing --at from a bounded source.
+    Rewrite(Box<backfill::RewriteArgs>),
     /// Write a deterministic test stream (duplicates, out-of-order and late events) as NDJSON.
     Generate(demo::GenerateArgs),
 }
@@ -92,6 +98,8 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::demo(a).await,
             Command::Generate(a) => demo::generate_files(a),
             Command::Gc(a) => report::gc(a).await,
+            Command::Backfill(a) => backfill::backfill_command(*a).await,
+            Command::Rewrite(a) => backfill::rewrite_command(*a).await,
         }
     });
     match result {

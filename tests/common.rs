@@ -32,14 +32,21 @@ pub fn ok(args: &[&str]) -> String {
 pub fn input(dir: &Path, events: u64, hours: u32, seed: u64, files: usize) -> PathBuf {
     let input = dir.join("input");
     std::fs::create_dir_all(&input).unwrap();
-    for (name, bytes) in stream_slices(events, hours, seed, files) {
+    for (name, bytes) in stream_slices(events, hours, seed, files, 0) {
         std::fs::write(input.join(name), bytes).unwrap();
     }
     input
 }
 
-/// A generated stream cut into `slices` files (`part-00000.ndjson`, ...) in arrival order.
-pub fn stream_slices(events: u64, hours: u32, seed: u64, slices: usize) -> Vec<(String, Vec<u8>)> {
+/// A generated stream cut into `slices` files (`part-00000.ndjson`, ...) in arrival order;
+/// with `bad_every` > 0, a malformed line follows every `bad_every`-th line.
+pub fn stream_slices(
+    events: u64,
+    hours: u32,
+    seed: u64,
+    slices: usize,
+    bad_every: usize,
+) -> Vec<(String, Vec<u8>)> {
     let mut all = Vec::new();
     generate(
         &GeneratorSpec {
@@ -51,7 +58,14 @@ pub fn stream_slices(events: u64, hours: u32, seed: u64, slices: usize) -> Vec<(
         &mut all,
     )
     .unwrap();
-    let lines: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
+    let mut lines: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
+    const BAD: &[u8] = b"{\"event_id\": \"torn\", \"ts\": \n";
+    if bad_every > 0 {
+        lines = lines
+            .chunks(bad_every)
+            .flat_map(|c| c.iter().copied().chain(std::iter::once(BAD)))
+            .collect();
+    }
     lines
         .chunks(lines.len().div_ceil(slices.max(1)))
         .enumerate()
@@ -199,4 +213,35 @@ pub fn compare_with_oracle(oracle: &Path, table: &Path) -> OracleComparison {
         lost: q("SELECT count(*) FROM (SELECT * FROM o EXCEPT ALL SELECT * FROM t)"),
         extra: q("SELECT count(*) FROM (SELECT * FROM t EXCEPT ALL SELECT * FROM o)"),
     }
+}
+
+/// `sluice run` arguments with 15-minute windows and 5 minutes of lateness.
+pub fn run_args<'a>(input: &'a str, table: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--source",
+        input,
+        "--table",
+        table,
+        "--window",
+        "15m",
+        "--lateness",
+        "5m",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The data lines of `sluice query --format csv` over `tables` (name, path).
+pub fn query_csv(tables: &[(&str, &Path)], sql: &str) -> Vec<String> {
+    let named: Vec<String> = tables
+        .iter()
+        .map(|(n, p)| format!("{n}={}", p.display()))
+        .collect();
+    let mut args = vec!["query", "--format", "csv"];
+    for n in &named {
+        args.extend(["--table", n.as_str()]);
+    }
+    args.push(sql);
+    ok(&args).lines().skip(1).map(str::to_string).collect()
 }

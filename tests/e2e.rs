@@ -2,26 +2,11 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-
-fn run_args<'a>(input: &'a str, table: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "run",
-        "--source",
-        input,
-        "--table",
-        table,
-        "--window",
-        "15m",
-        "--lateness",
-        "5m",
-    ];
-    args.extend_from_slice(extra);
-    args
-}
 
 #[test]
 fn invalid_options_exit_2_with_one_line_naming_the_option() {
@@ -123,7 +108,15 @@ fn sigkill_soak_equals_one_clean_run() {
         let seed = seed(&format!("sigkill soak (key {key})"));
         let mut rng = Rng(seed);
         let dir = tempfile::tempdir().unwrap();
-        let slices = stream_slices(events, 6, 11, slices_wanted as usize);
+        let slices = stream_slices(events, 6, 11, slices_wanted as usize, 997);
+        let bad_lines = slices
+            .iter()
+            .map(|(_, b)| {
+                b.split(|c| *c == b'\n')
+                    .filter(|l| l.starts_with(b"{\"event_id\": \"torn"))
+                    .count() as u64
+            })
+            .sum::<u64>();
         // The oracle: one clean run over the whole stream (same file names, so the same
         // source positions).
         let whole = dir.path().join("whole");
@@ -224,6 +217,21 @@ fn sigkill_soak_equals_one_clean_run() {
             (cmp.oracle_rows, 0, 0, 0),
             "seed {seed}"
         );
+        // Every bad line is in the dead-letter table exactly once, as in the clean run.
+        let dead = |t: &Path| {
+            query_csv(
+                &[("d", &t.with_file_name(format!("{}_dlq", t.file_name().unwrap().to_str().unwrap())))],
+                "SELECT count(*), count(DISTINCT source_partition || ':' || CAST(source_offset AS VARCHAR)) FROM d",
+            )
+            .remove(0)
+        };
+        let expected_dead = format!("{bad_lines},{bad_lines}");
+        eprintln!(
+            "soak (key {key}): {bad_lines} bad lines; dead letters (count, distinct positions): {}",
+            dead(&crashed)
+        );
+        assert_eq!(dead(&crashed), expected_dead, "seed {seed}");
+        assert_eq!(dead(&clean), expected_dead, "seed {seed}");
         // Rerunning once more changes nothing.
         let v = version(&crashed);
         ok(&run_args(&src, &k, &extra));
@@ -350,20 +358,25 @@ fn bad_records_are_rejected_with_position_and_reason_once() {
     ];
     let out = ok(&args);
     assert!(out.contains("4 rejected"), "{out}");
-    let rejects_path = dir.path().join("t_rejects.ndjson");
+    let dlq = format!("d={}_dlq", table.display());
     let read_rejects = || -> Vec<(i64, String)> {
-        std::fs::read_to_string(&rejects_path)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                assert_eq!(v["partition"], "in.ndjson");
-                (
-                    v["offset"].as_i64().unwrap(),
-                    v["reason"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
+        ok(&[
+            "query",
+            "--table",
+            &dlq,
+            "--format",
+            "csv",
+            "SELECT source_partition, source_offset, reason, pipeline, raw FROM d ORDER BY source_offset",
+        ])
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(5, ',').collect();
+            assert_eq!(f[0], "in.ndjson", "{l}");
+            assert_eq!(f[3], "sluice", "{l}");
+            (f[1].parse().unwrap(), f[2].to_string())
+        })
+        .collect()
     };
     let mut offsets = vec![0i64];
     for l in &lines {

@@ -35,6 +35,11 @@ impl Buffers {
         }
     }
 
+    /// Windows holding rows, oldest first.
+    pub fn windows(&self) -> Vec<Window> {
+        self.windows.keys().copied().collect()
+    }
+
     pub fn push(
         &mut self,
         window: Window,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deltalake::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use deltalake::arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::{
     DataType, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
@@ -44,14 +44,7 @@ pub fn dedupe(
     let key_columns: Vec<_> = key_indices.iter().map(|i| all.column(*i).clone()).collect();
     let rows = converter.convert_columns(&key_columns)?;
     let times = event_times(&all, key)?;
-    let sources = all
-        .column(schema.index_of(SOURCE_COLUMN)?)
-        .as_string::<i32>()
-        .clone();
-    let offsets = all
-        .column(schema.index_of(OFFSET_COLUMN)?)
-        .as_primitive::<Int64Type>()
-        .clone();
+    let (sources, offsets) = position_columns(schema, &all)?;
     let position = |i: usize| (sources.value(i), offsets.value(i));
     let mut winners: HashMap<&[u8], usize> = HashMap::with_capacity(all.num_rows());
     for i in 0..all.num_rows() {
@@ -69,6 +62,43 @@ pub fn dedupe(
     keep.sort_by(|a, b| position(*a).cmp(&position(*b)));
     let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
     take_record_batch(&all, &indices)
+}
+
+/// Keeps one row per source position (the row key when no natural key is declared), in
+/// position order. Rows of one position are one record, so which copy stays is immaterial.
+pub fn dedupe_by_position(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<RecordBatch, ArrowError> {
+    let all = concat_batches(schema, batches)?;
+    let (sources, offsets) = position_columns(schema, &all)?;
+    let mut first: HashMap<(&str, i64), usize> = HashMap::with_capacity(all.num_rows());
+    for i in 0..all.num_rows() {
+        first
+            .entry((sources.value(i), offsets.value(i)))
+            .or_insert(i);
+    }
+    let mut keep: Vec<((&str, i64), usize)> = first.into_iter().collect();
+    keep.sort_unstable();
+    let indices = UInt32Array::from(keep.into_iter().map(|(_, i)| i as u32).collect::<Vec<_>>());
+    take_record_batch(&all, &indices)
+}
+
+/// The source and offset columns of `batch`.
+fn position_columns(
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> Result<(StringArray, Int64Array), ArrowError> {
+    Ok((
+        batch
+            .column(schema.index_of(SOURCE_COLUMN)?)
+            .as_string::<i32>()
+            .clone(),
+        batch
+            .column(schema.index_of(OFFSET_COLUMN)?)
+            .as_primitive::<Int64Type>()
+            .clone(),
+    ))
 }
 
 /// Event times of every row; rows whose time no longer parses sort first (they were checked

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::datatypes::Int64Type;
-use sluice_publish::{TableOptions, WindowTable};
+use sluice_publish::{DeadLetterTable, TableOptions, WindowTable};
 use sluice_source::generate::{generate, GeneratorSpec};
 use sluice_source::{schema, LineDecoder, NdjsonSource};
 use sluice_stage::StageOptions;
@@ -29,6 +29,8 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         chunks_in_flight_max: 2,
         stage: StageOptions::default(),
         restarts_max: 5,
+        late: LatePolicy::Rewrite,
+        max_rewrite_age_ms: None,
     }
 }
 
@@ -46,19 +48,15 @@ async fn ingest(input: &Path, table_dir: &Path, cfg: IngestConfig, attempt: &str
         .await
         .unwrap();
     let decoder = LineDecoder::new(table.record_schema(), "ts", TimeFormat::Rfc3339).unwrap();
-    let mut rejects = RejectFile::open(&table_dir.with_extension("rejects.ndjson")).unwrap();
-    let clock = FixedClock(1_800_000_000_000);
-    let ingester = Ingester::recover(
-        cfg,
-        source,
-        decoder,
-        table,
-        attempt.into(),
-        &clock,
-        &mut rejects,
-    )
+    let dlq = DeadLetterTable::open_or_create(&TableOptions::new(
+        table_dir.with_extension("dlq").to_str().unwrap(),
+    ))
     .await
     .unwrap();
+    let clock = FixedClock(1_800_000_000_000);
+    let ingester = Ingester::recover(cfg, source, decoder, table, dlq, attempt.into(), &clock)
+        .await
+        .unwrap();
     ingester.run().await.unwrap().0
 }
 

@@ -106,24 +106,7 @@ impl WindowTable {
                 f.path
             )));
         }
-        let mut txns = Vec::with_capacity(p.txns.len());
-        for (partition, offset) in &p.txns {
-            let id = app_id(&p.pipeline, partition);
-            if let Some(&committed) = self.txns.get(&id) {
-                if *offset < committed {
-                    return Err(PublishError::TxnRegression {
-                        app_id: id,
-                        committed,
-                        proposed: *offset,
-                    });
-                }
-            }
-            txns.push(Transaction::new_with_last_update(
-                &id,
-                *offset,
-                Some(p.published_at_ms),
-            ));
-        }
+        let txns = self.txn_actions(&p.pipeline, &p.txns, p.published_at_ms)?;
 
         let existing = if p.replace == Replace::Window {
             self.files_at(&address).await.map_err(delta)?
@@ -252,6 +235,31 @@ impl WindowTable {
             files_added: p.files.len(),
             rows: window_rows,
         })
+    }
+
+    /// `txn` actions for `(partition, offset)` pairs, refusing any that would move a committed
+    /// resume position back (checked before anything is written).
+    pub(crate) fn txn_actions(
+        &self,
+        pipeline: &str,
+        txns: &[(String, i64)],
+        at_ms: i64,
+    ) -> Result<Vec<Transaction>, PublishError> {
+        let mut actions = Vec::with_capacity(txns.len());
+        for (partition, offset) in txns {
+            let id = app_id(pipeline, partition);
+            if let Some(&committed) = self.txns.get(&id) {
+                if *offset < committed {
+                    return Err(PublishError::TxnRegression {
+                        app_id: id,
+                        committed,
+                        proposed: *offset,
+                    });
+                }
+            }
+            actions.push(Transaction::new_with_last_update(&id, *offset, Some(at_ms)));
+        }
+        Ok(actions)
     }
 
     async fn rows_at(&self, address: &sluice_window::Address) -> Result<i64, DeltaTableError> {

@@ -28,14 +28,18 @@
 //! instead; they do not exist yet.)
 
 mod commit;
+mod dlq;
 mod gc;
 mod listing;
+mod merge;
 mod retry;
 mod table;
 
 pub use commit::{Coverage, Publication, PublishError, Published, Replace};
+pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{list_windows, ListError, WindowListing};
+pub use merge::MergePublication;
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{
     active_files, open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,

@@ -80,8 +80,30 @@ impl TableOptions {
     }
 }
 
+/// The table at `options.location`, not yet loaded, reaching its store through the seam
+/// (`options.store`, or the store the location names) and the retries of `options.retry`.
+pub(crate) fn unloaded_table(options: &TableOptions) -> Result<(DeltaTable, Url), OpenError> {
+    let url = table_url(&options.location)?;
+    let delta = |source| OpenError::Delta {
+        url: url.to_string(),
+        source,
+    };
+    let root = match &options.store {
+        Some(store) => store.clone(),
+        None => root_store(&url, &options.storage_options).map_err(delta)?,
+    };
+    let root: Arc<dyn ObjectStore> = Arc::new(RetryStore::new(root, options.retry));
+    let table = DeltaTableBuilder::from_url(url.clone())
+        .map_err(delta)?
+        .with_storage_options(options.storage_options.clone())
+        .with_storage_backend(root, url.clone())
+        .build()
+        .map_err(delta)?;
+    Ok((table, url))
+}
+
 /// The store rooted at the root of `url`'s storage (not at the table), as Delta would build it.
-fn root_store(
+pub(crate) fn root_store(
     url: &Url,
     storage_options: &HashMap<String, String>,
 ) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
@@ -170,23 +192,12 @@ impl WindowTable {
         layout: AddressLayout,
         size: WindowSize,
     ) -> Result<Self, OpenError> {
-        let url = table_url(&options.location)?;
+        let (mut table, url) = unloaded_table(options)?;
         let url_text = url.to_string();
         let delta = |source| OpenError::Delta {
             url: url_text.clone(),
             source,
         };
-        let root = match &options.store {
-            Some(store) => store.clone(),
-            None => root_store(&url, &options.storage_options).map_err(delta)?,
-        };
-        let root: Arc<dyn ObjectStore> = Arc::new(RetryStore::new(root, options.retry));
-        let mut table = DeltaTableBuilder::from_url(url.clone())
-            .map_err(delta)?
-            .with_storage_options(options.storage_options.clone())
-            .with_storage_backend(root, url.clone())
-            .build()
-            .map_err(delta)?;
         let exists = table.verify_deltatable_existence().await.map_err(delta)?;
         let partition_columns: Vec<String> =
             layout.columns().iter().map(|c| c.to_string()).collect();

@@ -13,6 +13,6 @@ pub mod generate;
 pub mod ndjson;
 pub mod schema;
 
-pub use decode::{DecodeError, Decoded, LineDecoder, Reject, RejectReason};
+pub use decode::{DecodeError, Decoded, LineDecoder, Reject, RejectReason, RAW_BYTES_MAX};
 pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Position, SourceError, SourceFile};
 pub use schema::{RecordSchema, SchemaError};

@@ -162,7 +162,8 @@ impl NdjsonSource {
             starts,
             index: 0,
             open: None,
-            chunk_bytes: chunk_bytes.max(4096),
+            // Any size works (a line longer than a chunk is read whole); the CLI asks for >= 4 KiB.
+            chunk_bytes: chunk_bytes.max(1),
             line_bytes_max: LINE_BYTES_MAX,
         })
     }

@@ -26,7 +26,7 @@ mod window;
 pub use address::{Address, AddressError, AddressLayout};
 pub use book::{Route, WindowBook};
 pub use duration::{parse_duration_ms, DurationError};
-pub use time::{EventTime, TimeError, TimeFormat};
+pub use time::{parse_instant, EventTime, TimeError, TimeFormat};
 pub use watermark::Watermark;
 pub use window::{Window, WindowSize, WindowSizeError};
 

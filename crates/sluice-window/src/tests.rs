@@ -109,6 +109,19 @@ fn event_times_parse_in_every_format() {
 }
 
 #[test]
+fn instants_typed_by_people_parse_as_utc() {
+    let at = |t: &str| parse_instant(t).unwrap().to_rfc3339();
+    assert_eq!(at("2026-10-03"), "2026-10-03T00:00:00Z");
+    assert_eq!(at("2026-10-03T14"), "2026-10-03T14:00:00Z");
+    assert_eq!(at("2026-10-03T14:30Z"), "2026-10-03T14:30:00Z");
+    assert_eq!(at("2026-10-03T14:30:05"), "2026-10-03T14:30:05Z");
+    assert_eq!(at("2026-10-03T16:30:00+02:00"), "2026-10-03T14:30:00Z");
+    for bad in ["", "yesterday", "2026-13-01", "2026-10-03T25"] {
+        assert!(parse_instant(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
 fn addresses_follow_the_batch_layout() {
     let hour = WindowSize::parse("1h").unwrap();
     let t = TimeFormat::Rfc3339

@@ -115,6 +115,29 @@ impl TimeFormat {
     }
 }
 
+/// An instant typed by a person: `2026-10-03`, `2026-10-03T14`, `2026-10-03T14:00`,
+/// `2026-10-03T14:00Z`, or full RFC 3339 (`2026-10-03T14:00:00+02:00`). Without an offset the
+/// time is UTC.
+pub fn parse_instant(text: &str) -> Result<EventTime, TimeError> {
+    let t = text.trim();
+    if let Ok(parsed) = DateTime::parse_from_rfc3339(t) {
+        return check_range(parsed.timestamp_micros(), TimeFormat::Rfc3339);
+    }
+    let bare = t.strip_suffix('Z').unwrap_or(t);
+    let full = match bare.len() {
+        10 => format!("{bare}T00:00:00Z"),
+        13 => format!("{bare}:00:00Z"),
+        16 => format!("{bare}:00Z"),
+        _ => format!("{bare}Z"),
+    };
+    DateTime::parse_from_rfc3339(&full)
+        .map_err(|_| TimeError::NotRfc3339 {
+            text: text.to_string(),
+            reason: "expected YYYY-MM-DD[THH[:MM[:SS]]][Z or offset]".into(),
+        })
+        .and_then(|p| check_range(p.timestamp_micros(), TimeFormat::Rfc3339))
+}
+
 fn check_range(micros: i64, format: TimeFormat) -> Result<EventTime, TimeError> {
     if (MIN_EVENT_US..=MAX_EVENT_US).contains(&micros) {
         Ok(EventTime(micros))

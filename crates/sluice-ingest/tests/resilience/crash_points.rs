@@ -6,18 +6,26 @@ use std::time::Instant;
 
 use sluice_faults::{FaultPlan, FaultStore};
 
-use crate::harness::{check_every_version, local_root, rows_at, Run, Script};
+use crate::harness::{check_every_version, dead_letters, local_root, rows_at, Policy, Run, Script};
 
-async fn enumerate(keyed: bool) {
-    let mode = if keyed {
-        "keyed by event_id"
-    } else {
-        "keyed by position"
-    };
+async fn enumerate(keyed: bool, policy: Policy) {
+    let mode = format!(
+        "{}, late policy {}",
+        if keyed {
+            "keyed by event_id"
+        } else {
+            "keyed by position"
+        },
+        policy.late().name()
+    );
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let script = Script::write(tmp.path());
-    let run = Run::new(keyed);
+    let run = Run {
+        policy,
+        ..Run::new(keyed)
+    };
+    let dead_expected = script.expected_dead_letters(policy);
 
     // The oracle: one crash-free run, itself checked against the script's model.
     let oracle_dir = tmp.path().join("oracle");
@@ -35,7 +43,7 @@ async fn enumerate(keyed: bool) {
     let (oracle, _) = rows_at(&oracle_dir, None).await;
     assert_eq!(
         oracle,
-        script.expected_final(keyed),
+        script.expected_final(keyed, policy),
         "the oracle run matches the model"
     );
     assert!(
@@ -46,7 +54,7 @@ async fn enumerate(keyed: bool) {
         summary.parts_flushed > 0,
         "the script stages parts early: {summary:?}"
     );
-    check_every_version(&oracle_dir, &script, keyed)
+    check_every_version(&oracle_dir, &script, keyed, policy)
         .await
         .expect("the oracle is atomic per window");
 
@@ -69,14 +77,19 @@ async fn enumerate(keyed: bool) {
             Err(e) => Err(format!("the restarted pipeline failed: {e}")),
             Ok(_) => {
                 let (rows, _) = rows_at(&dir, None).await;
-                if rows != oracle {
+                let dead = dead_letters(&dir).await;
+                if dead != dead_expected {
+                    Err(format!(
+                        "dead letters differ from one clean run's\n  got      {dead:?}\n  expected {dead_expected:?}"
+                    ))
+                } else if rows != oracle {
                     Err(format!(
                         "final rows differ from the oracle ({} vs {} rows)\n  got    {rows:?}\n  oracle {oracle:?}",
                         rows.len(),
                         oracle.len()
                     ))
                 } else {
-                    match check_every_version(&dir, &script, keyed).await {
+                    match check_every_version(&dir, &script, keyed, policy).await {
                         Err(e) => Err(e),
                         // The crashed attempt's staged files are orphans: gc removes them and
                         // touches nothing any version reads.
@@ -87,7 +100,7 @@ async fn enumerate(keyed: bool) {
                                 if after != oracle {
                                     Err("gc changed the table's rows".to_string())
                                 } else {
-                                    check_every_version(&dir, &script, keyed)
+                                    check_every_version(&dir, &script, keyed, policy)
                                         .await
                                         .map(|_| ())
                                         .map_err(|e| format!("after gc: {e}"))
@@ -141,10 +154,20 @@ async fn collect_orphans(dir: &std::path::Path) -> Result<usize, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_keyed_by_position() {
-    enumerate(false).await;
+    enumerate(false, Policy::Rewrite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_late_dropped_to_the_dead_letter_table() {
+    enumerate(false, Policy::Drop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_late_merged_by_key() {
+    enumerate(true, Policy::Merge).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id() {
-    enumerate(true).await;
+    enumerate(true, Policy::Rewrite).await;
 }

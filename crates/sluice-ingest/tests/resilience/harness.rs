@@ -9,8 +9,10 @@ use deltalake::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
-use sluice_ingest::{FixedClock, IngestConfig, Ingester, KeySpec, RejectFile, RunSummary};
-use sluice_publish::{active_files, open_table, RetryPolicy, TableOptions, WindowTable};
+use sluice_ingest::{FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy, RunSummary};
+use sluice_publish::{
+    active_files, open_table, DeadLetterTable, RetryPolicy, TableOptions, WindowTable,
+};
 use sluice_source::{LineDecoder, NdjsonSource};
 use sluice_stage::{read_parquet, StageOptions};
 use sluice_window::{AddressLayout, EventTime, TimeFormat, Window, WindowSize};
@@ -19,20 +21,42 @@ pub const PIPELINE: &str = "crash";
 const T0_S: i64 = 1_791_036_000; // 2026-10-03T14:00:00Z
 const LATENESS_MS: i64 = 20_000;
 
-/// One input line of the script.
+/// One good input line of the script.
 #[derive(Debug, Clone)]
 pub struct Line {
     pub offset: i64,
     pub event_id: String,
     pub t_s: i64,
+    /// The watermark just before it had passed its window's end.
+    pub late: bool,
 }
 
 /// The scripted input: 8 one-minute windows, events out of order within the lateness,
-/// duplicate deliveries (some within their window, one after its window was published) and
-/// one late event.
+/// duplicate deliveries (some within their window, one after its window was published), one
+/// late event and two bad lines.
 pub struct Script {
     pub dir: PathBuf,
     pub lines: Vec<Line>,
+    /// `(offset, reason)` of each bad line.
+    pub bad: Vec<(i64, &'static str)>,
+}
+
+/// The late policy a test runs with, and what it means for the expected rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Rewrite,
+    Drop,
+    Merge,
+}
+
+impl Policy {
+    pub fn late(self) -> LatePolicy {
+        match self {
+            Policy::Rewrite => LatePolicy::Rewrite,
+            Policy::Drop => LatePolicy::Drop,
+            Policy::Merge => LatePolicy::Merge,
+        }
+    }
 }
 
 impl Script {
@@ -61,22 +85,60 @@ impl Script {
         events.push(("e2-late".into(), T0_S + 2 * 60 + 30));
         events.push(("e4-1".into(), T0_S + 4 * 60 + 12));
         let mut text = String::new();
-        let mut lines = Vec::new();
+        let mut lines: Vec<Line> = Vec::new();
+        let mut bad = Vec::new();
+        let mut max_t: Option<i64> = None;
         for (i, (id, t)) in events.iter().enumerate() {
+            if i == 20 {
+                bad.push((text.len() as i64, "malformed_json"));
+                text.push_str("{\"event_id\": \"torn\", \"ts\": \n");
+            }
+            if i == 40 {
+                bad.push((text.len() as i64, "bad_time"));
+                text.push_str("{\"event_id\":\"when\",\"ts\":\"yesterday\",\"v\":0}\n");
+            }
             let ts = chrono_like_rfc3339(*t);
+            let window_end = *t - (*t).rem_euclid(60) + 60;
             lines.push(Line {
                 offset: text.len() as i64,
                 event_id: id.clone(),
                 t_s: *t,
+                late: max_t.is_some_and(|m| m - LATENESS_MS / 1000 >= window_end),
             });
+            max_t = Some(max_t.map_or(*t, |m| m.max(*t)));
             text.push_str(&format!(
                 "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"v\":{i}}}\n"
             ));
         }
+        assert_eq!(
+            lines.iter().filter(|l| l.late).count(),
+            2,
+            "the script has two late lines"
+        );
         let dir = dir.join("input");
         std::fs::create_dir_all(&dir).expect("input dir");
         std::fs::write(dir.join("events-0001.ndjson"), text).expect("input file");
-        Script { dir, lines }
+        Script { dir, lines, bad }
+    }
+
+    /// `(source, offset, reason)` of every dead letter one clean run leaves, sorted.
+    pub fn expected_dead_letters(&self, policy: Policy) -> Vec<(String, i64, String)> {
+        let mut dead: Vec<(String, i64, String)> = self
+            .bad
+            .iter()
+            .map(|(o, r)| ("events-0001.ndjson".to_string(), *o, r.to_string()))
+            .collect();
+        if policy == Policy::Drop {
+            dead.extend(self.lines.iter().filter(|l| l.late).map(|l| {
+                (
+                    "events-0001.ndjson".to_string(),
+                    l.offset,
+                    "late".to_string(),
+                )
+            }));
+        }
+        dead.sort();
+        dead
     }
 
     pub fn window_of(&self, line: &Line) -> String {
@@ -86,13 +148,29 @@ impl Script {
 
     /// The rows a window holds when its publications covered every line below `coverage`:
     /// `(window, event_id, offset)`, sorted. Keyed by position: every line; keyed by
-    /// `event_id`: the winner of each key (latest event time, then highest offset).
-    pub fn expected(&self, window: &str, coverage: i64, keyed: bool) -> Vec<(String, String, i64)> {
+    /// `event_id`: the winner of each key (latest event time, then highest offset). Under
+    /// the drop policy late lines are not rows; under merge a late line is a row only if its
+    /// key is absent.
+    pub fn expected(
+        &self,
+        window: &str,
+        coverage: i64,
+        keyed: bool,
+        policy: Policy,
+    ) -> Vec<(String, String, i64)> {
         let mut rows: Vec<(String, String, i64)> = Vec::new();
         let mut winners: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-        for l in self.lines.iter().filter(|l| l.offset < coverage) {
-            if self.window_of(l) != window {
+        let in_window: Vec<&Line> = self
+            .lines
+            .iter()
+            .filter(|l| l.offset < coverage && self.window_of(l) == window)
+            .collect();
+        for l in &in_window {
+            if l.late && policy == Policy::Drop {
                 continue;
+            }
+            if l.late && policy == Policy::Merge && keyed {
+                continue; // below
             }
             if keyed {
                 let entry = winners.entry(&l.event_id).or_insert((l.t_s, l.offset));
@@ -101,6 +179,14 @@ impl Script {
                 }
             } else {
                 rows.push((window.to_string(), l.event_id.clone(), l.offset));
+            }
+        }
+        if keyed && policy == Policy::Merge {
+            // Late lines, in arrival order, insert their key only if it is absent.
+            for l in in_window.iter().filter(|l| l.late) {
+                if !winners.contains_key(l.event_id.as_str()) {
+                    winners.insert(&l.event_id, (l.t_s, l.offset));
+                }
             }
         }
         rows.extend(
@@ -113,12 +199,12 @@ impl Script {
     }
 
     /// Every row one clean run must produce.
-    pub fn expected_final(&self, keyed: bool) -> Vec<(String, String, i64)> {
+    pub fn expected_final(&self, keyed: bool, policy: Policy) -> Vec<(String, String, i64)> {
         let windows: std::collections::BTreeSet<String> =
             self.lines.iter().map(|l| self.window_of(l)).collect();
         let mut rows: Vec<_> = windows
             .iter()
-            .flat_map(|w| self.expected(w, i64::MAX, keyed))
+            .flat_map(|w| self.expected(w, i64::MAX, keyed, policy))
             .collect();
         rows.sort();
         rows
@@ -156,6 +242,7 @@ pub fn local_root() -> Arc<dyn ObjectStore> {
 
 pub struct Run {
     pub keyed: bool,
+    pub policy: Policy,
     pub chunk_bytes: usize,
     pub flush_bytes_max: usize,
     pub checkpoint_interval: u64,
@@ -167,8 +254,9 @@ impl Run {
     pub fn new(keyed: bool) -> Run {
         Run {
             keyed,
+            policy: Policy::Rewrite,
             chunk_bytes: 700,
-            flush_bytes_max: 6_000,
+            flush_bytes_max: 2_000,
             checkpoint_interval: 4,
             restarts_max: 3,
             // No waiting in tests: faults are injected, not waited out.
@@ -197,7 +285,26 @@ impl Run {
             chunks_in_flight_max: 2,
             stage: StageOptions::default(),
             restarts_max: self.restarts_max,
+            late: self.policy.late(),
+            max_rewrite_age_ms: None,
         }
+    }
+
+    /// Creates the data and dead-letter tables (as a first run would), without ingesting.
+    pub async fn create_tables(&self, table_dir: &Path) {
+        let options = TableOptions {
+            checkpoint_interval: self.checkpoint_interval,
+            ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
+        };
+        WindowTable::open_or_create(&options, Some(&record_schema()), layout(), window_size())
+            .await
+            .expect("create the table");
+        DeadLetterTable::open_or_create(&TableOptions {
+            location: dlq_location(table_dir),
+            ..options
+        })
+        .await
+        .expect("create the dead-letter table");
     }
 
     /// One pipeline process: open the table through `store`, recover, read to the end.
@@ -208,25 +315,26 @@ impl Run {
         store: Arc<dyn ObjectStore>,
         attempt: &str,
     ) -> Result<RunSummary, String> {
-        let record_schema = Arc::new(Schema::new(vec![
-            Field::new("event_id", DataType::Utf8, true),
-            Field::new("ts", DataType::Utf8, true),
-            Field::new("v", DataType::Int64, true),
-        ]));
+        let record_schema = record_schema();
         let options = TableOptions {
             checkpoint_interval: self.checkpoint_interval,
             store: Some(store),
             retry: self.retry,
             ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
         };
+
         let table =
             WindowTable::open_or_create(&options, Some(&record_schema), layout(), window_size())
                 .await
                 .map_err(|e| format!("open: {e}"))?;
+        let dlq = DeadLetterTable::open_or_create(&TableOptions {
+            location: dlq_location(table_dir),
+            ..options.clone()
+        })
+        .await
+        .map_err(|e| format!("open the dead-letter table: {e}"))?;
         let source = NdjsonSource::open(input).map_err(|e| e.to_string())?;
         let decoder = LineDecoder::new(table.record_schema(), "ts", TimeFormat::Rfc3339)
-            .map_err(|e| e.to_string())?;
-        let mut rejects = RejectFile::open(&table_dir.with_extension(format!("{attempt}.rejects")))
             .map_err(|e| e.to_string())?;
         let clock = FixedClock(1_800_000_000_000);
         let ingester = Ingester::recover(
@@ -234,16 +342,23 @@ impl Run {
             source,
             decoder,
             table,
+            dlq,
             attempt.into(),
             &clock,
-            &mut rejects,
         )
         .await
         .map_err(|e| format!("recover: {e}"))?;
         let (summary, _) = ingester.run().await.map_err(|e| format!("run: {e}"))?;
-        assert_eq!(summary.rejected, 0, "the script has no bad lines");
         Ok(summary)
     }
+}
+
+fn record_schema() -> deltalake::arrow::datatypes::SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("event_id", DataType::Utf8, true),
+        Field::new("ts", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+    ]))
 }
 
 pub type Row = (String, String, i64);
@@ -264,13 +379,11 @@ pub async fn rows_at(table_dir: &Path, version: Option<u64>) -> (Vec<Row>, HashM
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join("/");
-        let c = file
-            .coverage
-            .as_ref()
-            .expect("sluice files carry coverage")
-            .offset;
-        let e = coverage.entry(window.clone()).or_insert(c);
-        *e = (*e).max(c);
+        // Files a MERGE wrote carry no coverage; swap publications' files do.
+        if let Some(c) = file.coverage.as_ref().map(|c| c.offset) {
+            let e = coverage.entry(window.clone()).or_insert(c);
+            *e = (*e).max(c);
+        }
         let batches = read_parquet(store.as_ref(), &file.path)
             .await
             .unwrap_or_else(|e| panic!("version {version:?}: file {} unreadable: {e}", file.path));
@@ -285,6 +398,7 @@ pub async fn rows_at(table_dir: &Path, version: Option<u64>) -> (Vec<Row>, HashM
 fn rows_of(batch: &RecordBatch, window: &str) -> Vec<Row> {
     let ids = batch
         .column_by_name("event_id")
+        .map(|c| deltalake::arrow::compute::cast(c, &DataType::Utf8).expect("a string column"))
         .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
         .expect("event_id column");
     let offsets = batch
@@ -303,6 +417,45 @@ fn rows_of(batch: &RecordBatch, window: &str) -> Vec<Row> {
         .collect()
 }
 
+pub fn dlq_location(table_dir: &Path) -> String {
+    format!("{}_dlq", table_dir.display())
+}
+
+/// `(source, offset, reason)` of every dead letter, sorted (duplicates kept: they must not be).
+pub async fn dead_letters(table_dir: &Path) -> Vec<(String, i64, String)> {
+    let table = open_table(&dlq_location(table_dir), &HashMap::new(), None)
+        .await
+        .expect("the dead-letter table loads");
+    let store = table.object_store();
+    let mut out = Vec::new();
+    for file in active_files(&table).await.expect("active files") {
+        for b in read_parquet(store.as_ref(), &file.path)
+            .await
+            .expect("readable")
+        {
+            let s = |name: &str| {
+                b.column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+                    .expect("a string column")
+            };
+            let (source, reason) = (s("source_partition"), s("reason"));
+            let offset = b
+                .column_by_name("source_offset")
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+                .expect("offset");
+            for i in 0..b.num_rows() {
+                out.push((
+                    source.value(i).to_string(),
+                    offset.value(i),
+                    reason.value(i).to_string(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The latest version of the table.
 pub async fn latest_version(table_dir: &Path) -> u64 {
     open_table(table_dir.to_str().unwrap(), &HashMap::new(), None)
@@ -313,18 +466,42 @@ pub async fn latest_version(table_dir: &Path) -> u64 {
 }
 
 /// E2 at every version: each window a reader sees is exactly what its publications covered,
-/// never part of one publication or a mix. Returns the number of versions checked.
+/// never part of one publication or a mix. (Under the merge policy, late rows come from MERGE
+/// commits whose files carry no coverage: there each window must hold all its in-time rows,
+/// only rows of the final table, and no key twice.) Returns the number of versions checked.
 pub async fn check_every_version(
     table_dir: &Path,
     script: &Script,
     keyed: bool,
+    policy: Policy,
 ) -> Result<u64, String> {
     let latest = latest_version(table_dir).await;
+    let all = script.expected_final(keyed, policy);
     for v in 0..=latest {
         let (rows, coverage) = rows_at(table_dir, Some(v)).await;
+        if policy == Policy::Merge {
+            let mut keys: Vec<(&String, &String)> = rows.iter().map(|(w, id, _)| (w, id)).collect();
+            let n = keys.len();
+            keys.dedup();
+            if keyed && keys.len() != n {
+                return Err(format!("version {v}: a key appears twice: {rows:?}"));
+            }
+            if let Some(r) = rows.iter().find(|r| !all.contains(r)) {
+                return Err(format!(
+                    "version {v}: row {r:?} is not in the clean run's table"
+                ));
+            }
+            for (w, c) in &coverage {
+                let in_time = script.expected(w, *c, keyed, Policy::Drop);
+                if let Some(r) = in_time.iter().find(|r| !rows.contains(r)) {
+                    return Err(format!("version {v}: window {w} lacks in-time row {r:?}"));
+                }
+            }
+            continue;
+        }
         let mut expected: Vec<Row> = coverage
             .iter()
-            .flat_map(|(w, c)| script.expected(w, *c, keyed))
+            .flat_map(|(w, c)| script.expected(w, *c, keyed, policy))
             .collect();
         expected.sort();
         if rows != expected {

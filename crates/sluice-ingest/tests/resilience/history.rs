@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sluice_faults::{FaultPlan, FaultStore};
 
-use crate::harness::{latest_version, local_root, rows_at, Run, Script};
+use crate::harness::{dead_letters, latest_version, local_root, rows_at, Policy, Run, Script};
 
 /// Deletes every commit and checkpoint older than the newest checkpoint, as log cleanup
 /// (`delta.logRetentionDuration`) does; returns the checkpoint version.
@@ -36,7 +36,7 @@ fn clean_log(table_dir: &Path) -> u64 {
 async fn resume_after_cleanup(keyed: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let script = Script::write(tmp.path());
-    let expected = script.expected_final(keyed);
+    let expected = script.expected_final(keyed, Policy::Rewrite);
     let run = Run {
         checkpoint_interval: 2,
         ..Run::new(keyed)
@@ -48,7 +48,7 @@ async fn resume_after_cleanup(keyed: bool) {
     run.run(&script.dir, &probe, Arc::new(counting.clone()), "k")
         .await
         .unwrap();
-    let half = counting.ops() / 2;
+    let half = counting.ops() * 3 / 4;
     let dir = tmp.path().join("table");
     let crashing = FaultStore::new(local_root(), FaultPlan::CrashAfter { ops: half });
     assert!(run
@@ -67,6 +67,10 @@ async fn resume_after_cleanup(keyed: bool) {
     assert_eq!(replay.commits, 0, "nothing to publish: {replay:?}");
     assert_eq!(latest_version(&dir).await, before);
     assert_eq!(rows_at(&dir, None).await.0, expected);
+    assert_eq!(
+        dead_letters(&dir).await,
+        script.expected_dead_letters(Policy::Rewrite)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

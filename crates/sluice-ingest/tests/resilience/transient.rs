@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sluice_faults::{FaultPlan, FaultStore};
 use sluice_publish::RetryPolicy;
 
-use crate::harness::{check_every_version, local_root, rows_at, Run, Script};
+use crate::harness::{check_every_version, dead_letters, local_root, rows_at, Policy, Run, Script};
 
 /// Seeds from `SLUICE_FAULT_SEED` (one seed, to reproduce) or a fixed list.
 fn seeds() -> Vec<u64> {
@@ -20,7 +20,7 @@ fn seeds() -> Vec<u64> {
 async fn ten_percent(keyed: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let script = Script::write(tmp.path());
-    let expected = script.expected_final(keyed);
+    let expected = script.expected_final(keyed, Policy::Rewrite);
     for seed in seeds() {
         let dir = tmp.path().join(format!("seed-{seed}"));
         let store = FaultStore::new(
@@ -50,9 +50,14 @@ async fn ten_percent(keyed: bool) {
             rows, expected,
             "seed {seed} (SLUICE_FAULT_SEED={seed} to reproduce)"
         );
-        check_every_version(&dir, &script, keyed)
+        check_every_version(&dir, &script, keyed, Policy::Rewrite)
             .await
             .unwrap_or_else(|e| panic!("seed {seed} (SLUICE_FAULT_SEED={seed} to reproduce): {e}"));
+        assert_eq!(
+            dead_letters(&dir).await,
+            script.expected_dead_letters(Policy::Rewrite),
+            "seed {seed}"
+        );
         println!(
             "seed {seed}: {} of {} operations faulted; {} resumes from the table",
             store.faults(),
@@ -122,6 +127,12 @@ async fn exhausted_retries_stop_with_a_clear_error_and_a_restart_finishes() {
         errors[0]
     );
     let (rows, _) = rows_at(&dir, None).await;
-    assert_eq!(rows, script.expected_final(false));
-    check_every_version(&dir, &script, false).await.unwrap();
+    assert_eq!(rows, script.expected_final(false, Policy::Rewrite));
+    check_every_version(&dir, &script, false, Policy::Rewrite)
+        .await
+        .unwrap();
+    assert_eq!(
+        dead_letters(&dir).await,
+        script.expected_dead_letters(Policy::Rewrite)
+    );
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sluice_faults::{FaultStore, Turnstile};
 
-use crate::harness::{check_every_version, local_root, rows_at, Run, Script};
+use crate::harness::{check_every_version, dead_letters, local_root, rows_at, Policy, Run, Script};
 
 async fn zombies(keyed: bool) {
     let tmp = tempfile::tempdir().unwrap();
@@ -17,7 +17,8 @@ async fn zombies(keyed: bool) {
         restarts_max: 20,
         ..Run::new(keyed)
     };
-    // Create the table first, so both writers open the same one.
+    // Both processes find the tables created (by an earlier run).
+    run.create_tables(&dir).await;
     let turns = Turnstile::new(2);
     let writer = |w: usize| {
         let store = FaultStore::with_turnstile(local_root(), turns.clone(), w);
@@ -33,15 +34,7 @@ async fn zombies(keyed: bool) {
             result
         }
     };
-    // Writer 0 creates the table; writer 1 starts once it exists (opening concurrently with a
-    // create is a different race, not the zombie one).
-    let zero = writer(0);
-    let one = async {
-        while !dir.join("_delta_log").exists() {
-            tokio::task::yield_now().await;
-        }
-        writer(1).await
-    };
+    let (zero, one) = (writer(0), writer(1));
     let (a, b) = tokio::join!(zero, one);
     let (a, b) = (a.expect("writer 0 finishes"), b.expect("writer 1 finishes"));
     let attempts = turns.attempts();
@@ -65,8 +58,14 @@ async fn zombies(keyed: bool) {
         "a stale writer was rejected and re-read the table"
     );
     let (rows, _) = rows_at(&dir, None).await;
-    assert_eq!(rows, script.expected_final(keyed));
-    check_every_version(&dir, &script, keyed).await.unwrap();
+    assert_eq!(rows, script.expected_final(keyed, Policy::Rewrite));
+    check_every_version(&dir, &script, keyed, Policy::Rewrite)
+        .await
+        .unwrap();
+    assert_eq!(
+        dead_letters(&dir).await,
+        script.expected_dead_letters(Policy::Rewrite)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,176 @@
+//! What a run does, how it fails, and what it reports.
+
+use deltalake::arrow::error::ArrowError;
+use sluice_publish::{DeadLetterError, PublishError};
+use sluice_source::SourceError;
+use sluice_stage::{StageError, StageOptions};
+use sluice_window::{AddressLayout, WindowSize};
+
+use crate::dedupe::KeySpec;
+
+/// The caller's clock: sluice's library code never reads the wall clock itself (E5).
+pub trait Clock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// A clock that always says the same time (tests).
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub i64);
+
+impl Clock for FixedClock {
+    fn now_ms(&self) -> i64 {
+        self.0
+    }
+}
+
+/// What happens to an event whose window the watermark already passed (a *late* event).
+///
+/// Lateness is decided per event, from the watermark just before it (the largest event time
+/// read before it, minus the allowed lateness), so it depends only on the input (E5) and a
+/// restarted run, which restores the watermark from the table, decides as a clean run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LatePolicy {
+    /// To the dead-letter table with reason `late`, counted.
+    Drop,
+    /// Republish the window by swap: its current rows plus the late ones, deduped by row key.
+    #[default]
+    Rewrite,
+    /// Insert the late rows whose row key is absent, by a Delta MERGE on the window's address.
+    Merge,
+}
+
+impl LatePolicy {
+    pub fn parse_name(name: &str) -> Option<LatePolicy> {
+        match name {
+            "drop" => Some(LatePolicy::Drop),
+            "rewrite" => Some(LatePolicy::Rewrite),
+            "merge" => Some(LatePolicy::Merge),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LatePolicy::Drop => "drop",
+            LatePolicy::Rewrite => "rewrite",
+            LatePolicy::Merge => "merge",
+        }
+    }
+}
+
+/// What one run does.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// Names the ingestion; the `txn` appId prefix.
+    pub pipeline: String,
+    pub window: WindowSize,
+    pub layout: AddressLayout,
+    pub lateness_ms: i64,
+    /// Natural key columns; `None` keys rows by source position.
+    pub key: Option<KeySpec>,
+    pub late: LatePolicy,
+    /// Late events whose window ended more than this before the watermark go to the
+    /// dead-letter table (`too_late`) instead of reopening it; `None`: no limit.
+    pub max_rewrite_age_ms: Option<i64>,
+    /// Memory budget of all open windows' buffered rows; above it the largest window's rows
+    /// are staged as a part.
+    pub flush_bytes_max: usize,
+    /// Bytes read from the source per chunk. Late rows of one window are published once per
+    /// chunk at most (the late batch).
+    pub chunk_bytes: usize,
+    /// Decoded chunks waiting between the reader thread and the ingest task.
+    pub chunks_in_flight_max: usize,
+    pub stage: StageOptions,
+    /// Consecutive times a run re-reads the table and resumes from it after a failed publish
+    /// or store operation (a conflict with another writer, a commit whose outcome is unknown,
+    /// store faults that outlasted their retries) before it gives up with the error.
+    pub restarts_max: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("decoding failed: {0}")]
+    Decode(#[from] sluice_source::DecodeError),
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error(transparent)]
+    Publish(Box<PublishError>),
+    #[error(transparent)]
+    DeadLetters(Box<DeadLetterError>),
+    #[error("reading the table state failed: {0}")]
+    Table(Box<deltalake::DeltaTableError>),
+    #[error("arrow failed while routing rows: {0}")]
+    Arrow(#[from] ArrowError),
+    #[error("the reader thread stopped unexpectedly")]
+    ReaderGone,
+}
+
+impl IngestError {
+    /// Whether re-reading the table and resuming from it may get past this error: conflicts
+    /// and moved tables (another writer, or an own commit whose outcome was unknown), and
+    /// store failures (which already outlasted their per-operation retries).
+    pub fn is_resumable(&self) -> bool {
+        match self {
+            IngestError::Publish(e) => matches!(
+                **e,
+                PublishError::Conflict { .. }
+                    | PublishError::TableMoved { .. }
+                    | PublishError::Delta { .. }
+            ),
+            IngestError::DeadLetters(e) => !matches!(**e, DeadLetterError::Open(_)),
+            IngestError::Stage(e) => {
+                matches!(e, StageError::Store { .. } | StageError::Decode { .. })
+            }
+            IngestError::Table(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl From<PublishError> for IngestError {
+    fn from(e: PublishError) -> Self {
+        IngestError::Publish(Box::new(e))
+    }
+}
+
+impl From<DeadLetterError> for IngestError {
+    fn from(e: DeadLetterError) -> Self {
+        IngestError::DeadLetters(Box::new(e))
+    }
+}
+
+impl From<deltalake::DeltaTableError> for IngestError {
+    fn from(e: deltalake::DeltaTableError) -> Self {
+        IngestError::Table(Box::new(e))
+    }
+}
+
+/// Counts of one run, for the summary line and tests. After a restart from the table
+/// (`restarts`), the records it re-reads are counted again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Input bytes read.
+    pub bytes: u64,
+    /// Records decoded into rows.
+    pub rows: u64,
+    /// Rows skipped because a publication already handled them (replay after restart).
+    pub replayed: u64,
+    /// Rows that arrived after their window sealed (handled by the late policy).
+    pub late: u64,
+    /// Late rows sent to the dead-letter table (`late` under the drop policy, `too_late`).
+    pub late_dead_lettered: u64,
+    /// Records rejected (bad input), with position and reason in the dead-letter table.
+    pub rejected: u64,
+    pub windows_published: u64,
+    pub commits: u64,
+    /// Commits to the dead-letter table.
+    pub dead_letter_commits: u64,
+    /// Parts staged early to stay within the memory budget.
+    pub parts_flushed: u64,
+    /// Times the run re-read the table and resumed from it (conflicts, store faults).
+    pub restarts: u64,
+    pub last_version: Option<u64>,
+}

@@ -1,0 +1,238 @@
+//! The runner's publishing side: staging parts, one commit per sealed window (swap, or the
+//! late policy's rewrite or merge), the dead-letter commit that precedes it, and the resume
+//! state every commit carries.
+
+use std::collections::HashMap;
+
+use deltalake::arrow::array::RecordBatch;
+use serde_json::json;
+use sluice_publish::{
+    Coverage, MergePublication, Publication, Replace, OFFSET_COLUMN, SOURCE_COLUMN,
+};
+use sluice_source::Position;
+use sluice_stage::StagedFile;
+use sluice_window::Window;
+
+use crate::config::{IngestError, LatePolicy};
+use crate::dedupe::{dedupe, dedupe_by_position};
+use crate::run::{Ingester, MAX_EVENT_TIME_TXN};
+
+impl Ingester<'_> {
+    pub(crate) async fn flush_largest(&mut self) -> Result<(), IngestError> {
+        let Some(window) = self.buffers.largest() else {
+            return Ok(());
+        };
+        let batches = self.buffers.take_batches(window);
+        let address = self.config.layout.address(window);
+        let part = self
+            .stager
+            .stage(&address, self.table.file_schema(), batches)
+            .await?;
+        self.buffers.add_part(window, part);
+        self.summary.parts_flushed += 1;
+        Ok(())
+    }
+
+    pub(crate) async fn publish_sealed(&mut self) -> Result<(), IngestError> {
+        for window in self.book.sealed(self.watermark.current()) {
+            self.publish_window(window).await?;
+        }
+        Ok(())
+    }
+
+    /// Commits the pending dead letters with the dead-letter offsets moved to the read
+    /// position. Runs before every data commit, so no data commit ever moves the resume
+    /// position past a dead letter that is not in the dead-letter table.
+    pub(crate) async fn commit_dead_letters(&mut self) -> Result<(), IngestError> {
+        if self.dead_pending.is_empty() {
+            return Ok(());
+        }
+        let through = advances(&self.source, &self.dead_committed, self.read_position);
+        self.dlq
+            .append(
+                &self.config.pipeline,
+                &self.dead_pending,
+                &through,
+                self.clock.now_ms(),
+            )
+            .await?;
+        self.summary.dead_letter_commits += 1;
+        self.dead_pending.clear();
+        for (name, offset) in through {
+            self.dead_committed.insert(name, offset);
+        }
+        Ok(())
+    }
+
+    async fn publish_window(&mut self, window: Window) -> Result<(), IngestError> {
+        self.commit_dead_letters().await?;
+        let buffer = self.buffers.remove(window);
+        let republish = self.book.is_published(window);
+        let address = self.config.layout.address(window);
+        let schema = self.table.file_schema().clone();
+        let resume = self.resume_excluding(window);
+        let mut txns = advances(&self.source, &self.committed, resume);
+        let max_event_us = self.max_event_before(resume, window);
+        if let Some(us) = max_event_us {
+            if self.committed_max_event_us.is_none_or(|c| us > c) {
+                txns.push((MAX_EVENT_TIME_TXN.to_string(), us));
+            }
+        }
+        let mut ranges: Vec<_> = buffer.ranges.iter().collect();
+        ranges.sort();
+        let position_ranges = json!(ranges
+            .iter()
+            .map(|(p, (lo, hi))| json!({"partition": p, "first_offset": lo, "last_offset": hi}))
+            .collect::<Vec<_>>());
+        let now_ms = self.clock.now_ms();
+        let merge = republish && self.config.late == LatePolicy::Merge;
+        let mut intermediates: Vec<StagedFile> = Vec::new();
+        let published = if merge {
+            let mut inputs: Vec<RecordBatch> = Vec::new();
+            for part in &buffer.parts {
+                inputs.extend(self.stager.read(&part.path).await?);
+            }
+            inputs.extend(buffer.batches);
+            intermediates = buffer.parts;
+            let (rows, key_columns) = match &self.config.key {
+                Some(key) => (dedupe(&schema, &inputs, key)?, key.columns.clone()),
+                None => (
+                    dedupe_by_position(&schema, &inputs)?,
+                    vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()],
+                ),
+            };
+            self.table
+                .merge_absent(MergePublication {
+                    pipeline: self.config.pipeline.clone(),
+                    window,
+                    rows,
+                    key_columns,
+                    txns: txns.clone(),
+                    position_ranges,
+                    published_at_ms: now_ms,
+                })
+                .await?
+        } else {
+            let files = if !republish && self.config.key.is_none() {
+                // A first publication keyed by position: the buffered rows are the window.
+                let mut files = buffer.parts;
+                if !buffer.batches.is_empty() {
+                    files.push(self.stager.stage(&address, &schema, buffer.batches).await?);
+                }
+                files
+            } else {
+                // Dedupe by row key; a republication (late rewrite) adds the current rows.
+                let mut inputs: Vec<RecordBatch> = Vec::new();
+                if republish {
+                    for f in self.table.files_at(&address).await? {
+                        inputs.extend(self.stager.read(&f.path).await?);
+                    }
+                }
+                for part in &buffer.parts {
+                    inputs.extend(self.stager.read(&part.path).await?);
+                }
+                inputs.extend(buffer.batches);
+                let unique = match &self.config.key {
+                    Some(key) => dedupe(&schema, &inputs, key)?,
+                    None => dedupe_by_position(&schema, &inputs)?,
+                };
+                intermediates = buffer.parts;
+                vec![self.stager.stage(&address, &schema, vec![unique]).await?]
+            };
+            let coverage_name = self
+                .source
+                .name(self.read_position.file)
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            self.table
+                .publish(Publication {
+                    pipeline: self.config.pipeline.clone(),
+                    window,
+                    files,
+                    replace: Replace::Window,
+                    coverage: Coverage {
+                        partition: coverage_name,
+                        offset: self.read_position.offset,
+                    },
+                    txns: txns.clone(),
+                    position_ranges,
+                    published_at_ms: now_ms,
+                })
+                .await?
+        };
+        self.book.mark_published(window, self.read_position);
+        self.max_before_hold.remove(&window);
+        for (name, offset) in txns {
+            if name == MAX_EVENT_TIME_TXN {
+                self.committed_max_event_us = Some(offset);
+            } else {
+                self.committed.insert(name, offset);
+            }
+        }
+        for part in intermediates {
+            // Best effort: an intermediate left behind is an orphan that gc removes.
+            if let Err(e) = self.stager.delete(&part.path).await {
+                tracing::warn!(path = %part.path, error = %e, "could not delete an intermediate part");
+            }
+        }
+        self.summary.windows_published += 1;
+        self.summary.commits += 1;
+        self.summary.last_version = Some(published.version);
+        tracing::info!(
+            window = %address.label(),
+            version = published.version,
+            rows = published.rows,
+            files_added = published.files_added,
+            files_removed = published.files_removed,
+            republish,
+            merge,
+            "published"
+        );
+        Ok(())
+    }
+
+    /// The lowest position held by an unpublished window other than `window`.
+    fn resume_excluding(&self, window: Window) -> Position {
+        self.book
+            .open_windows()
+            .filter(|(w, _)| *w != window)
+            .map(|(_, p)| *p)
+            .fold(self.read_position, std::cmp::min)
+    }
+
+    /// The largest event time read before `resume`, in microseconds: everything read, when
+    /// the stream resumes at the read position; else what was recorded when the window
+    /// holding `resume` took its first event.
+    fn max_event_before(&self, resume: Position, publishing: Window) -> Option<i64> {
+        if resume == self.read_position {
+            return self.watermark.max_seen().map(|t| t.as_micros());
+        }
+        self.book
+            .open_windows()
+            .filter(|(w, p)| *w != publishing && **p == resume)
+            .find_map(|(w, _)| self.max_before_hold.get(&w).copied())
+            .flatten()
+            .map(|t| t.as_micros())
+    }
+}
+
+/// `(file, offset)` for each file whose position in `committed` moves up to `to`.
+pub(crate) fn advances(
+    source: &sluice_source::NdjsonSource,
+    committed: &HashMap<String, i64>,
+    to: Position,
+) -> Vec<(String, i64)> {
+    let mut moved = Vec::new();
+    for (i, file) in source.files().iter().enumerate() {
+        let ordinal = 2 * i as u32 + 1;
+        let target = match ordinal.cmp(&to.file) {
+            std::cmp::Ordering::Less => file.len as i64,
+            std::cmp::Ordering::Equal => to.offset,
+            std::cmp::Ordering::Greater => break,
+        };
+        if target > committed.get(file.name.as_ref()).copied().unwrap_or(0) {
+            moved.push((file.name.to_string(), target));
+        }
+    }
+    moved
+}

@@ -1,0 +1,262 @@
+//! The dead-letter table: every record sluice could not land as a row, with its source
+//! position and reason (E6), exactly once under replays.
+//!
+//! Exactly once works like the data table's offsets: each dead-letter commit carries one
+//! `txn(<pipeline>/<partition>, offset)` per source partition, meaning "every dead letter
+//! below this position is in the table". A replay skips dead letters below it. The runner
+//! commits pending dead letters *before* any data commit that moves the resume position past
+//! them, so a crash between the two commits re-reads the records (they are skipped by the
+//! dead-letter offsets) and never loses one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deltalake::arrow::array::{
+    ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::{CommitProperties, TransactionError};
+use deltalake::kernel::{StructType, Transaction};
+use deltalake::operations::create::CreateBuilder;
+use deltalake::protocol::SaveMode;
+use deltalake::{DeltaTable, DeltaTableError};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::table::{app_id, unloaded_table, OpenError, TableOptions};
+
+/// One record that did not become a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Source partition (for NDJSON: the file name).
+    pub source: String,
+    pub offset: i64,
+    /// Stable reason code: `malformed_json`, `wrong_type`, `not_one_object`, `missing_time`,
+    /// `bad_time`, `late`, `too_late`.
+    pub reason: String,
+    pub detail: String,
+    pub raw: String,
+    /// The window's address, when the record had a valid event time.
+    pub window: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeadLetterError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error("writing {records} dead letters to {url} failed: {source}")]
+    Write {
+        url: String,
+        records: usize,
+        source: DeltaTableError,
+    },
+    #[error(
+        "the dead-letter table {url} moved on since this writer read it; re-read it and retry"
+    )]
+    TableMoved { url: String },
+    #[error("reading the dead-letter table {url} failed: {source}")]
+    Read {
+        url: String,
+        source: DeltaTableError,
+    },
+}
+
+/// The dead-letter table of one or more pipelines.
+pub struct DeadLetterTable {
+    table: DeltaTable,
+    url: String,
+}
+
+impl std::fmt::Debug for DeadLetterTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeadLetterTable({})", self.url)
+    }
+}
+
+/// Columns of the dead-letter table.
+pub fn dead_letter_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("pipeline", DataType::Utf8, false),
+        Field::new("source_partition", DataType::Utf8, false),
+        Field::new("source_offset", DataType::Int64, false),
+        Field::new("reason", DataType::Utf8, false),
+        Field::new("detail", DataType::Utf8, false),
+        Field::new("raw", DataType::Utf8, false),
+        Field::new("window", DataType::Utf8, true),
+        Field::new(
+            "detected_at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+    ]))
+}
+
+impl DeadLetterTable {
+    /// Opens the table, or creates it; through the same store seam and retries as the data
+    /// table (`options.store`, `options.retry`).
+    pub async fn open_or_create(options: &TableOptions) -> Result<Self, DeadLetterError> {
+        let (mut table, url) = unloaded_table(options)?;
+        let url_text = url.to_string();
+        let delta = |source| OpenError::Delta {
+            url: url_text.clone(),
+            source,
+        };
+        if table.verify_deltatable_existence().await.map_err(delta)? {
+            table.load().await.map_err(delta)?;
+        } else {
+            let kernel: StructType = dead_letter_schema()
+                .as_ref()
+                .try_into_kernel()
+                .map_err(|e| OpenError::Schema(e.to_string()))?;
+            let created = CreateBuilder::new()
+                .with_log_store(table.log_store())
+                .with_columns(kernel.fields().cloned())
+                .await;
+            table = match created {
+                Ok(t) => t,
+                // Another writer created it first: use theirs.
+                Err(e) => {
+                    if !table.verify_deltatable_existence().await.map_err(delta)? {
+                        return Err(delta(e).into());
+                    }
+                    table.load().await.map_err(delta)?;
+                    table
+                }
+            };
+        }
+        Ok(DeadLetterTable {
+            table,
+            url: url_text,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Re-reads the table state.
+    pub async fn reload(&mut self) -> Result<(), DeadLetterError> {
+        self.table
+            .update_state()
+            .await
+            .map_err(|source| DeadLetterError::Read {
+                url: self.url.clone(),
+                source,
+            })
+    }
+
+    /// Per partition, the position below which every dead letter of `pipeline` is in the table.
+    pub async fn committed_offsets(
+        &self,
+        pipeline: &str,
+        partitions: &[String],
+    ) -> Result<HashMap<String, i64>, DeadLetterError> {
+        let read = |source| DeadLetterError::Read {
+            url: self.url.clone(),
+            source,
+        };
+        let snapshot = self.table.snapshot().map_err(read)?;
+        let log_store = self.table.log_store();
+        let lookups = partitions.iter().map(|p| {
+            let id = app_id(pipeline, p);
+            let log_store = log_store.clone();
+            async move {
+                let v = snapshot
+                    .transaction_version(log_store.as_ref(), &id)
+                    .await?;
+                Ok::<_, DeltaTableError>((p.clone(), v))
+            }
+        });
+        let found: Vec<_> = futures::stream::iter(lookups)
+            .buffered(8)
+            .try_collect()
+            .await
+            .map_err(read)?;
+        Ok(found
+            .into_iter()
+            .filter_map(|(p, v)| v.map(|v| (p, v)))
+            .collect())
+    }
+
+    /// Appends `letters` in one commit that also moves each partition's dead-letter offset to
+    /// `through` (every dead letter below it is then in the table). The commit does not retry
+    /// blindly: if the table moved, the caller re-reads it.
+    pub async fn append(
+        &mut self,
+        pipeline: &str,
+        letters: &[DeadLetter],
+        through: &[(String, i64)],
+        detected_at_ms: i64,
+    ) -> Result<u64, DeadLetterError> {
+        let n = letters.len();
+        let strings = |f: &dyn Fn(&DeadLetter) -> &str| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(letters.iter().map(f)))
+        };
+        let batch = RecordBatch::try_new(
+            dead_letter_schema(),
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    letters.iter().map(|_| pipeline),
+                )),
+                strings(&|d| d.source.as_str()),
+                Arc::new(Int64Array::from_iter_values(
+                    letters.iter().map(|d| d.offset),
+                )),
+                strings(&|d| d.reason.as_str()),
+                strings(&|d| d.detail.as_str()),
+                strings(&|d| d.raw.as_str()),
+                Arc::new(StringArray::from_iter(
+                    letters.iter().map(|d| d.window.as_deref()),
+                )),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values(
+                        letters.iter().map(|_| detected_at_ms.saturating_mul(1000)),
+                    )
+                    .with_timezone("UTC"),
+                ),
+            ],
+        )
+        .map_err(|e| DeadLetterError::Write {
+            url: self.url.clone(),
+            records: n,
+            source: e.into(),
+        })?;
+        let txns: Vec<Transaction> = through
+            .iter()
+            .map(|(p, offset)| {
+                Transaction::new_with_last_update(
+                    app_id(pipeline, p),
+                    *offset,
+                    Some(detected_at_ms),
+                )
+            })
+            .collect();
+        let properties = CommitProperties::default()
+            .with_max_retries(0)
+            .with_application_transactions(txns);
+        let result = self
+            .table
+            .clone()
+            .write(vec![batch])
+            .with_save_mode(SaveMode::Append)
+            .with_commit_properties(properties)
+            .await;
+        match result {
+            Ok(table) => {
+                self.table = table;
+                Ok(self.table.version().unwrap_or_default())
+            }
+            Err(DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_),
+            })
+            | Err(DeltaTableError::VersionAlreadyExists(_)) => Err(DeadLetterError::TableMoved {
+                url: self.url.clone(),
+            }),
+            Err(source) => Err(DeadLetterError::Write {
+                url: self.url.clone(),
+                records: n,
+                source,
+            }),
+        }
+    }
+}
