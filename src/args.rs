@@ -65,6 +65,26 @@ pub struct RunArgs {
     /// dead-letter table as too_late, e.g. 7d. [default: no limit]
     #[arg(long)]
     pub max_rewrite_age: Option<String>,
+    /// Republish a window receiving late rows at most once per this interval (processing
+    /// time), e.g. 30s; 0s: once per chunk read. [default: 0s]
+    #[arg(long)]
+    pub late_batch: Option<String>,
+    /// Keep reading: after the end of the input, wait for lines appended to the last file
+    /// and for new files (names sorting after the existing ones); stop with SIGINT/SIGTERM
+    /// or --until-idle.
+    #[arg(long)]
+    #[serde(default)]
+    pub follow: bool,
+    /// With --follow: pause between two reads that found nothing new. [default: 1s]
+    #[arg(long)]
+    pub poll_interval: Option<String>,
+    /// With --follow: seal every open window after no input for this long (processing time),
+    /// e.g. 5m. [default: windows seal by event time only]
+    #[arg(long)]
+    pub idle_timeout: Option<String>,
+    /// With --follow: end the run after no input for this long, e.g. 30s. [default: never]
+    #[arg(long)]
+    pub until_idle: Option<String>,
     /// Memory budget for buffered rows of open windows, e.g. 256MiB. [default: 256MiB]
     #[arg(long)]
     pub flush_bytes_max: Option<String>,
@@ -121,6 +141,10 @@ impl RunArgs {
             dlq,
             late,
             max_rewrite_age,
+            late_batch,
+            poll_interval,
+            idle_timeout,
+            until_idle,
             flush_bytes_max,
             chunk_bytes,
             compression,
@@ -132,6 +156,7 @@ impl RunArgs {
         if self.storage_options.is_empty() {
             self.storage_options = file.storage_options;
         }
+        self.follow |= file.follow;
         Ok(self)
     }
 }
@@ -153,6 +178,9 @@ pub struct RunPlan {
     pub dlq: String,
     pub late: LatePolicy,
     pub max_rewrite_age_ms: Option<i64>,
+    pub late_batch_ms: i64,
+    /// `Some` with --follow.
+    pub follow: Option<FollowPlan>,
     pub flush_bytes_max: usize,
     pub chunk_bytes: usize,
     pub codec: Codec,
@@ -161,6 +189,20 @@ pub struct RunPlan {
     pub restarts_max: u32,
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
+}
+
+/// Validated --follow options.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowPlan {
+    pub poll_ms: u64,
+    pub idle_timeout_ms: Option<i64>,
+    pub until_idle_ms: Option<i64>,
+}
+
+/// An optional duration option.
+fn duration_option(flag: &str, text: Option<&str>) -> anyhow::Result<Option<i64>> {
+    text.map(|t| parse_duration_ms(t).map_err(|e| usage(format!("{flag}: {e}"))))
+        .transpose()
 }
 
 impl RunArgs {
@@ -241,11 +283,34 @@ impl RunArgs {
         let dlq = a.dlq.unwrap_or_else(|| default_dlq_location(&table));
         let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or("rewrite"))
             .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
-        let max_rewrite_age_ms = match &a.max_rewrite_age {
-            None => None,
-            Some(text) => Some(
-                parse_duration_ms(text).map_err(|e| usage(format!("--max-rewrite-age: {e}")))?,
-            ),
+        let max_rewrite_age_ms =
+            duration_option("--max-rewrite-age", a.max_rewrite_age.as_deref())?;
+        let late_batch_ms = duration_option("--late-batch", a.late_batch.as_deref())?.unwrap_or(0);
+        let poll_ms = duration_option("--poll-interval", a.poll_interval.as_deref())?;
+        let idle_timeout_ms = duration_option("--idle-timeout", a.idle_timeout.as_deref())?;
+        let until_idle_ms = duration_option("--until-idle", a.until_idle.as_deref())?;
+        let follow = if a.follow {
+            let poll_ms = poll_ms.unwrap_or(1000);
+            if poll_ms < 1 {
+                return Err(usage("--poll-interval: must be at least 1ms"));
+            }
+            Some(FollowPlan {
+                poll_ms: poll_ms as u64,
+                idle_timeout_ms,
+                until_idle_ms,
+            })
+        } else {
+            let given = [
+                ("--poll-interval", poll_ms),
+                ("--idle-timeout", idle_timeout_ms),
+                ("--until-idle", until_idle_ms),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
+                return Err(usage(format!(
+                    "{flag}: only with --follow (a bounded run seals every window at the end of its input)"
+                )));
+            }
+            None
         };
         if let Some(attempt) = &a.attempt {
             if attempt.is_empty()
@@ -271,6 +336,8 @@ impl RunArgs {
             dlq,
             late,
             max_rewrite_age_ms,
+            late_batch_ms,
+            follow,
             flush_bytes_max,
             chunk_bytes,
             codec,

@@ -1,11 +1,11 @@
 //! `sluice backfill` and `sluice rewrite`: recompute windows from a bounded source through the
 //! stream's own publish path (the batch rerun).
 
-use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_ingest::{backfill, BackfillProgress};
 use sluice_window::{parse_instant, EventTime, Window};
 
@@ -56,6 +56,11 @@ async fn recompute(
     to: EventTime,
     what: &str,
 ) -> anyhow::Result<()> {
+    if plan.follow.is_some() {
+        return Err(usage(format!(
+            "--follow: {what} reads a bounded source; use it with run"
+        )));
+    }
     let started = Instant::now();
     let w = wire(&plan).await?;
     let clock = SystemClock;
@@ -93,11 +98,12 @@ async fn recompute(
     Ok(())
 }
 
-/// A one-line progress display on a terminal (redrawn in place); silent otherwise.
+/// The progress bar of a backfill: bytes read, then windows published. indicatif draws it on
+/// stderr only when stderr is a terminal, so logs and pipes get the summary line alone.
 struct Progress {
     what: &'static str,
-    tty: bool,
-    drawn: bool,
+    bar: ProgressBar,
+    phase: Option<&'static str>,
 }
 
 impl Progress {
@@ -108,36 +114,36 @@ impl Progress {
             } else {
                 "backfill"
             },
-            tty: std::io::stderr().is_terminal(),
-            drawn: false,
+            bar: ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+            phase: None,
         }
     }
 
     fn show(&mut self, p: BackfillProgress) {
-        if !self.tty {
-            return;
-        }
-        let (label, done, total) = match p {
+        let (phase, done, total) = match p {
             BackfillProgress::Read { bytes, total } => ("reading", bytes, total),
-            BackfillProgress::Published { done, total } => ("publishing windows", done, total),
+            BackfillProgress::Published { done, total } => ("publishing", done, total),
         };
-        let pct = (done * 100).checked_div(total).unwrap_or(100);
-        let filled = (pct / 5) as usize;
-        let mut err = std::io::stderr();
-        let _ = write!(
-            err,
-            "\r{} {label:<18} [{}{}] {pct:>3}%",
-            self.what,
-            "#".repeat(filled),
-            " ".repeat(20 - filled)
-        );
-        let _ = err.flush();
-        self.drawn = true;
+        if self.phase != Some(phase) {
+            let template = if phase == "reading" {
+                "{prefix} {msg:<10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
+            } else {
+                "{prefix} {msg:<10} [{bar:30}] {pos}/{len} windows, {elapsed} elapsed"
+            };
+            let style = ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            self.bar.set_style(style);
+            self.bar.set_prefix(self.what);
+            self.bar.set_message(phase);
+            self.bar.reset();
+            self.phase = Some(phase);
+        }
+        self.bar.set_length(total);
+        self.bar.set_position(done);
     }
 
     fn finish(&mut self) {
-        if self.drawn {
-            eprintln!();
-        }
+        self.bar.finish_and_clear();
     }
 }

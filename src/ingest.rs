@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use sluice_ingest::{Clock, IngestConfig, Ingester};
+use sluice_ingest::{Clock, Follow, IngestConfig, Ingester};
 use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
 use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
 use sluice_stage::StageOptions;
@@ -36,7 +36,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         s.late,
         s.rejected,
         if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, plan.dlq) } else { String::new() },
-        if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() },
+        if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() }
+            + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
         s.rows as f64 / secs.max(1e-9),
@@ -55,7 +56,12 @@ pub struct Wired {
 }
 
 pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
-    let source = NdjsonSource::open(&plan.source).map_err(|e| usage(format!("--source: {e}")))?;
+    let source = if plan.follow.is_some() {
+        NdjsonSource::open_following(&plan.source)
+    } else {
+        NdjsonSource::open(&plan.source)
+    }
+    .map_err(|e| usage(format!("--source: {e}")))?;
     let record_schema = match &plan.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
@@ -122,6 +128,7 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
         chunk_bytes: plan.chunk_bytes,
         chunks_in_flight_max: 4,
         restarts_max: plan.restarts_max,
+        late_batch_ms: plan.late_batch_ms,
         late: plan.late,
         max_rewrite_age_ms: plan.max_rewrite_age_ms,
         stage: StageOptions {
@@ -170,8 +177,53 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
     )
     .await
     .context("recovering the pipeline state from the table")?;
-    let (summary, table) = ingester.run().await.context("ingesting")?;
+    let (summary, table) = match plan.follow {
+        None => ingester.run().await,
+        Some(f) => {
+            ingester
+                .follow(Follow {
+                    poll_ms: f.poll_ms,
+                    idle_timeout_ms: f.idle_timeout_ms,
+                    until_idle_ms: f.until_idle_ms,
+                    stop: stop_on_signal(),
+                })
+                .await
+        }
+    }
+    .context("ingesting")?;
     Ok((summary, table.version()))
+}
+
+/// A stop flag raised by SIGINT or SIGTERM (a followed run then ends gracefully).
+fn stop_on_signal() -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let interrupt = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = interrupt => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = interrupt.await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = interrupt.await;
+        }
+        tracing::info!("stop requested: finishing the current chunk");
+        let _ = tx.send(true);
+        // Keep the sender alive so the run does not mistake its drop for a stop.
+        std::future::pending::<()>().await;
+    });
+    rx
 }
 
 fn infer(

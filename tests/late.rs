@@ -246,3 +246,235 @@ fn backfill_equals_the_stream_and_twice_changes_nothing() {
     assert_eq!(version(&stream), v + 1);
     assert_eq!(sorted_rows(&stream), before);
 }
+
+/// Polls `done` every 50 ms; panics naming `what` after a minute (a hang, not a slow machine).
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+fn event(id: &str, ts: &str) -> String {
+    format!("{{\"event_id\":\"{id}\",\"ts\":\"2026-10-03T{ts}:00Z\",\"n\":1}}\n")
+}
+
+fn row_count(table: &Path) -> i64 {
+    if version(table) < 0 {
+        return 0;
+    }
+    scalar(table, "SELECT count(*) FROM t").parse().unwrap()
+}
+
+/// `sluice run --follow`: windows that no later event would seal are sealed by the idle
+/// timeout; lines appended to the last file, a line completed later and a new file are
+/// picked up; a late event after an idle seal rewrites its window; SIGTERM ends the run
+/// gracefully (exit 0, summary printed) and a plain rerun finishes what was left open. The
+/// table then equals a bounded run over the final input.
+#[test]
+fn follow_seals_idle_windows_picks_up_appends_and_stops_gracefully() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let a = input.join("a.ndjson");
+    let text: String = (0..6)
+        .map(|i| event(&format!("h10-{i}"), &format!("10:{i}0")))
+        .collect();
+    append(&a, &text);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("followed");
+    let t = table.to_str().unwrap();
+    let base = [
+        "run",
+        "--source",
+        &src,
+        "--table",
+        t,
+        "--window",
+        "1h",
+        "--lateness",
+        "10m",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--follow",
+        "--poll-interval",
+        "50ms",
+        "--idle-timeout",
+        "700ms",
+    ]);
+    let child = Command::new(BIN)
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The largest event time is 10:50, so the watermark (10:40) never reaches 11:00: only the
+    // idle timeout can publish window 10.
+    wait_for("the idle seal of window 10", || row_count(&table) == 6);
+
+    // A late event for window 10, two events of window 12, and a line still being written.
+    append(
+        &a,
+        &(event("h10-late", "10:55") + &event("h12-0", "12:05") + &event("h12-1", "12:10")),
+    );
+    append(
+        &a,
+        "{\"event_id\":\"h12-torn\",\"ts\":\"2026-10-03T12:20:00Z\"",
+    );
+    wait_for("the late rewrite and the idle seal of window 12", || {
+        row_count(&table) == 9
+    });
+    assert_eq!(
+        ids(&table, "event_id = 'h12-torn'"),
+        "",
+        "an incomplete line is not an event"
+    );
+
+    // The line is completed, and a new file (sorting after a.ndjson) starts.
+    append(&a, ",\"n\":1}\n");
+    append(&input.join("b.ndjson"), &event("h13-0", "13:00"));
+    wait_for("the completed line and the new file", || {
+        row_count(&table) == 11
+    });
+
+    // SIGTERM while window 14 is open: a graceful stop leaves it to the next run.
+    append(&input.join("b.ndjson"), &event("h14-0", "14:00"));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("idle seals"), "{stdout}");
+    let windows = ok(&["windows", "--table", t, "--format", "csv"]);
+    eprintln!("followed run: {stdout}{windows}");
+    let w10 = windows.lines().find(|l| l.contains("hour=10")).unwrap();
+    assert_eq!(
+        w10.split(',').nth(4),
+        Some("2"),
+        "idle seal + late rewrite: {windows}"
+    );
+
+    ok(&base);
+    assert_eq!(row_count(&table), 12);
+    let bounded = dir.path().join("bounded");
+    let mut args = base.to_vec();
+    args[4] = bounded.to_str().unwrap();
+    ok(&args);
+    assert_eq!(sorted_rows(&table), sorted_rows(&bounded));
+    assert_eq!(dead_letters_count(&table), 0);
+}
+
+fn dead_letters_count(table: &Path) -> i64 {
+    let dlq = std::path::PathBuf::from(format!("{}_dlq", table.display()));
+    scalar(&dlq, "SELECT count(*) FROM t").parse().unwrap()
+}
+
+/// A file that appears *before* files already consumed would hold events below published
+/// positions, which would pass for replays: the run refuses it with a clear error instead
+/// of skipping them.
+#[test]
+fn a_file_added_before_consumed_files_is_refused_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    append(
+        &input.join("b.ndjson"),
+        &(event("b0", "10:00") + &event("b1", "12:00")),
+    );
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let args = ["run", "--source", &src, "--table", t, "--window", "1h"];
+    ok(&args);
+    append(&input.join("a.ndjson"), &event("a0", "11:00"));
+    let out = sluice(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("a.ndjson appeared before files already read: append only to the last file"),
+        "{stderr}"
+    );
+    assert_eq!(row_count(&table), 2);
+}
+
+/// `--late-batch`: late events for one window spread over many chunks cost one
+/// republication per interval instead of one per chunk; the rows are the same.
+#[test]
+fn late_batch_interval_bounds_republications() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut text: String = (0..6)
+        .map(|i| event(&format!("h01-{i}"), &format!("01:{i}0")))
+        .collect();
+    for k in 0..5 {
+        // ~6 KB of events of a later hour, then a late event for window 01: each late event
+        // lands in its own 4 KiB chunk.
+        for i in 0..60 {
+            text.push_str(&event(
+                &format!("h{:02}-{i:02}-padding-to-a-hundred-bytes-per-line", 2 + k),
+                &format!("{:02}:{:02}", 2 + k, i),
+            ));
+        }
+        text.push_str(&event(&format!("late-{k}"), "01:30"));
+    }
+    append(&input.join("a.ndjson"), &text);
+    let src = format!("ndjson:{}", input.display());
+    let publications_of_01 = |batch: &str| {
+        let table = dir.path().join(format!("batch-{batch}"));
+        let t = table.to_str().unwrap();
+        let out = ok(&[
+            "run",
+            "--source",
+            &src,
+            "--table",
+            t,
+            "--window",
+            "1h",
+            "--lateness",
+            "10m",
+            "--chunk-bytes",
+            "4KiB",
+            "--late-batch",
+            batch,
+        ]);
+        let windows = ok(&["windows", "--table", t, "--format", "csv"]);
+        eprintln!("--late-batch {batch}: {out}{windows}");
+        let w01 = windows.lines().find(|l| l.contains("hour=01")).unwrap();
+        let n: u64 = w01.split(',').nth(4).unwrap().parse().unwrap();
+        (n, sorted_rows(&table))
+    };
+    let (per_chunk, rows_per_chunk) = publications_of_01("0s");
+    let (batched, rows_batched) = publications_of_01("1h");
+    assert_eq!(per_chunk, 6, "the first publication and one per late chunk");
+    assert_eq!(
+        batched, 2,
+        "the first publication and one late batch at the end"
+    );
+    assert_eq!(rows_per_chunk.len(), 6 + 300 + 5);
+    assert_eq!(rows_per_chunk, rows_batched);
+}

@@ -76,9 +76,15 @@ pub struct IngestConfig {
     /// Memory budget of all open windows' buffered rows; above it the largest window's rows
     /// are staged as a part.
     pub flush_bytes_max: usize,
-    /// Bytes read from the source per chunk. Late rows of one window are published once per
-    /// chunk at most (the late batch).
+    /// Bytes read from the source per chunk.
     pub chunk_bytes: usize,
+    /// The late batch: a published window that receives late rows is republished once this
+    /// long (processing time) has passed since the first of them was read, so a trickle of
+    /// late events costs one republication per interval, not one per event. 0: once per
+    /// chunk read. Held late rows hold the resume position like any unpublished row; the end
+    /// of input (and an idle seal) publishes them at once. Changes only how many commits late
+    /// rows cost, never the table's contents.
+    pub late_batch_ms: i64,
     /// Decoded chunks waiting between the reader thread and the ingest task.
     pub chunks_in_flight_max: usize,
     pub stage: StageOptions,
@@ -172,5 +178,7 @@ pub struct RunSummary {
     pub parts_flushed: u64,
     /// Times the run re-read the table and resumed from it (conflicts, store faults).
     pub restarts: u64,
+    /// Times a followed run sealed every open window after its idle timeout.
+    pub idle_seals: u64,
     pub last_version: Option<u64>,
 }

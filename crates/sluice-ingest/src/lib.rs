@@ -21,12 +21,14 @@ mod backfill;
 mod buffer;
 mod config;
 mod dedupe;
+mod follow;
 mod publish;
 mod run;
 
 pub use backfill::{backfill, BackfillProgress, BackfillSummary};
 pub use config::{Clock, FixedClock, IngestConfig, IngestError, LatePolicy, RunSummary};
 pub use dedupe::{dedupe, dedupe_by_position, KeySpec};
+pub use follow::Follow;
 pub use run::Ingester;
 
 #[cfg(test)]

@@ -33,9 +33,20 @@ impl Ingester<'_> {
         Ok(())
     }
 
+    /// Publishes every sealed window, except late batches whose interval has not passed
+    /// (unless draining).
     pub(crate) async fn publish_sealed(&mut self) -> Result<(), IngestError> {
+        let now_ms = self.clock.now_ms();
         for window in self.book.sealed(self.watermark.current()) {
+            let batching = self
+                .late_since_ms
+                .get(&window)
+                .is_some_and(|since| now_ms.saturating_sub(*since) < self.config.late_batch_ms);
+            if batching && !self.draining {
+                continue;
+            }
             self.publish_window(window).await?;
+            self.late_since_ms.remove(&window);
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, LatePolicy, RunSummary};
 use crate::dedupe::with_positions;
+use crate::follow::Follow;
 
 /// The `txn` partition name under which the watermark's input is stored: the largest event
 /// time read before the resume position. A leading dot: NDJSON sources skip hidden files, so
@@ -42,6 +43,14 @@ pub struct Ingester<'a> {
     pub(crate) dead_pending: Vec<DeadLetter>,
     /// The next unread position.
     pub(crate) read_position: Position,
+    /// Per file name, where the next read of it starts (the end of the last chunk read).
+    pub(crate) cursors: HashMap<String, i64>,
+    /// Published windows holding late rows, with the (processing) time the first of them was
+    /// read: they are republished once [`IngestConfig::late_batch_ms`] has passed.
+    pub(crate) late_since_ms: HashMap<Window, i64>,
+    /// Set when every held window must publish now (end of input, idle seal), late batches
+    /// included.
+    pub(crate) draining: bool,
     pub(crate) summary: RunSummary,
 }
 
@@ -68,6 +77,9 @@ impl<'a> Ingester<'a> {
             dead_committed: HashMap::new(),
             dead_pending: Vec::new(),
             read_position: first_unread(&source, &HashMap::new()),
+            cursors: HashMap::new(),
+            late_since_ms: HashMap::new(),
+            draining: false,
             config,
             source,
             decoder,
@@ -101,6 +113,8 @@ impl<'a> Ingester<'a> {
             .resume_offsets(&self.config.pipeline, &names)
             .await?;
         self.committed_max_event_us = committed.remove(MAX_EVENT_TIME_TXN);
+        self.source.check_append_only(&committed)?;
+        self.cursors = committed.clone();
         self.committed = committed;
         let published = self.table.published_windows(&self.config.pipeline).await?;
         let source = &self.source;
@@ -113,6 +127,8 @@ impl<'a> Ingester<'a> {
         self.read_position = first_unread(&self.source, &self.committed);
         self.buffers = Buffers::new(self.config.flush_bytes_max);
         self.max_before_hold.clear();
+        self.late_since_ms.clear();
+        self.draining = false;
         self.dead_pending.clear();
         self.watermark = Watermark::resumed(
             self.config.lateness_ms.saturating_mul(1000),
@@ -126,11 +142,29 @@ impl<'a> Ingester<'a> {
     /// A resumable failure ([`IngestError::is_resumable`]) makes the run re-read the tables and
     /// resume from them, exactly as a restarted process would, up to
     /// [`IngestConfig::restarts_max`] times in a row without a successful commit.
-    pub async fn run(mut self) -> Result<(RunSummary, WindowTable), IngestError> {
+    pub async fn run(self) -> Result<(RunSummary, WindowTable), IngestError> {
+        self.drive(None).await
+    }
+
+    /// Follows the source (opened with [`NdjsonSource::open_following`]) until
+    /// [`Follow::stop`] says so or it stayed idle for [`Follow::until_idle_ms`]; see
+    /// [`Follow`]. Resumable failures are handled as in [`Ingester::run`].
+    pub async fn follow(self, follow: Follow) -> Result<(RunSummary, WindowTable), IngestError> {
+        self.drive(Some(follow)).await
+    }
+
+    async fn drive(
+        mut self,
+        mut follow: Option<Follow>,
+    ) -> Result<(RunSummary, WindowTable), IngestError> {
         let mut failures = 0u32;
         loop {
             let commits_before = self.summary.commits + self.summary.dead_letter_commits;
-            let mut error = match self.read_to_end().await {
+            let outcome = match follow.as_mut() {
+                None => self.read_to_end().await,
+                Some(f) => self.follow_until_stopped(f).await,
+            };
+            let mut error = match outcome {
                 Ok(()) => return Ok((self.summary, self.table)),
                 Err(e) => e,
             };
@@ -159,11 +193,28 @@ impl<'a> Ingester<'a> {
     }
 
     async fn read_to_end(&mut self) -> Result<(), IngestError> {
+        self.read_pass(None).await?;
+        self.drain().await
+    }
+
+    /// Seals and publishes every held window (late batches included), then commits the
+    /// pending dead letters.
+    pub(crate) async fn drain(&mut self) -> Result<(), IngestError> {
+        self.watermark.end_of_input();
+        self.draining = true;
+        self.publish_sealed().await?;
+        self.commit_dead_letters().await
+    }
+
+    /// Reads what the source holds now, from the cursors, routing and publishing as it goes;
+    /// returns the bytes read. Stops early, between chunks, once `stop` says so.
+    pub(crate) async fn read_pass(
+        &mut self,
+        stop: Option<&tokio::sync::watch::Receiver<bool>>,
+    ) -> Result<u64, IngestError> {
         type Item = Result<(Decoded, Chunk), IngestError>;
         let (tx, mut rx) = mpsc::channel::<Item>(self.config.chunks_in_flight_max.max(1));
-        let mut reader = self
-            .source
-            .reader(&self.committed, self.config.chunk_bytes)?;
+        let mut reader = self.source.reader(&self.cursors, self.config.chunk_bytes)?;
         let decoder = self.decoder.clone();
         let thread = std::thread::Builder::new()
             .name("sluice-reader".into())
@@ -182,20 +233,27 @@ impl<'a> Ingester<'a> {
                 }
             })
             .map_err(|_| IngestError::ReaderGone)?;
+        let mut bytes = 0u64;
         while let Some(item) = rx.recv().await {
             let (decoded, chunk) = item?;
-            self.summary.bytes += chunk.data.len() as u64;
+            bytes += chunk.data.len() as u64;
+            if let Some(name) = self.source.name(chunk.file) {
+                self.cursors.insert(name.to_string(), chunk.end());
+            }
             self.route(decoded, &chunk)?;
             while self.buffers.over_budget() {
                 self.flush_largest().await?;
             }
             self.publish_sealed().await?;
+            if stop.is_some_and(|s| *s.borrow()) {
+                break;
+            }
         }
+        // Dropping the receiver ends the reader thread at its next chunk.
+        drop(rx);
         thread.join().map_err(|_| IngestError::ReaderGone)?;
-        self.watermark.end_of_input();
-        self.publish_sealed().await?;
-        self.commit_dead_letters().await?;
-        Ok(())
+        self.summary.bytes += bytes;
+        Ok(bytes)
     }
 
     fn route(&mut self, decoded: Decoded, chunk: &Chunk) -> Result<(), IngestError> {
@@ -280,6 +338,9 @@ impl<'a> Ingester<'a> {
                 if !self.book.is_open(window) {
                     self.max_before_hold
                         .insert(window, self.watermark.max_seen());
+                    if route == Route::Late {
+                        self.late_since_ms.insert(window, self.clock.now_ms());
+                    }
                 }
                 self.book.hold(window, &position);
                 // Events mostly arrive in time order: keep the current window's rows

@@ -39,6 +39,11 @@ pub enum SourceError {
     },
     #[error("source file name {0:?} is not valid UTF-8")]
     NonUtf8Name(PathBuf),
+    /// A source may only grow at its end: bytes appended to its last file, or new files whose
+    /// names sort after every existing one. Anything else would put new events *before*
+    /// positions already published, where they would pass for replays.
+    #[error("source file {path} {what}: append only to the last file, and name new files so they sort after the existing ones")]
+    NotAppendOnly { path: PathBuf, what: &'static str },
 }
 
 /// One input file: its name is its source partition (the `txn` appId suffix).
@@ -53,51 +58,118 @@ pub struct SourceFile {
 /// One NDJSON file, or the regular, non-hidden files of a directory sorted by name.
 #[derive(Debug, Clone)]
 pub struct NdjsonSource {
+    root: PathBuf,
     files: Vec<SourceFile>,
+    /// Followed: the last file may still be written, so it is read only up to its last
+    /// newline (a line is an event once it is complete); see [`NdjsonSource::refresh`].
+    following: bool,
 }
 
 impl NdjsonSource {
+    /// A bounded source: every file is read to its length at opening, a last line without a
+    /// newline included.
     pub fn open(path: &Path) -> Result<Self, SourceError> {
-        let io = |source| SourceError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let meta = std::fs::metadata(path).map_err(io)?;
-        let mut files = Vec::new();
-        if meta.is_dir() {
-            for entry in std::fs::read_dir(path).map_err(io)? {
-                let entry = entry.map_err(io)?;
-                let name = entry.file_name();
-                let name = name
-                    .to_str()
-                    .ok_or_else(|| SourceError::NonUtf8Name(entry.path()))?
-                    .to_string();
-                let meta = entry.metadata().map_err(io)?;
-                if name.starts_with('.') || !meta.is_file() {
-                    continue;
-                }
-                files.push(SourceFile {
-                    name: name.into(),
-                    path: entry.path(),
-                    len: meta.len(),
-                });
-            }
-            files.sort_by(|a, b| a.name.cmp(&b.name));
-        } else {
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .ok_or_else(|| SourceError::NonUtf8Name(path.to_path_buf()))?;
-            files.push(SourceFile {
-                name: name.into(),
-                path: path.to_path_buf(),
-                len: meta.len(),
-            });
-        }
+        let files = list(path)?;
         if files.is_empty() {
             return Err(SourceError::Empty(path.to_path_buf()));
         }
-        Ok(NdjsonSource { files })
+        Ok(NdjsonSource {
+            root: path.to_path_buf(),
+            files,
+            following: false,
+        })
+    }
+
+    /// A followed source: like [`NdjsonSource::open`], but the last file is read only up to
+    /// its last complete line, and [`NdjsonSource::refresh`] picks up what was appended.
+    pub fn open_following(path: &Path) -> Result<Self, SourceError> {
+        let mut source = NdjsonSource::open(path)?;
+        source.following = true;
+        source.trim_last()?;
+        Ok(source)
+    }
+
+    /// Re-reads the file list and lengths of a followed source; returns whether anything new
+    /// can be read. The source must only have grown at its end (see
+    /// [`SourceError::NotAppendOnly`]), so the ordinals of existing files do not change.
+    pub fn refresh(&mut self) -> Result<bool, SourceError> {
+        let now = list(&self.root)?;
+        let not_append_only = |f: &SourceFile, what| SourceError::NotAppendOnly {
+            path: f.path.clone(),
+            what,
+        };
+        let last = self.files.len() - 1;
+        for (i, old) in self.files.iter().enumerate() {
+            let Some(new) = now.get(i).filter(|n| n.name == old.name) else {
+                let added = now
+                    .iter()
+                    .find(|n| !self.files.iter().any(|o| o.name == n.name));
+                return Err(match added {
+                    Some(new) if new.name < old.name => {
+                        not_append_only(new, "appeared before files already read")
+                    }
+                    _ => not_append_only(old, "disappeared"),
+                });
+            };
+            if new.len < old.len {
+                return Err(SourceError::Truncated {
+                    path: old.path.clone(),
+                    len: new.len,
+                    offset: old.len as i64,
+                });
+            }
+            if i < last && new.len != old.len {
+                return Err(not_append_only(old, "changed after later files were read"));
+            }
+        }
+        let before: u64 = self.files.iter().map(|f| f.len).sum();
+        self.files = now;
+        self.trim_last()?;
+        Ok(self.files.iter().map(|f| f.len).sum::<u64>() > before)
+    }
+
+    /// Checks that the source only grew at its end since `committed` (resume offsets per file
+    /// name) was written: no file before the last one with a committed offset has unread
+    /// bytes. (Such bytes would sort before published positions and pass for replays.)
+    pub fn check_append_only(&self, committed: &HashMap<String, i64>) -> Result<(), SourceError> {
+        let Some(last_started) = self
+            .files
+            .iter()
+            .rposition(|f| committed.get(f.name.as_ref()).is_some_and(|o| *o > 0))
+        else {
+            return Ok(());
+        };
+        for f in &self.files[..last_started] {
+            let offset = committed.get(f.name.as_ref()).copied().unwrap_or(0);
+            if (offset as u64) < f.len {
+                return Err(SourceError::NotAppendOnly {
+                    path: f.path.clone(),
+                    what: if offset == 0 {
+                        "appeared before files already read"
+                    } else {
+                        "grew after later files were read"
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this source is followed (see [`NdjsonSource::open_following`]).
+    pub fn is_following(&self) -> bool {
+        self.following
+    }
+
+    /// Cuts the last file's readable length to the end of its last complete line (followed
+    /// sources only).
+    fn trim_last(&mut self) -> Result<(), SourceError> {
+        if !self.following {
+            return Ok(());
+        }
+        if let Some(last) = self.files.last_mut() {
+            last.len = complete_lines_len(&last.path, last.len)?;
+        }
+        Ok(())
     }
 
     pub fn files(&self) -> &[SourceFile] {
@@ -167,6 +239,77 @@ impl NdjsonSource {
             line_bytes_max: LINE_BYTES_MAX,
         })
     }
+}
+
+/// The regular, non-hidden files of a directory sorted by name, or the one file `path` names.
+fn list(path: &Path) -> Result<Vec<SourceFile>, SourceError> {
+    let io = |source| SourceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    let mut files = Vec::new();
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let name = entry.file_name();
+            let name = name
+                .to_str()
+                .ok_or_else(|| SourceError::NonUtf8Name(entry.path()))?
+                .to_string();
+            let meta = entry.metadata().map_err(io)?;
+            if name.starts_with('.') || !meta.is_file() {
+                continue;
+            }
+            files.push(SourceFile {
+                name: name.into(),
+                path: entry.path(),
+                len: meta.len(),
+            });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+    } else {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| SourceError::NonUtf8Name(path.to_path_buf()))?;
+        files.push(SourceFile {
+            name: name.into(),
+            path: path.to_path_buf(),
+            len: meta.len(),
+        });
+    }
+    Ok(files)
+}
+
+/// The length of the complete lines of a file of length `len`: up to and including its last
+/// newline. A tail longer than [`LINE_BYTES_MAX`] without a newline is an error.
+fn complete_lines_len(path: &Path, len: u64) -> Result<u64, SourceError> {
+    let io = |source| SourceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let mut end = len;
+    let mut block = vec![0u8; 64 << 10];
+    while end > 0 {
+        let n = block.len().min(end as usize);
+        let at = end - n as u64;
+        file.seek(SeekFrom::Start(at)).map_err(io)?;
+        file.read_exact(&mut block[..n]).map_err(io)?;
+        if let Some(i) = block[..n].iter().rposition(|b| *b == b'\n') {
+            return Ok(at + i as u64 + 1);
+        }
+        if len - at > LINE_BYTES_MAX as u64 {
+            return Err(SourceError::LineTooLong {
+                path: path.to_path_buf(),
+                offset: at as i64,
+                max: LINE_BYTES_MAX,
+            });
+        }
+        end = at;
+    }
+    Ok(0)
 }
 
 /// A line longer than this is a source error rather than a record: it bounds the reader's
@@ -376,5 +519,71 @@ mod tests {
         assert!(a < b && b < c && c < d && d < source.end());
         assert_eq!(source.name(b.file).map(|n| n.as_ref()), Some("b"));
         assert_eq!(source.name(c.file), None);
+    }
+
+    #[test]
+    fn a_followed_source_reads_complete_lines_and_only_grows_at_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a", "{\"a\":1}\n{\"a\":2}\n{\"a\"");
+        let mut source = NdjsonSource::open_following(dir.path()).unwrap();
+        assert_eq!(
+            source.files()[0].len,
+            16,
+            "the torn line is not readable yet"
+        );
+        assert_eq!(read_all(&source, &HashMap::new(), 4096).len(), 2);
+        assert!(!source.refresh().unwrap());
+
+        std::fs::write(dir.path().join("a"), "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n").unwrap();
+        write(dir.path(), "b", "{\"b\":1}");
+        assert!(source.refresh().unwrap());
+        // `a` is no longer last: read whole; `b` is last: its line has no newline yet.
+        assert_eq!(source.files()[0].len, 24);
+        assert_eq!(source.files()[1].len, 0);
+        assert_eq!(read_all(&source, &HashMap::new(), 4096).len(), 3);
+
+        // Growth of a file that is not the last, or a file sorting before others: refused.
+        write(
+            dir.path(),
+            "a",
+            "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n{\"a\":4}\n",
+        );
+        let err = source.refresh().unwrap_err();
+        assert!(matches!(err, SourceError::NotAppendOnly { .. }), "{err}");
+        write(dir.path(), "a", "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        write(dir.path(), "0", "{}\n");
+        let err = source.refresh().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("appeared before files already read"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn resume_offsets_reveal_a_source_that_did_not_grow_at_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "b", "{}\n");
+        write(dir.path(), "c", "{}\n{}\n");
+        let source = NdjsonSource::open(dir.path()).unwrap();
+        let resumed = |pairs: &[(&str, i64)]| {
+            let committed: HashMap<String, i64> =
+                pairs.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+            source.check_append_only(&committed)
+        };
+        assert!(resumed(&[]).is_ok());
+        assert!(resumed(&[("b", 3), ("c", 3)]).is_ok());
+        assert!(resumed(&[("b", 1)]).is_ok(), "still reading the first file");
+        let err = resumed(&[("b", 2), ("c", 3)]).unwrap_err();
+        assert!(
+            err.to_string().contains("grew after later files were read"),
+            "{err}"
+        );
+        let err = resumed(&[("c", 3)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("appeared before files already read"),
+            "{err}"
+        );
     }
 }

@@ -283,6 +283,7 @@ impl Run {
             flush_bytes_max: self.flush_bytes_max,
             chunk_bytes: self.chunk_bytes,
             chunks_in_flight_max: 2,
+            late_batch_ms: 0,
             stage: StageOptions::default(),
             restarts_max: self.restarts_max,
             late: self.policy.late(),
