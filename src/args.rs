@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde::Deserialize;
-use sluice_ingest::{KeySpec, LatePolicy};
+use sluice_ingest::{KeySpec, LatePolicy, PublishMode};
+use sluice_publish::MergeScope;
 use sluice_stage::Codec;
 use sluice_window::{parse_duration_ms, AddressLayout, TimeFormat, WindowSize};
 
@@ -47,6 +48,15 @@ pub struct RunArgs {
     /// then highest source position, wins). Default: rows are keyed by source position.
     #[arg(long)]
     pub key: Option<String>,
+    /// How a sealed window is published: swap (replace the window's files) or merge (upsert
+    /// on --key: a key's row is replaced only by a later event time, then a later source
+    /// position). [default: swap]
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// With --mode merge: where a key is unique, window (its address; the MERGE reads only
+    /// that partition) or table (every file is read). [default: window]
+    #[arg(long)]
+    pub merge_scope: Option<String>,
     /// Schema file (JSON or TOML) for the records; default: inferred from the first lines.
     #[arg(long)]
     pub schema: Option<PathBuf>,
@@ -136,6 +146,8 @@ impl RunArgs {
             address,
             lateness,
             key,
+            mode,
+            merge_scope,
             schema,
             infer_lines,
             dlq,
@@ -173,6 +185,7 @@ pub struct RunPlan {
     pub layout: AddressLayout,
     pub lateness_ms: i64,
     pub key: Option<KeySpec>,
+    pub mode: PublishMode,
     pub schema: Option<PathBuf>,
     pub infer_lines: usize,
     pub dlq: String,
@@ -255,6 +268,26 @@ impl RunArgs {
                 })
             }
         };
+        let scope = match a.merge_scope.as_deref() {
+            None => None,
+            Some(name) => Some(
+                MergeScope::parse_name(name)
+                    .ok_or_else(|| usage("--merge-scope: use window or table"))?,
+            ),
+        };
+        let mode = match a.mode.as_deref().unwrap_or("swap") {
+            "swap" if scope.is_some() => {
+                return Err(usage("--merge-scope: only with --mode merge"));
+            }
+            "swap" => PublishMode::Swap,
+            "merge" if key.is_none() => {
+                return Err(usage(
+                    "--mode merge: needs --key FIELD[,FIELD] (the natural key rows are upserted on)",
+                ));
+            }
+            "merge" => PublishMode::Merge(scope.unwrap_or_default()),
+            _ => return Err(usage("--mode: use swap or merge")),
+        };
         let flush_bytes_max = parse_bytes(a.flush_bytes_max.as_deref().unwrap_or("256MiB"))
             .ok_or_else(|| {
                 usage("--flush-bytes-max: expected a size like 256MiB, 64MB or 1048576")
@@ -331,6 +364,7 @@ impl RunArgs {
             layout,
             lateness_ms,
             key,
+            mode,
             schema: a.schema,
             infer_lines: a.infer_lines.unwrap_or(1000).max(1),
             dlq,

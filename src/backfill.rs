@@ -56,6 +56,11 @@ async fn recompute(
     to: EventTime,
     what: &str,
 ) -> anyhow::Result<()> {
+    if plan.mode != sluice_ingest::PublishMode::Swap {
+        return Err(usage(format!(
+            "--mode merge: {what} publishes by swap; recompute a merge-mode table by running the stream over the input again (merges are idempotent)"
+        )));
+    }
     if plan.follow.is_some() {
         return Err(usage(format!(
             "--follow: {what} reads a bounded source; use it with run"

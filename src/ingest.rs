@@ -37,6 +37,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         s.rejected,
         if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, plan.dlq) } else { String::new() },
         if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() }
+            + &if s.merges_unchanged > 0 { format!("; {} merges changed nothing", s.merges_unchanged) } else { String::new() }
             + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
@@ -130,6 +131,7 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
         restarts_max: plan.restarts_max,
         late_batch_ms: plan.late_batch_ms,
         late: plan.late,
+        mode: plan.mode,
         max_rewrite_age_ms: plan.max_rewrite_age_ms,
         stage: StageOptions {
             codec: plan.codec,

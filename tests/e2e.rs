@@ -104,8 +104,9 @@ fn sigkill_soak_equals_one_clean_run() {
     let events = env("SLUICE_SOAK_EVENTS", 60_000);
     let kills_wanted = env("SLUICE_SOAK_KILLS", 30);
     let slices_wanted = env("SLUICE_SOAK_SLICES", 30);
-    for key in [false, true] {
-        let seed = seed(&format!("sigkill soak (key {key})"));
+    // Rows keyed by position (swap), by event_id (swap), by event_id upserted (merge mode).
+    for mode in ["position", "key", "merge"] {
+        let seed = seed(&format!("sigkill soak ({mode})"));
         let mut rng = Rng(seed);
         let dir = tempfile::tempdir().unwrap();
         let slices = stream_slices(events, 6, 11, slices_wanted as usize, 997);
@@ -127,8 +128,11 @@ fn sigkill_soak_equals_one_clean_run() {
         // Checkpoints every 5 commits: recovery must read offsets and coverage back from
         // checkpoints, not only from JSON commits (E4).
         let mut extra = vec!["--flush-bytes-max", "2MiB", "--checkpoint-interval", "5"];
-        if key {
+        if mode != "position" {
             extra.extend(["--key", "event_id"]);
+        }
+        if mode == "merge" {
+            extra.extend(["--mode", "merge"]);
         }
         let clean = dir.path().join("clean");
         let c = clean.display().to_string();
@@ -202,7 +206,7 @@ fn sigkill_soak_equals_one_clean_run() {
         assert!(crashed.join("_delta_log/_last_checkpoint").exists());
         let cmp = compare_with_oracle(&clean, &crashed);
         eprintln!(
-            "soak (key {key}): {events} events in {} slices; clean run {clean_ms} ms (start-up {startup_ms} ms); \
+            "soak ({mode}): {events} events in {} slices; clean run {clean_ms} ms (start-up {startup_ms} ms); \
              {kills} SIGKILLs ({progressed} after the killed run had committed), {finished} runs finished before their kill; \
              {soak_s:.0} s; oracle {} rows, table {} rows, {} duplicates, {} lost, {} not in the oracle",
             slices.len(),
@@ -227,7 +231,7 @@ fn sigkill_soak_equals_one_clean_run() {
         };
         let expected_dead = format!("{bad_lines},{bad_lines}");
         eprintln!(
-            "soak (key {key}): {bad_lines} bad lines; dead letters (count, distinct positions): {}",
+            "soak ({mode}): {bad_lines} bad lines; dead letters (count, distinct positions): {}",
             dead(&crashed)
         );
         assert_eq!(dead(&crashed), expected_dead, "seed {seed}");
@@ -236,6 +240,29 @@ fn sigkill_soak_equals_one_clean_run() {
         let v = version(&crashed);
         ok(&run_args(&src, &k, &extra));
         assert_eq!(version(&crashed), v);
+        if mode == "merge" {
+            // One row per key per window, and the same rows a swap run keyed the same way
+            // publishes: both keep each key's winner (latest event time, then position).
+            let swapped = dir.path().join("swapped");
+            let mut keyed = extra.clone();
+            keyed.truncate(keyed.len() - 2);
+            ok(&run_args(&w, &swapped.display().to_string(), &keyed));
+            let cmp = compare_with_oracle(&swapped, &crashed);
+            let repeated = query_csv(
+                &[("t", &crashed)],
+                "SELECT count(*) FROM (SELECT event_id FROM t GROUP BY event_id, window_start HAVING count(*) > 1)",
+            );
+            eprintln!(
+                "soak (merge) vs a swap run keyed by event_id: {} rows vs {}, {} lost, {} extra; keys repeated within a window: {}",
+                cmp.rows, cmp.oracle_rows, cmp.lost, cmp.extra, repeated[0]
+            );
+            assert_eq!(
+                (cmp.rows, cmp.lost, cmp.extra),
+                (cmp.oracle_rows, 0, 0),
+                "seed {seed}"
+            );
+            assert_eq!(repeated, ["0"], "seed {seed}");
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a run does, how it fails, and what it reports.
 
 use deltalake::arrow::error::ArrowError;
-use sluice_publish::{DeadLetterError, PublishError};
+use sluice_publish::{DeadLetterError, MergeScope, PublishError};
 use sluice_source::SourceError;
 use sluice_stage::{StageError, StageOptions};
 use sluice_window::{AddressLayout, WindowSize};
@@ -59,6 +59,19 @@ impl LatePolicy {
     }
 }
 
+/// How a sealed window becomes table rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublishMode {
+    /// Replace the window's files with its deduped rows (one swap commit).
+    #[default]
+    Swap,
+    /// Upsert the window's rows on the natural key (one MERGE commit): a key's row is
+    /// replaced only by a winning delivery (later event time, then higher source position).
+    /// Needs [`IngestConfig::key`]. Late rows take the same path (the `rewrite` and `merge`
+    /// late policies mean the same here); `drop` still dead-letters them.
+    Merge(MergeScope),
+}
+
 /// What one run does.
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
@@ -70,6 +83,7 @@ pub struct IngestConfig {
     /// Natural key columns; `None` keys rows by source position.
     pub key: Option<KeySpec>,
     pub late: LatePolicy,
+    pub mode: PublishMode,
     /// Late events whose window ended more than this before the watermark go to the
     /// dead-letter table (`too_late`) instead of reopening it; `None`: no limit.
     pub max_rewrite_age_ms: Option<i64>,
@@ -112,6 +126,8 @@ pub enum IngestError {
     Arrow(#[from] ArrowError),
     #[error("the reader thread stopped unexpectedly")]
     ReaderGone,
+    #[error("merge mode needs a natural key (--key): rows keyed by position cannot be upserted")]
+    MergeNeedsKey,
 }
 
 impl IngestError {
@@ -180,5 +196,8 @@ pub struct RunSummary {
     pub restarts: u64,
     /// Times a followed run sealed every open window after its idle timeout.
     pub idle_seals: u64,
+    /// Window publications by MERGE whose rows the table already held (a replay, or only
+    /// losing deliveries): nothing to commit.
+    pub merges_unchanged: u64,
     pub last_version: Option<u64>,
 }

@@ -84,6 +84,94 @@ pub fn dedupe_by_position(
     take_record_batch(&all, &indices)
 }
 
+/// The columns [`drop_losers`] needs from the table's current rows.
+pub fn incumbent_columns(key: &KeySpec) -> Vec<String> {
+    let mut columns = key.columns.clone();
+    for c in [key.time_field.as_str(), SOURCE_COLUMN, OFFSET_COLUMN] {
+        if !columns.iter().any(|k| k == c) {
+            columns.push(c.to_string());
+        }
+    }
+    columns
+}
+
+/// Drops the offered rows (unique by key) that lose against the table's current row of
+/// their key (`incumbents`, projected to [`incumbent_columns`]): only winners are merged, so
+/// a replay (same time, same position) and a delivery older than what the table holds change
+/// nothing, whatever the arrival order.
+pub fn drop_losers(
+    offered: &RecordBatch,
+    incumbents: &[RecordBatch],
+    key: &KeySpec,
+) -> Result<RecordBatch, ArrowError> {
+    let non_empty: Vec<&RecordBatch> = incumbents.iter().filter(|b| b.num_rows() > 0).collect();
+    if non_empty.is_empty() {
+        return Ok(offered.clone());
+    }
+    let present = concat_batches(&non_empty[0].schema(), non_empty.iter().copied())?;
+    // A reader may hand back other physical types (string views): cast to the offered ones.
+    let offered_schema = offered.schema();
+    let mut fields = Vec::with_capacity(present.num_columns());
+    let mut columns = Vec::with_capacity(present.num_columns());
+    for (field, column) in present.schema().fields().iter().zip(present.columns()) {
+        let target = offered_schema.field_with_name(field.name())?;
+        columns.push(deltalake::arrow::compute::cast(column, target.data_type())?);
+        fields.push(target.clone());
+    }
+    let present = RecordBatch::try_new(
+        Arc::new(deltalake::arrow::datatypes::Schema::new(fields)),
+        columns,
+    )?;
+    let key_fields = |b: &RecordBatch| -> Result<Vec<_>, ArrowError> {
+        key.columns
+            .iter()
+            .map(|c| Ok(b.column(b.schema().index_of(c)?).clone()))
+            .collect()
+    };
+    let offered_keys = key_fields(offered)?;
+    let present_keys = key_fields(&present)?;
+    let converter = RowConverter::new(
+        offered_keys
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )?;
+    let offered_rows = converter.convert_columns(&offered_keys)?;
+    let present_rows = converter.convert_columns(&present_keys)?;
+    let present_times = event_times(&present, key)?;
+    let (p_sources, p_offsets) = position_columns(&present.schema(), &present)?;
+    let mut best: HashMap<&[u8], (EventTime, (&str, i64))> = HashMap::new();
+    for (i, time) in present_times.iter().enumerate() {
+        let candidate = (*time, (p_sources.value(i), p_offsets.value(i)));
+        best.entry(present_rows.row(i).data())
+            .and_modify(|b| {
+                if key_winner((candidate.0, &candidate.1), (b.0, &b.1)) {
+                    *b = candidate;
+                }
+            })
+            .or_insert(candidate);
+    }
+    let offered_times = event_times(offered, key)?;
+    let (o_sources, o_offsets) = position_columns(&offered.schema(), offered)?;
+    let keep: Vec<u32> = (0..offered.num_rows())
+        .filter(|i| match best.get(offered_rows.row(*i).data()) {
+            None => true,
+            Some((t, p)) => key_winner(
+                (
+                    offered_times[*i],
+                    &(o_sources.value(*i), o_offsets.value(*i)),
+                ),
+                (*t, p),
+            ),
+        })
+        .map(|i| i as u32)
+        .collect();
+    if keep.len() == offered.num_rows() {
+        return Ok(offered.clone());
+    }
+    take_record_batch(offered, &UInt32Array::from(keep))
+}
+
 /// The source and offset columns of `batch`.
 fn position_columns(
     schema: &SchemaRef,

@@ -26,8 +26,10 @@ mod publish;
 mod run;
 
 pub use backfill::{backfill, BackfillProgress, BackfillSummary};
-pub use config::{Clock, FixedClock, IngestConfig, IngestError, LatePolicy, RunSummary};
-pub use dedupe::{dedupe, dedupe_by_position, KeySpec};
+pub use config::{
+    Clock, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode, RunSummary,
+};
+pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use follow::Follow;
 pub use run::Ingester;
 

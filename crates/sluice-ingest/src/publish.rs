@@ -7,14 +7,15 @@ use std::collections::HashMap;
 use deltalake::arrow::array::RecordBatch;
 use serde_json::json;
 use sluice_publish::{
-    Coverage, MergePublication, Publication, Replace, OFFSET_COLUMN, SOURCE_COLUMN,
+    Coverage, MergeAction, MergePublication, MergeScope, Publication, Replace, OFFSET_COLUMN,
+    SOURCE_COLUMN,
 };
 use sluice_source::Position;
 use sluice_stage::StagedFile;
 use sluice_window::Window;
 
-use crate::config::{IngestError, LatePolicy};
-use crate::dedupe::{dedupe, dedupe_by_position};
+use crate::config::{IngestError, LatePolicy, PublishMode};
+use crate::dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns};
 use crate::run::{Ingester, MAX_EVENT_TIME_TXN};
 
 impl Ingester<'_> {
@@ -96,7 +97,12 @@ impl Ingester<'_> {
             .map(|(p, (lo, hi))| json!({"partition": p, "first_offset": lo, "last_offset": hi}))
             .collect::<Vec<_>>());
         let now_ms = self.clock.now_ms();
-        let merge = republish && self.config.late == LatePolicy::Merge;
+        let version_before = self.table.version();
+        let upsert = match (self.config.mode, &self.config.key) {
+            (PublishMode::Merge(scope), Some(key)) => Some((scope, key.clone())),
+            _ => None,
+        };
+        let merge = upsert.is_some() || (republish && self.config.late == LatePolicy::Merge);
         let mut intermediates: Vec<StagedFile> = Vec::new();
         let published = if merge {
             let mut inputs: Vec<RecordBatch> = Vec::new();
@@ -112,10 +118,26 @@ impl Ingester<'_> {
                     vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()],
                 ),
             };
+            let (rows, action, scope) = match upsert {
+                Some((scope, key)) => {
+                    let incumbents = self
+                        .table
+                        .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
+                        .await?;
+                    (
+                        drop_losers(&rows, &incumbents, &key)?,
+                        MergeAction::Upsert,
+                        scope,
+                    )
+                }
+                None => (rows, MergeAction::InsertAbsent, MergeScope::Window),
+            };
             self.table
-                .merge_absent(MergePublication {
+                .merge(MergePublication {
                     pipeline: self.config.pipeline.clone(),
                     window,
+                    action,
+                    scope,
                     rows,
                     key_columns,
                     txns: txns.clone(),
@@ -173,11 +195,17 @@ impl Ingester<'_> {
         };
         self.book.mark_published(window, self.read_position);
         self.max_before_hold.remove(&window);
-        for (name, offset) in txns {
-            if name == MAX_EVENT_TIME_TXN {
-                self.committed_max_event_us = Some(offset);
-            } else {
-                self.committed.insert(name, offset);
+        // A MERGE that changes no row commits nothing (deltalake skips empty commits), and its
+        // offsets stay unwritten: the in-memory state must not claim them, or a later commit
+        // would leave them out.
+        let committed = version_before != Some(published.version);
+        if committed {
+            for (name, offset) in txns {
+                if name == MAX_EVENT_TIME_TXN {
+                    self.committed_max_event_us = Some(offset);
+                } else {
+                    self.committed.insert(name, offset);
+                }
             }
         }
         for part in intermediates {
@@ -186,9 +214,13 @@ impl Ingester<'_> {
                 tracing::warn!(path = %part.path, error = %e, "could not delete an intermediate part");
             }
         }
-        self.summary.windows_published += 1;
-        self.summary.commits += 1;
-        self.summary.last_version = Some(published.version);
+        if committed {
+            self.summary.windows_published += 1;
+            self.summary.commits += 1;
+            self.summary.last_version = Some(published.version);
+        } else {
+            self.summary.merges_unchanged += 1;
+        }
         tracing::info!(
             window = %address.label(),
             version = published.version,

@@ -66,6 +66,9 @@ impl<'a> Ingester<'a> {
         attempt: String,
         clock: &'a dyn Clock,
     ) -> Result<Ingester<'a>, IngestError> {
+        if matches!(config.mode, crate::config::PublishMode::Merge(_)) && config.key.is_none() {
+            return Err(IngestError::MergeNeedsKey);
+        }
         let stager = Stager::new(table.store(), attempt, config.stage.clone());
         let mut ingester = Ingester {
             watermark: Watermark::new(config.lateness_ms.saturating_mul(1000)),

@@ -31,6 +31,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         stage: StageOptions::default(),
         restarts_max: 5,
         late: LatePolicy::Rewrite,
+        mode: PublishMode::Swap,
         max_rewrite_age_ms: None,
     }
 }

@@ -39,7 +39,7 @@ pub use commit::{Coverage, Publication, PublishError, Published, Replace};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{list_windows, ListError, WindowListing};
-pub use merge::MergePublication;
+pub use merge::{MergeAction, MergePublication, MergeScope};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{
     active_files, open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,

@@ -1,5 +1,13 @@
-//! Insert-if-absent by row key: a Delta MERGE restricted to one window's address, with the
-//! pipeline's `txn` offsets in the same commit.
+//! Delta MERGE publications on a row key, with the pipeline's `txn` offsets in the same
+//! commit: insert-if-absent (the late policy `merge`) and upsert (`--mode merge`), restricted
+//! to one window's address or across the whole table.
+//!
+//! The winner of an upsert is decided by the caller, in Rust, with the same rule as every
+//! dedupe (later event time, then higher source position; `sluice_window::key_winner`): it
+//! reads the current rows of the offered keys with [`WindowTable::incumbents`], drops the
+//! offered rows that lose, and the MERGE then replaces matched rows unconditionally. Both
+//! read the same table version and the MERGE commits with no retries, so a concurrent writer
+//! makes the commit fail ([`PublishError::TableMoved`]) instead of slipping in between.
 
 use std::sync::Arc;
 
@@ -7,7 +15,7 @@ use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{lit, Expr};
-use deltalake::datafusion::prelude::{SessionConfig, SessionContext};
+use deltalake::datafusion::prelude::{JoinType, SessionConfig, SessionContext};
 use deltalake::kernel::transaction::{CommitProperties, TransactionError};
 use deltalake::DeltaTableError;
 use serde_json::json;
@@ -17,11 +25,43 @@ use crate::commit::{PublishError, Published};
 use crate::table::{app_id, WindowTable};
 use crate::COMMIT_INFO_KEY;
 
-/// Rows to insert into one window unless a row with the same key is already there.
+/// What a MERGE does with an offered row whose key is present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeAction {
+    /// Leave the present row; insert only absent keys.
+    InsertAbsent,
+    /// Replace the present row (every column, address included); insert absent keys.
+    Upsert,
+}
+
+/// Where a row key must be unique.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeScope {
+    /// Within the window's address: the MERGE reads and rewrites only that partition.
+    #[default]
+    Window,
+    /// Across the table: the MERGE cannot prune by address and reads every file; a row whose
+    /// key arrives in another window moves there.
+    Table,
+}
+
+impl MergeScope {
+    pub fn parse_name(name: &str) -> Option<MergeScope> {
+        match name {
+            "window" => Some(MergeScope::Window),
+            "table" => Some(MergeScope::Table),
+            _ => None,
+        }
+    }
+}
+
+/// Rows to merge into the table on a row key, as one publication of `window`.
 #[derive(Debug, Clone)]
 pub struct MergePublication {
     pub pipeline: String,
     pub window: Window,
+    pub action: MergeAction,
+    pub scope: MergeScope,
     /// Rows in the table's file schema (records, then position columns), one per key.
     pub rows: RecordBatch,
     /// The row key: natural key columns, or the position columns.
@@ -32,6 +72,11 @@ pub struct MergePublication {
     pub published_at_ms: i64,
 }
 
+/// A column by its exact name (no SQL parsing, so any field name is safe).
+fn col_named(name: &str) -> Expr {
+    Expr::Column(Column::new_unqualified(name))
+}
+
 fn target(name: &str) -> Expr {
     Expr::Column(Column::new(Some("t"), name))
 }
@@ -40,11 +85,78 @@ fn source(name: &str) -> Expr {
     Expr::Column(Column::new(Some("s"), name))
 }
 
+/// A DataFusion session whose Parquet reads use plain string types: files written by a MERGE
+/// must read back with the table's file schema (DataFusion would otherwise use view types).
+fn plain_types_session() -> SessionContext {
+    SessionContext::new_with_config(SessionConfig::new().set_bool(
+        "datafusion.execution.parquet.schema_force_view_types",
+        false,
+    ))
+}
+
 impl WindowTable {
-    /// One commit: a MERGE whose predicate pins the window's address (typed literals; only
-    /// that partition is read and rewritten) and matches the row key; unmatched rows are
-    /// inserted, matched ones left alone.
-    pub async fn merge_absent(&mut self, m: MergePublication) -> Result<Published, PublishError> {
+    /// The current rows holding any key of `offered` (in the scope's reach: the window's
+    /// address, or the whole table), projected to `columns`. Reads the loaded version.
+    pub async fn incumbents(
+        &self,
+        window: Window,
+        scope: MergeScope,
+        key_columns: &[String],
+        offered: &RecordBatch,
+        columns: &[String],
+    ) -> Result<Vec<RecordBatch>, PublishError> {
+        let address = self.layout.address(window);
+        let delta = |source: DeltaTableError| PublishError::Delta {
+            window: address.label(),
+            source,
+        };
+        let df_error = |e: deltalake::datafusion::error::DataFusionError| delta(e.into());
+        if self.table.version().is_none() || offered.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        let ctx = plain_types_session();
+        let provider = self.table.table_provider().await.map_err(df_error)?;
+        let mut current = ctx.read_table(provider).map_err(df_error)?;
+        if scope == MergeScope::Window {
+            for (k, v) in address.pairs() {
+                current = current
+                    .filter(col_named(k).eq(lit(v.to_string())))
+                    .map_err(df_error)?;
+            }
+        }
+        let current = current
+            .select(columns.iter().map(|c| col_named(c)).collect::<Vec<Expr>>())
+            .map_err(df_error)?;
+        // The offered keys, renamed so the join sides cannot be confused.
+        let renamed: Vec<String> = (0..key_columns.len()).map(|i| format!("__k{i}")).collect();
+        let keys = ctx
+            .read_batch(offered.clone())
+            .and_then(|df| {
+                df.select(
+                    key_columns
+                        .iter()
+                        .zip(&renamed)
+                        .map(|(k, r)| col_named(k).alias(r))
+                        .collect::<Vec<Expr>>(),
+                )
+            })
+            .map_err(df_error)?;
+        let left: Vec<&str> = key_columns.iter().map(String::as_str).collect();
+        let right: Vec<&str> = renamed.iter().map(String::as_str).collect();
+        current
+            .join(keys, JoinType::LeftSemi, &left, &right, None)
+            .map_err(df_error)?
+            .collect()
+            .await
+            .map_err(df_error)
+    }
+
+    /// One commit: a MERGE whose predicate matches the row key and, in window scope, pins the
+    /// window's address (typed literals; only that partition is read and rewritten). Absent
+    /// keys are inserted; present ones are left alone or replaced, per [`MergeAction`]. Offered
+    /// rows must be unique by key. With no offered row nothing is committed (the returned
+    /// version is the loaded one and `files_added` is 0).
+    pub async fn merge(&mut self, m: MergePublication) -> Result<Published, PublishError> {
         let address = self.layout.address(m.window);
         let label = address.label();
         let delta = |source| PublishError::Delta {
@@ -58,6 +170,14 @@ impl WindowTable {
             });
         }
         let n = m.rows.num_rows();
+        if n == 0 {
+            return Ok(Published {
+                version: self.table.version().unwrap_or_default(),
+                files_removed: 0,
+                files_added: 0,
+                rows: 0,
+            });
+        }
         // The rows plus their address columns.
         let mut fields: Vec<Field> = m
             .rows
@@ -76,12 +196,7 @@ impl WindowTable {
         let names: Vec<String> = fields.iter().map(|f| f.name().clone()).collect();
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| delta(e.into()))?;
-        // Plain string types in, plain string types out: files written by the MERGE must read
-        // back with the table's file schema (DataFusion would otherwise use view types).
-        let ctx = SessionContext::new_with_config(SessionConfig::new().set_bool(
-            "datafusion.execution.parquet.schema_force_view_types",
-            false,
-        ));
+        let ctx = plain_types_session();
         let df = ctx.read_batch(batch).map_err(|e| delta(e.into()))?;
         let mut predicate: Option<Expr> = None;
         let mut and = |e: Expr| {
@@ -90,13 +205,17 @@ impl WindowTable {
                 None => e,
             })
         };
-        for (k, v) in address.pairs() {
-            and(target(k).eq(lit(v.to_string())));
+        if m.scope == MergeScope::Window {
+            for (k, v) in address.pairs() {
+                and(target(k).eq(lit(v.to_string())));
+            }
         }
         for k in &m.key_columns {
             and(target(k).eq(source(k)));
         }
-        let predicate = predicate.expect("an address and a key");
+        let Some(predicate) = predicate else {
+            unreachable!("the key is not empty (checked above)")
+        };
 
         let txns = self.txn_actions(&m.pipeline, &m.txns, m.published_at_ms)?;
         let info = json!({
@@ -104,7 +223,14 @@ impl WindowTable {
             "window": address.hive_path(),
             "window_start": m.window.start().to_rfc3339(),
             "window_end": m.window.end().to_rfc3339(),
-            "mode": "merge_absent",
+            "mode": match m.action {
+                MergeAction::InsertAbsent => "merge_absent",
+                MergeAction::Upsert => "merge_upsert",
+            },
+            "scope": match m.scope {
+                MergeScope::Window => "window",
+                MergeScope::Table => "table",
+            },
             "rows_offered": n,
             "positions": m.position_ranges,
         });
@@ -113,14 +239,24 @@ impl WindowTable {
             .with_application_transactions(txns)
             .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
         let read_version = self.table.version().unwrap_or_default();
-        let result = self
+        let mut builder = self
             .table
             .clone()
             .merge(df, predicate)
             .with_session_state(Arc::new(ctx.state()))
             .with_source_alias("s")
             .with_target_alias("t")
-            .with_commit_properties(properties)
+            .with_commit_properties(properties);
+        if m.action == MergeAction::Upsert {
+            builder = builder
+                .when_matched_update(|update| {
+                    names
+                        .iter()
+                        .fold(update, |u, c| u.update(c.as_str(), source(c)))
+                })
+                .map_err(delta)?;
+        }
+        let result = builder
             .when_not_matched_insert(|insert| {
                 names
                     .iter()
@@ -149,15 +285,18 @@ impl WindowTable {
             }
             Err(source) => return Err(delta(source)),
         };
+        let committed = table.version() != self.table.version();
         self.table = table;
-        for (partition, offset) in &m.txns {
-            self.txns.insert(app_id(&m.pipeline, partition), *offset);
+        if committed {
+            for (partition, offset) in &m.txns {
+                self.txns.insert(app_id(&m.pipeline, partition), *offset);
+            }
         }
         Ok(Published {
             version: self.table.version().unwrap_or_default(),
             files_removed: metrics.num_target_files_removed,
             files_added: metrics.num_target_files_added,
-            rows: metrics.num_target_rows_inserted as i64,
+            rows: (metrics.num_target_rows_inserted + metrics.num_target_rows_updated) as i64,
         })
     }
 }

@@ -10,13 +10,17 @@ use crate::harness::{check_every_version, dead_letters, local_root, rows_at, Pol
 
 async fn enumerate(keyed: bool, policy: Policy) {
     let mode = format!(
-        "{}, late policy {}",
+        "{}, {}",
         if keyed {
             "keyed by event_id"
         } else {
             "keyed by position"
         },
-        policy.late().name()
+        if policy == Policy::Upsert {
+            "merge mode (upsert)".to_string()
+        } else {
+            format!("late policy {}", policy.late().name())
+        }
     );
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
@@ -170,4 +174,9 @@ async fn every_crash_point_ends_as_the_clean_run_late_merged_by_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id() {
     enumerate(true, Policy::Rewrite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_upserted_in_merge_mode() {
+    enumerate(true, Policy::Upsert).await;
 }

@@ -9,9 +9,11 @@ use deltalake::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
-use sluice_ingest::{FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy, RunSummary};
+use sluice_ingest::{
+    FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy, PublishMode, RunSummary,
+};
 use sluice_publish::{
-    active_files, open_table, DeadLetterTable, RetryPolicy, TableOptions, WindowTable,
+    active_files, open_table, DeadLetterTable, MergeScope, RetryPolicy, TableOptions, WindowTable,
 };
 use sluice_source::{LineDecoder, NdjsonSource};
 use sluice_stage::{read_parquet, StageOptions};
@@ -47,14 +49,32 @@ pub enum Policy {
     Rewrite,
     Drop,
     Merge,
+    /// `--mode merge` (upsert on event_id, window scope); late rows take the same path.
+    Upsert,
 }
 
 impl Policy {
     pub fn late(self) -> LatePolicy {
         match self {
-            Policy::Rewrite => LatePolicy::Rewrite,
+            Policy::Rewrite | Policy::Upsert => LatePolicy::Rewrite,
             Policy::Drop => LatePolicy::Drop,
             Policy::Merge => LatePolicy::Merge,
+        }
+    }
+
+    pub fn mode(self) -> PublishMode {
+        match self {
+            Policy::Upsert => PublishMode::Merge(MergeScope::Window),
+            _ => PublishMode::Swap,
+        }
+    }
+
+    /// The policy whose final rows this one must equal: an upsert keeps each key's winner,
+    /// as a rewrite does.
+    fn rows_like(self) -> Policy {
+        match self {
+            Policy::Upsert => Policy::Rewrite,
+            other => other,
         }
     }
 }
@@ -123,6 +143,7 @@ impl Script {
 
     /// `(source, offset, reason)` of every dead letter one clean run leaves, sorted.
     pub fn expected_dead_letters(&self, policy: Policy) -> Vec<(String, i64, String)> {
+        let policy = policy.rows_like();
         let mut dead: Vec<(String, i64, String)> = self
             .bad
             .iter()
@@ -158,6 +179,7 @@ impl Script {
         keyed: bool,
         policy: Policy,
     ) -> Vec<(String, String, i64)> {
+        let policy = policy.rows_like();
         let mut rows: Vec<(String, String, i64)> = Vec::new();
         let mut winners: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
         let in_window: Vec<&Line> = self
@@ -287,6 +309,7 @@ impl Run {
             stage: StageOptions::default(),
             restarts_max: self.restarts_max,
             late: self.policy.late(),
+            mode: self.policy.mode(),
             max_rewrite_age_ms: None,
         }
     }
@@ -480,6 +503,28 @@ pub async fn check_every_version(
     let all = script.expected_final(keyed, policy);
     for v in 0..=latest {
         let (rows, coverage) = rows_at(table_dir, Some(v)).await;
+        if policy == Policy::Upsert {
+            // MERGE-written files carry no coverage: check what holds at every version, one
+            // row per key per window, each a delivery of that key in that window.
+            let mut keys: Vec<(&String, &String)> = rows.iter().map(|(w, id, _)| (w, id)).collect();
+            let n = keys.len();
+            keys.dedup();
+            if keys.len() != n {
+                return Err(format!(
+                    "version {v}: a key appears twice in a window: {rows:?}"
+                ));
+            }
+            let delivered = |(w, id, offset): &Row| {
+                script
+                    .lines
+                    .iter()
+                    .any(|l| l.offset == *offset && &l.event_id == id && &script.window_of(l) == w)
+            };
+            if let Some(r) = rows.iter().find(|r| !delivered(r)) {
+                return Err(format!("version {v}: row {r:?} is no delivery of its key"));
+            }
+            continue;
+        }
         if policy == Policy::Merge {
             let mut keys: Vec<(&String, &String)> = rows.iter().map(|(w, id, _)| (w, id)).collect();
             let n = keys.len();

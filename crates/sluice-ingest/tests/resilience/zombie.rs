@@ -9,12 +9,13 @@ use sluice_faults::{FaultStore, Turnstile};
 
 use crate::harness::{check_every_version, dead_letters, local_root, rows_at, Policy, Run, Script};
 
-async fn zombies(keyed: bool) {
+async fn zombies(keyed: bool, policy: Policy) {
     let tmp = tempfile::tempdir().unwrap();
     let script = Script::write(tmp.path());
     let dir = tmp.path().join("table");
     let run = Run {
         restarts_max: 20,
+        policy,
         ..Run::new(keyed)
     };
     // Both processes find the tables created (by an earlier run).
@@ -44,7 +45,7 @@ async fn zombies(keyed: bool) {
         .map(|(w, _)| *w)
         .collect();
     println!(
-        "zombies ({}): commit attempts in turn order {attempts:?}; resumes from the table: writer 0 {}, writer 1 {}",
+        "zombies ({}, {policy:?}): commit attempts in turn order {attempts:?}; resumes from the table: writer 0 {}, writer 1 {}",
         if keyed { "keyed" } else { "by position" },
         a.restarts,
         b.restarts
@@ -58,22 +59,29 @@ async fn zombies(keyed: bool) {
         "a stale writer was rejected and re-read the table"
     );
     let (rows, _) = rows_at(&dir, None).await;
-    assert_eq!(rows, script.expected_final(keyed, Policy::Rewrite));
-    check_every_version(&dir, &script, keyed, Policy::Rewrite)
+    assert_eq!(rows, script.expected_final(keyed, policy));
+    check_every_version(&dir, &script, keyed, policy)
         .await
         .unwrap();
     assert_eq!(
         dead_letters(&dir).await,
-        script.expected_dead_letters(Policy::Rewrite)
+        script.expected_dead_letters(policy)
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zombie_writers_interleaved_end_as_one_clean_run_keyed_by_position() {
-    zombies(false).await;
+    zombies(false, Policy::Rewrite).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zombie_writers_interleaved_end_as_one_clean_run_keyed_by_event_id() {
-    zombies(true).await;
+    zombies(true, Policy::Rewrite).await;
+}
+
+/// Merge mode: a MERGE that read a version another writer moved past fails its commit; the
+/// writer re-reads the table and merges again, and the winners stay the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_writers_interleaved_end_as_one_clean_run_upserted_in_merge_mode() {
+    zombies(true, Policy::Upsert).await;
 }
