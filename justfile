@@ -19,6 +19,7 @@ lint:
 soak events="1000000" kills="200" slices="100":
     ./scripts/soak {{events}} {{kills}} {{slices}}
 
-# Ingest throughput on a generated input (release build).
-bench events="1000000":
-    ./scripts/bench {{events}}
+# Benchmark (release build): sluice vs the floor and deltalake's write, merge mode, larger
+# windows; medians and same-run ratios written to bench/RESULTS.md.
+bench events="1000000" runs="3":
+    ./scripts/bench {{events}} {{runs}}

@@ -1,0 +1,69 @@
+//! `sluice-bench`: how fast sluice lands a stream compared with the floor, measured in one run
+//! (ratios, not absolute timings: the machines are noisy).
+//!
+//! `sluice-bench compare` generates a deterministic input (24 hours, 3% duplicate deliveries,
+//! 2% out of order, 0.5% hours late) with `sluice generate`, then runs every alternative as
+//! its own process, alternating, at least three times each, and takes the median:
+//! (a) the floor: arrow-json decode + one Parquet file per hour, decode and encode overlapped
+//! on two threads, no Delta log (`sluice-bench floor`); (b) deltalake's own `write` of the
+//! same batches into an hour-partitioned table (`sluice-bench delta-write`); (c) `sluice run`,
+//! swap mode, `--key event_id`, rewrite late policy; (d) the same in merge mode; (e) (c) with
+//! 1-day windows (24x larger), for the memory check. Peak RSS is the child's `ru_maxrss`.
+
+mod alternatives;
+mod measure;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "sluice-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run every alternative and write the report.
+    Compare(measure::CompareArgs),
+    /// The floor: decode NDJSON and write one Parquet file per hour (no Delta log).
+    Floor {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// 2: decode and encode overlap on two threads; 1: one thread does both.
+        #[arg(long, default_value_t = 2)]
+        threads: u8,
+    },
+    /// deltalake's own write (append, hour-partitioned, no dedupe, no offsets).
+    DeltaWrite {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        table: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Compare(args) => measure::compare(args),
+        Command::Floor {
+            input,
+            out,
+            threads,
+        } => alternatives::floor(&input, &out, threads >= 2),
+        Command::DeltaWrite { input, table } => alternatives::delta_write(&input, &table),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

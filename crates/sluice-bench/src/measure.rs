@@ -1,0 +1,320 @@
+//! `sluice-bench compare`: runs every alternative as a child process, alternating, and reports
+//! medians and ratios taken in this one run.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::alternatives::BenchError;
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Distinct events to generate (3% duplicate deliveries come on top).
+    #[arg(long, default_value_t = 1_000_000)]
+    events: u64,
+    /// Runs of each alternative (at least 3; the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Where the report goes.
+    #[arg(long, default_value = "bench/RESULTS.md")]
+    results: PathBuf,
+    /// Scratch directory (input and tables); default: a new one under the system temp dir.
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// The sluice binary; default: next to this one.
+    #[arg(long)]
+    sluice: Option<PathBuf>,
+}
+
+/// Builds the command of one alternative from the input directory and its output path.
+type CommandFor = Box<dyn Fn(&Path, &Path) -> Command>;
+
+/// One alternative: a label and how to run it into `out`.
+struct Alternative {
+    id: &'static str,
+    what: &'static str,
+    command: CommandFor,
+}
+
+/// Wall time and peak RSS of each run of one alternative.
+#[derive(Default)]
+struct Samples {
+    wall: Vec<Duration>,
+    rss_kib: Vec<u64>,
+}
+
+impl Samples {
+    fn median_wall(&self) -> Duration {
+        let mut w = self.wall.clone();
+        w.sort();
+        w[w.len() / 2]
+    }
+
+    fn median_rss_kib(&self) -> u64 {
+        let mut r = self.rss_kib.clone();
+        r.sort_unstable();
+        r[r.len() / 2]
+    }
+}
+
+pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
+    if args.runs < 3 {
+        return Err("--runs: at least 3".into());
+    }
+    let me = std::env::current_exe()?;
+    let sluice = match &args.sluice {
+        Some(p) => p.clone(),
+        None => me.with_file_name("sluice"),
+    };
+    if !sluice.exists() {
+        return Err(format!("{} not found: build it or give --sluice", sluice.display()).into());
+    }
+    let work = args.work.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
+    });
+    let input = work.join("input");
+    if input.exists() {
+        std::fs::remove_dir_all(&input)?;
+    }
+    let status = Command::new(&sluice)
+        .args([
+            "generate",
+            "--events",
+            &args.events.to_string(),
+            "--hours",
+            "24",
+        ])
+        .args(["--files", "4", "--seed", "42", "--out"])
+        .arg(&input)
+        .status()?;
+    if !status.success() {
+        return Err("sluice generate failed".into());
+    }
+    let (lines, bytes) = input_size(&input)?;
+    eprintln!(
+        "input: {lines} lines, {:.1} MB in {}",
+        bytes as f64 / 1e6,
+        input.display()
+    );
+
+    let src = format!("ndjson:{}", input.display());
+    let sluice_run = move |extra: &'static [&'static str]| {
+        let sluice = sluice.clone();
+        let src = src.clone();
+        Box::new(move |_: &Path, out: &Path| {
+            let mut c = Command::new(&sluice);
+            c.args(["run", "--source", &src, "--table"])
+                .arg(out)
+                .args(["--key", "event_id", "--late", "rewrite"])
+                .args(extra);
+            c
+        }) as CommandFor
+    };
+    let bench = |sub: &'static str, extra: &'static [&'static str]| {
+        let me = me.clone();
+        Box::new(move |input: &Path, out: &Path| {
+            let mut c = Command::new(&me);
+            c.arg(sub).arg("--input").arg(input);
+            c.arg(if sub == "floor" { "--out" } else { "--table" })
+                .arg(out);
+            c.args(extra);
+            c
+        }) as CommandFor
+    };
+    let alternatives = vec![
+        Alternative {
+            id: "a",
+            what: "floor: arrow-json decode + Parquet per hour, decode and encode on 2 threads, no Delta log",
+            command: bench("floor", &["--threads", "2"]),
+        },
+        Alternative {
+            id: "b",
+            what: "deltalake 1.1 `write` (append, hour-partitioned, no dedupe, no offsets)",
+            command: bench("delta-write", &[]),
+        },
+        Alternative {
+            id: "c",
+            what: "`sluice run` swap mode, 1h windows, `--key event_id`, late rewrite",
+            command: sluice_run(&["--window", "1h"]),
+        },
+        Alternative {
+            id: "d",
+            what: "`sluice run` merge mode (`--mode merge`), otherwise as (c)",
+            command: sluice_run(&["--window", "1h", "--mode", "merge"]),
+        },
+        Alternative {
+            id: "e",
+            what: "(c) with 1-day windows (24x larger), memory check",
+            command: sluice_run(&["--window", "1d"]),
+        },
+    ];
+    let mut samples: Vec<Samples> = alternatives.iter().map(|_| Samples::default()).collect();
+    for run in 1..=args.runs {
+        for (alt, s) in alternatives.iter().zip(samples.iter_mut()) {
+            let out = work.join(format!("out-{}", alt.id));
+            for dir in [out.clone(), PathBuf::from(format!("{}_dlq", out.display()))] {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)?;
+                }
+            }
+            let log = work.join(format!("{}.log", alt.id));
+            let (wall, rss) = run_measured((alt.command)(&input, &out), &log)?;
+            eprintln!(
+                "run {run} ({}): {:.2} s, peak RSS {} MiB",
+                alt.id,
+                wall.as_secs_f64(),
+                rss / 1024
+            );
+            s.wall.push(wall);
+            s.rss_kib.push(rss);
+        }
+    }
+    let report = report(&alternatives, &samples, lines, bytes, args.runs);
+    println!("{report}");
+    if let Some(parent) = args.results.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&args.results, report)?;
+    eprintln!("written to {}", args.results.display());
+    if args.work.is_none() {
+        std::fs::remove_dir_all(&work)?;
+    }
+    Ok(())
+}
+
+/// Lines and bytes of the input.
+fn input_size(dir: &Path) -> Result<(u64, u64), BenchError> {
+    let (mut lines, mut bytes) = (0u64, 0u64);
+    for entry in std::fs::read_dir(dir)? {
+        let data = std::fs::read(entry?.path())?;
+        bytes += data.len() as u64;
+        lines += data.iter().filter(|b| **b == b'\n').count() as u64;
+    }
+    Ok((lines, bytes))
+}
+
+/// Runs `command` to completion; its wall time and peak resident set (KiB, from `wait4`).
+/// Output goes to `log`, shown if the command fails.
+fn run_measured(mut command: Command, log: &Path) -> Result<(Duration, u64), BenchError> {
+    let out = std::fs::File::create(log)?;
+    command
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    let started = Instant::now();
+    let child = command.spawn()?;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: `rusage` is plain old data, zeroed is a valid value; `wait4` fills it for the
+    // child we just spawned (and reaps it, so `child` is not waited on again).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    drop(child);
+    if reaped != pid {
+        return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()).into());
+    }
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        return Err(format!("{command:?} failed (status {status}):\n{text}").into());
+    }
+    Ok((wall, usage.ru_maxrss as u64))
+}
+
+fn report(
+    alternatives: &[Alternative],
+    samples: &[Samples],
+    lines: u64,
+    bytes: u64,
+    runs: usize,
+) -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|k| k.parse::<f64>().ok())
+                })
+        })
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let mut r = String::new();
+    let _ = writeln!(r, "# sluice benchmark results\n");
+    let _ = writeln!(
+        r,
+        "Generated by `just bench` (`sluice-bench compare`, {} build) on {} — {cores} cores, {mem_gib:.1} GiB memory.\n",
+        if cfg!(debug_assertions) { "DEBUG (not comparable)" } else { "release" },
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    let _ = writeln!(
+        r,
+        "Input: {lines} lines, {:.1} MB of NDJSON (24 hours, 3% duplicate deliveries, 2% out of order, 0.5% hours late). \
+         Each alternative is one process, run {runs} times in alternation; medians of wall time and peak RSS (`ru_maxrss`).\n",
+        bytes as f64 / 1e6
+    );
+    let _ = writeln!(r, "| | what | wall | rows/s | input MB/s | peak RSS |");
+    let _ = writeln!(r, "| --- | --- | --- | --- | --- | --- |");
+    for (a, s) in alternatives.iter().zip(samples) {
+        let wall = s.median_wall().as_secs_f64();
+        let _ = writeln!(
+            r,
+            "| ({}) | {} | {wall:.2} s | {:.2} M | {:.0} | {} MiB |",
+            a.id,
+            a.what,
+            lines as f64 / wall / 1e6,
+            bytes as f64 / 1e6 / wall,
+            s.median_rss_kib() / 1024
+        );
+    }
+    let wall = |id: &str| {
+        alternatives
+            .iter()
+            .position(|a| a.id == id)
+            .map_or(f64::NAN, |i| samples[i].median_wall().as_secs_f64())
+    };
+    let rss = |id: &str| {
+        alternatives
+            .iter()
+            .position(|a| a.id == id)
+            .map_or(f64::NAN, |i| samples[i].median_rss_kib() as f64)
+    };
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let c_over_a = wall("a") / wall("c");
+    let c_over_b = wall("b") / wall("c");
+    let e_over_c = rss("e") / rss("c");
+    let c_rss_mib = rss("c") / 1024.0;
+    let _ = writeln!(r, "\n| ratio (same run) | value | target | |");
+    let _ = writeln!(r, "| --- | --- | --- | --- |");
+    let _ = writeln!(
+        r,
+        "| rows/s (c)/(a) | {c_over_a:.2} | ≥ 0.8 | {} |",
+        verdict(c_over_a >= 0.8)
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s (c)/(b) | {c_over_b:.2} | ≥ 1.3 | {} |",
+        verdict(c_over_b >= 1.3)
+    );
+    let _ = writeln!(
+        r,
+        "| peak RSS (c) | {c_rss_mib:.0} MiB | ≤ 256 MiB | {} |",
+        verdict(c_rss_mib <= 256.0)
+    );
+    let _ = writeln!(
+        r,
+        "| peak RSS (e)/(c) | {e_over_c:.2} | < 1.2 | {} |",
+        verdict(e_over_c < 1.2)
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s merge (d) / swap (c) | {:.2} | (cost of merge mode) | |",
+        wall("c") / wall("d")
+    );
+    r
+}
