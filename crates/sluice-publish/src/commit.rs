@@ -10,7 +10,7 @@ use serde_json::json;
 use sluice_stage::StagedFile;
 use sluice_window::Window;
 
-use crate::table::{app_id, WindowTable};
+use crate::table::{address_key, app_id, PublishedFile, WindowTable};
 use crate::{tags, COMMIT_INFO_KEY};
 
 /// The source position below which a publication handled every event of its window.
@@ -179,10 +179,13 @@ impl WindowTable {
         // No blind retries inside the commit: if the table moved since this writer read it (a
         // concurrent writer, or this writer's own earlier attempt that landed but reported
         // failure), the caller re-reads the table and decides from its state (E1, E3).
+        let snapshot = self.table.snapshot().map_err(delta)?;
+        let read_version = snapshot.version();
         let properties = CommitProperties::default()
             .with_max_retries(0)
             .with_application_transactions(txns)
-            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
+            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)])
+            .with_cleanup_expired_logs(Some(cleanup_due(snapshot, read_version)));
         let operation = DeltaOperation::Write {
             mode: match p.replace {
                 Replace::Window => SaveMode::Overwrite,
@@ -197,8 +200,6 @@ impl WindowTable {
             ),
             predicate: Some(predicate),
         };
-        let snapshot = self.table.snapshot().map_err(delta)?;
-        let read_version = snapshot.version();
         let result = CommitBuilder::from(properties)
             .with_actions(actions)
             .build(Some(snapshot), self.table.log_store(), operation)
@@ -226,6 +227,25 @@ impl WindowTable {
         };
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
+        if let Some(index) = &mut self.index {
+            let added: Vec<PublishedFile> = p
+                .files
+                .iter()
+                .map(|f| PublishedFile {
+                    path: f.path.clone(),
+                    size_bytes: f.size_bytes,
+                    rows: Some(f.rows),
+                    partition_values: address_key(&address),
+                    pipeline: Some(p.pipeline.clone()),
+                    coverage: Some(p.coverage.clone()),
+                })
+                .collect();
+            let at = index.entry(address_key(&address)).or_default();
+            match p.replace {
+                Replace::Window => *at = added,
+                Replace::Nothing => at.extend(added),
+            }
+        }
         for (partition, offset) in &p.txns {
             self.txns.insert(app_id(&p.pipeline, partition), *offset);
         }
@@ -262,7 +282,7 @@ impl WindowTable {
         Ok(actions)
     }
 
-    async fn rows_at(&self, address: &sluice_window::Address) -> Result<i64, DeltaTableError> {
+    async fn rows_at(&mut self, address: &sluice_window::Address) -> Result<i64, DeltaTableError> {
         Ok(self
             .files_at(address)
             .await?
@@ -270,4 +290,18 @@ impl WindowTable {
             .filter_map(|f| f.rows)
             .sum())
     }
+}
+
+/// Whether the commit after `read_version` should also remove expired log files. deltalake
+/// does it after every commit by default, listing the whole `_delta_log` each time (a cost
+/// growing with the table's history); sluice does it with the commits that write a
+/// checkpoint, as Spark does, so the listing is paid once per checkpoint interval.
+pub(crate) fn cleanup_due(
+    snapshot: &deltalake::table::state::DeltaTableState,
+    read_version: u64,
+) -> bool {
+    use deltalake::table::config::TablePropertiesExt;
+    let config = snapshot.table_config();
+    let interval = config.checkpoint_interval().get();
+    config.enable_expired_log_cleanup() && (read_version + 1).is_multiple_of(interval)
 }

@@ -231,9 +231,14 @@ impl DeadLetterTable {
                 )
             })
             .collect();
+        let cleanup = self
+            .table
+            .snapshot()
+            .is_ok_and(|s| crate::commit::cleanup_due(s, self.table.version().unwrap_or_default()));
         let properties = CommitProperties::default()
             .with_max_retries(0)
-            .with_application_transactions(txns);
+            .with_application_transactions(txns)
+            .with_cleanup_expired_logs(Some(cleanup));
         let result = self
             .table
             .clone()

@@ -234,8 +234,13 @@ impl WindowTable {
             "rows_offered": n,
             "positions": m.position_ranges,
         });
+        let cleanup = crate::commit::cleanup_due(
+            self.table.snapshot().map_err(delta)?,
+            self.table.version().unwrap_or_default(),
+        );
         let properties = CommitProperties::default()
             .with_max_retries(0)
+            .with_cleanup_expired_logs(Some(cleanup))
             .with_application_transactions(txns)
             .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
         let read_version = self.table.version().unwrap_or_default();
@@ -287,6 +292,8 @@ impl WindowTable {
         };
         let committed = table.version() != self.table.version();
         self.table = table;
+        // A MERGE rewrites files anywhere in its reach: rebuild the address index on next use.
+        self.index = None;
         if committed {
             for (partition, offset) in &m.txns {
                 self.txns.insert(app_id(&m.pipeline, partition), *offset);

@@ -6,9 +6,7 @@ use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
 use deltalake::kernel::{StructField, StructType};
 use deltalake::logstore::{object_store_factories, StorageConfig};
 use deltalake::operations::create::CreateBuilder;
-use deltalake::{
-    DeltaTable, DeltaTableBuilder, DeltaTableError, FilterOp, FilterValue, TableProperty,
-};
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use sluice_window::{Address, AddressLayout, Window, WindowSize};
@@ -154,6 +152,9 @@ pub struct PublishedFile {
     pub coverage: Option<Coverage>,
 }
 
+/// The files of each address, keyed by the address's sorted `(column, value)` pairs.
+pub(crate) type AddressIndex = HashMap<Vec<(String, String)>, Vec<PublishedFile>>;
+
 /// A window of this pipeline that the table holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishedWindow {
@@ -171,6 +172,13 @@ pub struct WindowTable {
     pub(crate) file_schema: SchemaRef,
     /// `txn` versions known to be in the table: read at recovery, updated on publish.
     pub(crate) txns: HashMap<String, i64>,
+    /// The files of each address (sorted `(column, value)` pairs) at the loaded version:
+    /// built from the table's file list on first use, then kept current by this writer's own
+    /// swaps. A publish thus never walks the whole file list, which deltalake rebuilds after
+    /// every commit at a cost growing with the table (the cause of publish latency growing
+    /// with the number of windows). It is exact because a commit only lands on top of the
+    /// version this writer read (no blind retries); a reload or a MERGE drops it.
+    pub(crate) index: Option<AddressIndex>,
 }
 
 impl std::fmt::Debug for WindowTable {
@@ -275,6 +283,7 @@ impl WindowTable {
             size,
             file_schema,
             txns: HashMap::new(),
+            index: None,
         })
     }
 
@@ -318,6 +327,7 @@ impl WindowTable {
 
     /// Re-reads the table state (after a conflict, or to see other writers' commits).
     pub async fn reload(&mut self) -> Result<(), DeltaTableError> {
+        self.index = None;
         self.table.update_state().await
     }
 
@@ -354,18 +364,30 @@ impl WindowTable {
         Ok(offsets)
     }
 
-    /// The files currently at `address`.
-    pub async fn files_at(&self, address: &Address) -> Result<Vec<PublishedFile>, DeltaTableError> {
-        let filters: Vec<_> = address
-            .pairs()
-            .map(|(k, v)| (k, FilterOp::Eq, FilterValue::Scalar(v)))
-            .collect();
-        let views: Vec<_> = self
-            .table
-            .get_active_add_actions_by_partitions(&filters)
-            .try_collect()
-            .await?;
-        Ok(views.iter().map(file_of).collect())
+    /// The files currently at `address` (from the address index, built on first use).
+    pub async fn files_at(
+        &mut self,
+        address: &Address,
+    ) -> Result<Vec<PublishedFile>, DeltaTableError> {
+        let index = match &mut self.index {
+            Some(index) => index,
+            None => {
+                let mut index: HashMap<Vec<(String, String)>, Vec<PublishedFile>> = HashMap::new();
+                if self.table.version().is_some() {
+                    for file in active_files(&self.table).await? {
+                        index
+                            .entry(file.partition_values.clone())
+                            .or_default()
+                            .push(file);
+                    }
+                }
+                self.index.insert(index)
+            }
+        };
+        Ok(index
+            .get(&address_key(address))
+            .cloned()
+            .unwrap_or_default())
     }
 
     /// Every window of `pipeline` in the table, with its coverage.
@@ -407,6 +429,17 @@ pub async fn active_files(table: &DeltaTable) -> Result<Vec<PublishedFile>, Delt
         .try_collect()
         .await?;
     Ok(views.iter().map(file_of).collect())
+}
+
+/// An address as the index keys it: `(column, value)` pairs sorted by column, as
+/// [`PublishedFile::partition_values`].
+pub(crate) fn address_key(address: &Address) -> Vec<(String, String)> {
+    let mut key: Vec<(String, String)> = address
+        .pairs()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    key.sort();
+    key
 }
 
 pub(crate) fn app_id(pipeline: &str, partition: &str) -> String {
