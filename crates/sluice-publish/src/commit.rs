@@ -204,27 +204,7 @@ impl WindowTable {
             .with_actions(actions)
             .build(Some(snapshot), self.table.log_store(), operation)
             .await;
-        let finalized = match result {
-            Ok(f) => f,
-            Err(DeltaTableError::Transaction {
-                source: TransactionError::CommitConflict(source),
-            }) => {
-                return Err(PublishError::Conflict {
-                    window: window_label,
-                    source,
-                })
-            }
-            Err(DeltaTableError::Transaction {
-                source: TransactionError::MaxCommitAttempts(_),
-            })
-            | Err(DeltaTableError::VersionAlreadyExists(_)) => {
-                return Err(PublishError::TableMoved {
-                    window: window_label,
-                    read_version,
-                })
-            }
-            Err(source) => return Err(delta(source)),
-        };
+        let finalized = result.map_err(|e| commit_error(window_label.clone(), read_version, e))?;
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
         if let Some(index) = &mut self.index {
@@ -304,4 +284,23 @@ pub(crate) fn cleanup_due(
     let config = snapshot.table_config();
     let interval = config.checkpoint_interval().get();
     config.enable_expired_log_cleanup() && (read_version + 1).is_multiple_of(interval)
+}
+
+/// What a failed commit means for a writer that never retries blindly: a concurrent commit
+/// conflicting with it, or a table that moved past the version it read; anything else is a
+/// Delta error.
+pub(crate) fn commit_error(window: String, read_version: u64, e: DeltaTableError) -> PublishError {
+    match e {
+        DeltaTableError::Transaction {
+            source: TransactionError::CommitConflict(source),
+        } => PublishError::Conflict { window, source },
+        DeltaTableError::Transaction {
+            source: TransactionError::MaxCommitAttempts(_),
+        }
+        | DeltaTableError::VersionAlreadyExists(_) => PublishError::TableMoved {
+            window,
+            read_version,
+        },
+        source => PublishError::Delta { window, source },
+    }
 }

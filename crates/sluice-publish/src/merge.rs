@@ -16,12 +16,12 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{lit, Expr};
 use deltalake::datafusion::prelude::{JoinType, SessionConfig, SessionContext};
-use deltalake::kernel::transaction::{CommitProperties, TransactionError};
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::DeltaTableError;
 use serde_json::json;
 use sluice_window::Window;
 
-use crate::commit::{PublishError, Published};
+use crate::commit::{commit_error, PublishError, Published};
 use crate::table::{app_id, WindowTable};
 use crate::COMMIT_INFO_KEY;
 
@@ -269,27 +269,7 @@ impl WindowTable {
             })
             .map_err(delta)?
             .await;
-        let (table, metrics) = match result {
-            Ok(done) => done,
-            Err(DeltaTableError::Transaction {
-                source: TransactionError::MaxCommitAttempts(_),
-            })
-            | Err(DeltaTableError::VersionAlreadyExists(_)) => {
-                return Err(PublishError::TableMoved {
-                    window: label,
-                    read_version,
-                })
-            }
-            Err(DeltaTableError::Transaction {
-                source: TransactionError::CommitConflict(source),
-            }) => {
-                return Err(PublishError::Conflict {
-                    window: label,
-                    source,
-                })
-            }
-            Err(source) => return Err(delta(source)),
-        };
+        let (table, metrics) = result.map_err(|e| commit_error(label.clone(), read_version, e))?;
         let committed = table.version() != self.table.version();
         self.table = table;
         // A MERGE rewrites files anywhere in its reach: rebuild the address index on next use.
