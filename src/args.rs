@@ -121,11 +121,46 @@ pub struct RunArgs {
     /// Attempt id in staged file names. [default: from the clock and process id]
     #[arg(long)]
     pub attempt: Option<String>,
+    /// A derived table, NAME=LOCATION (repeatable): the query --derive-sql NAME=SQL run over
+    /// each window (`FROM window`), recomputed whenever the window is published. In a config
+    /// file: [[derive]] tables with name, table, sql and key.
+    #[arg(long = "derive", value_name = "NAME=LOCATION")]
+    #[serde(skip)]
+    pub derive_tables: Vec<String>,
+    /// The query of derived table NAME, NAME=SQL (repeatable).
+    #[arg(long = "derive-sql", value_name = "NAME=SQL")]
+    #[serde(skip)]
+    pub derive_sql: Vec<String>,
+    /// Output columns identifying a row of derived table NAME within a window, NAME=FIELD[,FIELD]:
+    /// publish it by MERGE on them instead of by swap.
+    #[arg(long = "derive-key", value_name = "NAME=FIELDS")]
+    #[serde(skip)]
+    pub derive_key: Vec<String>,
+    /// Derived tables from the config file.
+    #[arg(skip)]
+    pub derive: Vec<crate::derive::DeriveConfig>,
 }
 
 impl RunArgs {
     /// Fills options not given as flags from the config file.
-    pub fn merge_config(mut self) -> anyhow::Result<RunArgs> {
+    pub fn merge_config(self) -> anyhow::Result<RunArgs> {
+        let mut merged = self.merge_config_file()?;
+        crate::derive::apply_flags(&mut merged.derive, &merged.derive_sql, &merged.derive_key)?;
+        // Applied: a second merge (commands that merge before planning) changes nothing.
+        merged.derive_tables.clear();
+        merged.derive_sql.clear();
+        merged.derive_key.clear();
+        Ok(merged)
+    }
+
+    fn merge_config_file(mut self) -> anyhow::Result<RunArgs> {
+        // Derived tables: those given as flags replace the file's of the same name.
+        for d in crate::derive::tables_from_flags(&self.derive_tables)? {
+            match self.derive.iter_mut().find(|f| f.name == d.name) {
+                Some(f) => *f = d,
+                None => self.derive.push(d),
+            }
+        }
         let Some(path) = self.config.clone() else {
             return Ok(self);
         };
@@ -169,6 +204,11 @@ impl RunArgs {
             self.storage_options = file.storage_options;
         }
         self.follow |= file.follow;
+        for d in file.derive {
+            if !self.derive.iter().any(|f| f.name == d.name) {
+                self.derive.push(d);
+            }
+        }
         Ok(self)
     }
 }
@@ -202,6 +242,7 @@ pub struct RunPlan {
     pub restarts_max: u32,
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
+    pub derive: Vec<crate::derive::DeriveConfig>,
 }
 
 /// Validated --follow options.
@@ -354,6 +395,7 @@ impl RunArgs {
                 return Err(usage("--attempt: use letters, digits and _ only"));
             }
         }
+        crate::derive::check(&a.derive, &[&table, &dlq])?;
         Ok(RunPlan {
             source,
             table,
@@ -380,6 +422,7 @@ impl RunArgs {
             restarts_max,
             storage_options,
             attempt: a.attempt,
+            derive: a.derive,
         })
     }
 }

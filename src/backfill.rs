@@ -10,8 +10,10 @@ use sluice_ingest::{backfill, BackfillProgress};
 use sluice_window::{parse_instant, EventTime, Window};
 
 use crate::args::{RunArgs, RunPlan};
+use crate::derive::open_deriver;
 use crate::ingest::{attempt, wire, SystemClock};
 use crate::usage;
+use sluice_ingest::Clock;
 
 #[derive(Debug, Args)]
 pub struct BackfillArgs {
@@ -34,12 +36,18 @@ pub struct RewriteArgs {
     pub at: String,
 }
 
-pub async fn backfill_command(args: BackfillArgs) -> anyhow::Result<()> {
+/// The range `[--from, --to)` of a backfill or derive.
+pub fn parse_range(args: &BackfillArgs) -> anyhow::Result<(EventTime, EventTime)> {
     let from = parse_instant(&args.from).map_err(|e| usage(format!("--from: {e}")))?;
     let to = parse_instant(&args.to).map_err(|e| usage(format!("--to: {e}")))?;
     if to <= from {
         return Err(usage("--to: must be after --from"));
     }
+    Ok((from, to))
+}
+
+pub async fn backfill_command(args: BackfillArgs) -> anyhow::Result<()> {
+    let (from, to) = parse_range(&args)?;
     recompute(args.run.plan()?, from, to, "backfill").await
 }
 
@@ -68,9 +76,19 @@ async fn recompute(
     }
     let started = Instant::now();
     let w = wire(&plan).await?;
+    let attempt = attempt(&plan);
+    // Derived queries are checked before anything is recomputed.
+    let deriver = open_deriver(
+        &plan,
+        &w.table,
+        &w.options,
+        &attempt,
+        w.config.stage.clone(),
+    )
+    .await?;
     let clock = SystemClock;
     let mut bar = Progress::new(what);
-    let (summary, _) = backfill(
+    let (summary, mut table) = backfill(
         &w.config,
         &w.source,
         &w.decoder,
@@ -78,16 +96,28 @@ async fn recompute(
         from,
         to,
         what == "rewrite",
-        attempt(&plan),
+        attempt,
         &clock,
         &mut |p| bar.show(p),
     )
     .await
     .with_context(|| format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339()))?;
     bar.finish();
+    let derived = match deriver {
+        Some(mut d) => {
+            d.catch_up(&mut table, clock.now_ms())
+                .await
+                .context("recomputing the derived tables")?;
+            format!(
+                "; {} derived windows recomputed, {} published",
+                d.summary.computed, d.summary.published
+            )
+        }
+        None => String::new(),
+    };
     println!(
         "sluice {what}: windows in [{}, {}): {} republished, {} already complete and left unchanged; \
-         {} rows in range, {} outside ignored, {} bad lines ignored; table version {}; {:.2} s",
+         {} rows in range, {} outside ignored, {} bad lines ignored; table version {}{derived}; {:.2} s",
         from.to_rfc3339(),
         to.to_rfc3339(),
         summary.windows_published,

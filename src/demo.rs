@@ -105,11 +105,20 @@ fn write_stream(
     Ok(stats)
 }
 
+/// The demo's derived table: the hourly aggregate a batch job would write.
+const HOURLY_COLUMNS: &str = "count(*) AS events, count(DISTINCT user_id) AS users, \
+     sum(CASE WHEN kind = 'purchase' THEN 1 ELSE 0 END) AS purchases, \
+     sum(CAST(round(amount * 100) AS BIGINT)) AS revenue_cents";
+fn hourly_sql() -> String {
+    format!("SELECT {HOURLY_COLUMNS} FROM window")
+}
+
 pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let input = args.dir.join("input");
     let table = args.dir.join("table");
     let dlq = args.dir.join("table_dlq");
-    for p in [&input, &table, &dlq] {
+    let hourly_table = args.dir.join("hourly");
+    for p in [&input, &table, &dlq, &hourly_table] {
         if p.exists() {
             std::fs::remove_dir_all(p).with_context(|| format!("clearing {}", p.display()))?;
         }
@@ -147,6 +156,10 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             "event_id".into(),
             "--attempt".into(),
             attempt.into(),
+            "--derive".into(),
+            format!("hourly={}", hourly_table.display()),
+            "--derive-sql".into(),
+            format!("hourly={}", hourly_sql()),
         ]
     };
 
@@ -206,22 +219,42 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 location: dlq.display().to_string(),
                 version: None,
             },
+            TableRef {
+                name: "hourly".into(),
+                location: hourly_table.display().to_string(),
+                version: None,
+            },
         ],
         &Default::default(),
     )
     .await?;
-    let hourly = "SELECT dt, hour, count(*) AS events, count(DISTINCT user_id) AS users, \
-                  sum(CASE WHEN kind = 'purchase' THEN 1 ELSE 0 END) AS purchases, \
-                  round(sum(amount), 2) AS revenue \
-                  FROM events GROUP BY dt, hour ORDER BY dt, hour";
+    let hourly =
+        "SELECT dt, hour, events, users, purchases, revenue_cents FROM hourly ORDER BY dt, hour";
     println!(
-        "demo: hourly aggregate (sluice query --table events={} \"{hourly}\")",
-        table.display()
+        "demo: the derived table, kept by the stream (--derive hourly: \"{}\"; sluice query --table hourly={} \"{hourly}\")",
+        hourly_sql(),
+        hourly_table.display()
     );
     println!(
         "{}",
         sluice_sql::format(&sluice_sql::query(&ctx, hourly).await?, Format::Table)?
     );
+    // The batch job's answer: the same query over the whole raw table, grouped by window.
+    let differing = format!(
+        "SELECT count(*) AS differing, 0 AS unused FROM ( \
+           (SELECT dt, hour, events, users, purchases, revenue_cents FROM hourly \
+            EXCEPT ALL SELECT dt, hour, {HOURLY_COLUMNS} FROM events GROUP BY dt, hour) \
+           UNION ALL \
+           (SELECT dt, hour, {HOURLY_COLUMNS} FROM events GROUP BY dt, hour \
+            EXCEPT ALL SELECT dt, hour, events, users, purchases, revenue_cents FROM hourly))"
+    );
+    let (differing, _) = first_two_ints(&sluice_sql::query(&ctx, &differing).await?)?;
+    println!(
+        "demo: derived windows differing from the same SQL over the raw table grouped by hour: {differing}\n"
+    );
+    if differing != 0 {
+        bail!("the derived table differs from its query over the raw table in {differing} rows");
+    }
 
     let dup_sql =
         "SELECT count(*) AS rows, count(*) - count(DISTINCT event_id) AS duplicates FROM events";

@@ -9,6 +9,7 @@ use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
 use sluice_stage::StageOptions;
 
 use crate::args::{RunArgs, RunPlan};
+use crate::derive::open_deriver;
 use crate::usage;
 
 /// The process's wall clock: the one place sluice reads it.
@@ -38,7 +39,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, plan.dlq) } else { String::new() },
         if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() }
             + &if s.merges_unchanged > 0 { format!("; {} merges changed nothing", s.merges_unchanged) } else { String::new() }
-            + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() },
+            + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() }
+            + &if s.derived.computed > 0 { format!("; {} derived windows recomputed, {} published", s.derived.computed, s.derived.published) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
         s.rows as f64 / secs.max(1e-9),
@@ -67,18 +69,7 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
     };
-    let options = TableOptions {
-        location: plan.table.clone(),
-        storage_options: plan.storage_options.clone(),
-        checkpoint_interval: plan.checkpoint_interval,
-        retry: RetryPolicy {
-            attempts_max: plan.store_attempts_max,
-            // Jitter only spreads retries out; any seed will do, and the binary owns the clock.
-            jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
-            ..RetryPolicy::default()
-        },
-        ..TableOptions::new("")
-    };
+    let options = table_options(plan);
     // Infer only for a new table: an existing table's schema is the contract.
     let table = match WindowTable::open_or_create(
         &options,
@@ -147,6 +138,23 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
     })
 }
 
+/// How the plan's table is reached (the dead-letter and derived tables use the same options
+/// at their own locations).
+pub fn table_options(plan: &RunPlan) -> TableOptions {
+    TableOptions {
+        location: plan.table.clone(),
+        storage_options: plan.storage_options.clone(),
+        checkpoint_interval: plan.checkpoint_interval,
+        retry: RetryPolicy {
+            attempts_max: plan.store_attempts_max,
+            // Jitter only spreads retries out; any seed will do, and the binary owns the clock.
+            jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
+            ..RetryPolicy::default()
+        },
+        ..TableOptions::new("")
+    }
+}
+
 /// The attempt id in staged file names: given, or from the clock and process id.
 pub fn attempt(plan: &RunPlan) -> String {
     plan.attempt.clone().unwrap_or_else(|| {
@@ -161,6 +169,9 @@ pub fn attempt(plan: &RunPlan) -> String {
 /// Runs one ingestion; returns the summary and the table version at the end.
 pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
     let w = wire(plan).await?;
+    let attempt = attempt(plan);
+    let deriver =
+        open_deriver(plan, &w.table, &w.options, &attempt, w.config.stage.clone()).await?;
     let dlq = DeadLetterTable::open_or_create(&TableOptions {
         location: plan.dlq.clone(),
         ..w.options.clone()
@@ -168,17 +179,16 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
     .await
     .with_context(|| format!("opening the dead-letter table {}", plan.dlq))?;
     let clock = SystemClock;
-    let ingester = Ingester::recover(
-        w.config,
-        w.source,
-        w.decoder,
-        w.table,
-        dlq,
-        attempt(plan),
-        &clock,
-    )
-    .await
-    .context("recovering the pipeline state from the table")?;
+    let ingester = Ingester::recover(w.config, w.source, w.decoder, w.table, dlq, attempt, &clock)
+        .await
+        .context("recovering the pipeline state from the table")?;
+    let ingester = match deriver {
+        Some(d) => ingester
+            .with_deriver(d)
+            .await
+            .context("bringing the derived tables up to the raw table")?,
+        None => ingester,
+    };
     let (summary, table) = match plan.follow {
         None => ingester.run().await,
         Some(f) => {

@@ -6,6 +6,7 @@
 mod args;
 mod backfill;
 mod demo;
+mod derive;
 mod ingest;
 mod report;
 
@@ -43,6 +44,8 @@ enum Command {
     Backfill(Box<backfill::BackfillArgs>),
     /// Recompute the one window containing --at from a bounded source.
     Rewrite(Box<backfill::RewriteArgs>),
+    /// Recompute derived tables' windows in a range from the raw table (the batch rerun).
+    Derive(Box<derive::DeriveArgs>),
     /// Write a deterministic test stream (duplicates, out-of-order and late events) as NDJSON.
     Generate(demo::GenerateArgs),
 }
@@ -73,7 +76,7 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!(
-            "{default_level},deltalake=warn,datafusion=warn"
+            "{default_level},deltalake=warn,datafusion=warn,deltalake_core::operations::merge=error"
         ))
     });
     tracing_subscriber::fmt()
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
             Command::Gc(a) => report::gc(a).await,
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,
+            Command::Derive(a) => derive::derive_command(*a).await,
         }
     });
     match result {

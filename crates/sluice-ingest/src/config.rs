@@ -128,6 +128,8 @@ pub enum IngestError {
     ReaderGone,
     #[error("merge mode needs a natural key (--key): rows keyed by position cannot be upserted")]
     MergeNeedsKey,
+    #[error(transparent)]
+    Derive(Box<crate::derive::DeriveError>),
 }
 
 impl IngestError {
@@ -147,6 +149,7 @@ impl IngestError {
                 matches!(e, StageError::Store { .. } | StageError::Decode { .. })
             }
             IngestError::Table(_) => true,
+            IngestError::Derive(e) => e.is_resumable(),
             _ => false,
         }
     }
@@ -155,6 +158,12 @@ impl IngestError {
 impl From<PublishError> for IngestError {
     fn from(e: PublishError) -> Self {
         IngestError::Publish(Box::new(e))
+    }
+}
+
+impl From<crate::derive::DeriveError> for IngestError {
+    fn from(e: crate::derive::DeriveError) -> Self {
+        IngestError::Derive(Box::new(e))
     }
 }
 
@@ -199,5 +208,7 @@ pub struct RunSummary {
     /// Window publications by MERGE whose rows the table already held (a replay, or only
     /// losing deliveries): nothing to commit.
     pub merges_unchanged: u64,
+    /// Derived tables' windows recomputed and published.
+    pub derived: crate::derive::DeriveSummary,
     pub last_version: Option<u64>,
 }

@@ -21,6 +21,7 @@ mod backfill;
 mod buffer;
 mod config;
 mod dedupe;
+mod derive;
 mod follow;
 mod publish;
 mod run;
@@ -30,6 +31,7 @@ pub use config::{
     Clock, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode, RunSummary,
 };
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
+pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
 pub use run::Ingester;
 

@@ -215,6 +215,10 @@ impl Ingester<'_> {
             }
         }
         if committed {
+            if let Some(d) = self.deriver.as_mut() {
+                d.published(&self.table, window, published.version, now_ms)
+                    .await?;
+            }
             self.summary.windows_published += 1;
             self.summary.commits += 1;
             self.summary.last_version = Some(published.version);

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, LatePolicy, RunSummary};
 use crate::dedupe::with_positions;
+use crate::derive::Deriver;
 use crate::follow::Follow;
 
 /// The `txn` partition name under which the watermark's input is stored: the largest event
@@ -51,6 +52,8 @@ pub struct Ingester<'a> {
     /// Set when every held window must publish now (end of input, idle seal), late batches
     /// included.
     pub(crate) draining: bool,
+    /// The pipeline's derived tables, recomputed after each raw commit.
+    pub(crate) deriver: Option<Deriver>,
     pub(crate) summary: RunSummary,
 }
 
@@ -83,6 +86,7 @@ impl<'a> Ingester<'a> {
             cursors: HashMap::new(),
             late_since_ms: HashMap::new(),
             draining: false,
+            deriver: None,
             config,
             source,
             decoder,
@@ -140,6 +144,17 @@ impl<'a> Ingester<'a> {
         Ok(())
     }
 
+    /// Keeps `deriver`'s derived tables from now on: first brings them up to the raw table
+    /// (recomputing what changed since they last settled), then recomputes a window's
+    /// derived rows after each raw commit that changes it.
+    pub async fn with_deriver(mut self, mut deriver: Deriver) -> Result<Self, IngestError> {
+        deriver
+            .catch_up(&mut self.table, self.clock.now_ms())
+            .await?;
+        self.deriver = Some(deriver);
+        Ok(self)
+    }
+
     /// Reads the source to its end, publishing every window it seals.
     ///
     /// A resumable failure ([`IngestError::is_resumable`]) makes the run re-read the tables and
@@ -167,6 +182,13 @@ impl<'a> Ingester<'a> {
                 None => self.read_to_end().await,
                 Some(f) => self.follow_until_stopped(f).await,
             };
+            let outcome = match (outcome, self.deriver.as_mut()) {
+                (Ok(()), Some(d)) => d.settle(self.clock.now_ms()).await.map_err(Into::into),
+                (outcome, _) => outcome,
+            };
+            if let Some(d) = &self.deriver {
+                self.summary.derived = d.summary.clone();
+            }
             let mut error = match outcome {
                 Ok(()) => return Ok((self.summary, self.table)),
                 Err(e) => e,
@@ -192,7 +214,11 @@ impl<'a> Ingester<'a> {
     async fn reload(&mut self) -> Result<(), IngestError> {
         self.table.reload().await?;
         self.dlq.reload().await?;
-        self.read_table_state().await
+        self.read_table_state().await?;
+        if let Some(d) = self.deriver.as_mut() {
+            d.catch_up(&mut self.table, self.clock.now_ms()).await?;
+        }
+        Ok(())
     }
 
     async fn read_to_end(&mut self) -> Result<(), IngestError> {

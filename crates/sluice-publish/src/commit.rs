@@ -58,6 +58,18 @@ pub struct Published {
     pub rows: i64,
 }
 
+/// What [`WindowTable::commit_files`] commits.
+pub(crate) struct FileCommit<'a> {
+    pub address: &'a sluice_window::Address,
+    pub files: &'a [StagedFile],
+    pub replace: Replace,
+    pub pipeline: &'a str,
+    pub coverage: Option<&'a Coverage>,
+    pub txns: Vec<Transaction>,
+    pub info: serde_json::Value,
+    pub at_ms: i64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("publishing window {window} conflicted with a concurrent commit ({source}); re-read the table and retry")]
@@ -107,60 +119,7 @@ impl WindowTable {
             )));
         }
         let txns = self.txn_actions(&p.pipeline, &p.txns, p.published_at_ms)?;
-
-        let existing = if p.replace == Replace::Window {
-            self.files_at(&address).await.map_err(delta)?
-        } else {
-            Vec::new()
-        };
-        let partition_values: HashMap<String, Option<String>> = address
-            .pairs()
-            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-            .collect();
-        let mut actions: Vec<Action> = Vec::with_capacity(existing.len() + p.files.len());
-        for f in &existing {
-            actions.push(Action::Remove(Remove {
-                path: f.path.clone(),
-                data_change: true,
-                deletion_timestamp: Some(p.published_at_ms),
-                extended_file_metadata: Some(true),
-                size: Some(f.size_bytes),
-                partition_values: Some(partition_values.clone()),
-                deletion_vector: None,
-                tags: None,
-                base_row_id: None,
-                default_row_commit_version: None,
-            }));
-        }
-        let file_tags: HashMap<String, Option<String>> = HashMap::from([
-            (tags::PIPELINE.to_string(), Some(p.pipeline.clone())),
-            (
-                tags::COVERAGE_PARTITION.to_string(),
-                Some(p.coverage.partition.clone()),
-            ),
-            (
-                tags::COVERAGE_OFFSET.to_string(),
-                Some(p.coverage.offset.to_string()),
-            ),
-        ]);
         let rows: i64 = p.files.iter().map(|f| f.rows).sum();
-        for f in &p.files {
-            actions.push(Action::Add(Add {
-                path: f.path.clone(),
-                partition_values: partition_values.clone(),
-                size: f.size_bytes,
-                modification_time: p.published_at_ms,
-                data_change: true,
-                stats: Some(f.stats.clone()),
-                tags: Some(file_tags.clone()),
-                ..Default::default()
-            }));
-        }
-        let predicate = address
-            .pairs()
-            .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
-            .collect::<Vec<_>>()
-            .join(" AND ");
         let window_rows = match p.replace {
             Replace::Window => rows,
             Replace::Nothing => rows + self.rows_at(&address).await.map_err(delta)?,
@@ -176,6 +135,95 @@ impl WindowTable {
             "positions": p.position_ranges,
             "coverage": {"partition": p.coverage.partition, "offset": p.coverage.offset},
         });
+        let (version, files_removed) = self
+            .commit_files(FileCommit {
+                address: &address,
+                files: &p.files,
+                replace: p.replace,
+                pipeline: &p.pipeline,
+                coverage: Some(&p.coverage),
+                txns,
+                info,
+                at_ms: p.published_at_ms,
+            })
+            .await?;
+        self.remember_txns(&p.pipeline, &p.txns);
+        Ok(Published {
+            version,
+            files_removed,
+            files_added: p.files.len(),
+            rows: window_rows,
+        })
+    }
+
+    /// One commit at one address: removes its files (for [`Replace::Window`]), adds `files`
+    /// tagged with the pipeline (and the coverage, if any), the `txn` actions, and `info` as
+    /// sluice's commit metadata. Attempted once against the loaded version (no blind
+    /// retries). Returns the new version and the number of files removed.
+    pub(crate) async fn commit_files(
+        &mut self,
+        c: FileCommit<'_>,
+    ) -> Result<(u64, usize), PublishError> {
+        let window_label = c.address.label();
+        let delta = |source| PublishError::Delta {
+            window: window_label.clone(),
+            source,
+        };
+        let existing = if c.replace == Replace::Window {
+            self.files_at(c.address).await.map_err(delta)?
+        } else {
+            Vec::new()
+        };
+        let partition_values: HashMap<String, Option<String>> = c
+            .address
+            .pairs()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect();
+        let mut actions: Vec<Action> = Vec::with_capacity(existing.len() + c.files.len());
+        for f in &existing {
+            actions.push(Action::Remove(Remove {
+                path: f.path.clone(),
+                data_change: true,
+                deletion_timestamp: Some(c.at_ms),
+                extended_file_metadata: Some(true),
+                size: Some(f.size_bytes),
+                partition_values: Some(partition_values.clone()),
+                deletion_vector: None,
+                tags: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+            }));
+        }
+        let mut file_tags: HashMap<String, Option<String>> =
+            HashMap::from([(tags::PIPELINE.to_string(), Some(c.pipeline.to_string()))]);
+        if let Some(coverage) = c.coverage {
+            file_tags.insert(
+                tags::COVERAGE_PARTITION.to_string(),
+                Some(coverage.partition.clone()),
+            );
+            file_tags.insert(
+                tags::COVERAGE_OFFSET.to_string(),
+                Some(coverage.offset.to_string()),
+            );
+        }
+        for f in c.files {
+            actions.push(Action::Add(Add {
+                path: f.path.clone(),
+                partition_values: partition_values.clone(),
+                size: f.size_bytes,
+                modification_time: c.at_ms,
+                data_change: true,
+                stats: Some(f.stats.clone()),
+                tags: Some(file_tags.clone()),
+                ..Default::default()
+            }));
+        }
+        let predicate = c
+            .address
+            .pairs()
+            .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
+            .collect::<Vec<_>>()
+            .join(" AND ");
         // No blind retries inside the commit: if the table moved since this writer read it (a
         // concurrent writer, or this writer's own earlier attempt that landed but reported
         // failure), the caller re-reads the table and decides from its state (E1, E3).
@@ -183,11 +231,11 @@ impl WindowTable {
         let read_version = snapshot.version();
         let properties = CommitProperties::default()
             .with_max_retries(0)
-            .with_application_transactions(txns)
-            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)])
+            .with_application_transactions(c.txns)
+            .with_metadata([(COMMIT_INFO_KEY.to_string(), c.info)])
             .with_cleanup_expired_logs(Some(cleanup_due(snapshot, read_version)));
         let operation = DeltaOperation::Write {
-            mode: match p.replace {
+            mode: match c.replace {
                 Replace::Window => SaveMode::Overwrite,
                 Replace::Nothing => SaveMode::Append,
             },
@@ -208,33 +256,65 @@ impl WindowTable {
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
         if let Some(index) = &mut self.index {
-            let added: Vec<PublishedFile> = p
+            let added: Vec<PublishedFile> = c
                 .files
                 .iter()
                 .map(|f| PublishedFile {
                     path: f.path.clone(),
                     size_bytes: f.size_bytes,
                     rows: Some(f.rows),
-                    partition_values: address_key(&address),
-                    pipeline: Some(p.pipeline.clone()),
-                    coverage: Some(p.coverage.clone()),
+                    partition_values: address_key(c.address),
+                    pipeline: Some(c.pipeline.to_string()),
+                    coverage: c.coverage.cloned(),
                 })
                 .collect();
-            let at = index.entry(address_key(&address)).or_default();
-            match p.replace {
+            let at = index.entry(address_key(c.address)).or_default();
+            match c.replace {
                 Replace::Window => *at = added,
                 Replace::Nothing => at.extend(added),
             }
         }
-        for (partition, offset) in &p.txns {
-            self.txns.insert(app_id(&p.pipeline, partition), *offset);
+        Ok((version, existing.len()))
+    }
+
+    /// A commit holding only `txn` actions and commit metadata (no data change).
+    pub(crate) async fn commit_txns_only(
+        &mut self,
+        txns: Vec<Transaction>,
+        info: serde_json::Value,
+        what: &str,
+    ) -> Result<u64, PublishError> {
+        let delta = |source| PublishError::Delta {
+            window: what.to_string(),
+            source,
+        };
+        let snapshot = self.table.snapshot().map_err(delta)?;
+        let read_version = snapshot.version();
+        let properties = CommitProperties::default()
+            .with_max_retries(0)
+            .with_application_transactions(txns)
+            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)])
+            .with_cleanup_expired_logs(Some(cleanup_due(snapshot, read_version)));
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let finalized = CommitBuilder::from(properties)
+            .with_actions(Vec::new())
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await
+            .map_err(|e| commit_error(what.to_string(), read_version, e))?;
+        let version = finalized.version();
+        self.table.state = Some(finalized.snapshot());
+        Ok(version)
+    }
+
+    /// Notes `txns` of `pipeline` as committed (the regression check's reference).
+    pub(crate) fn remember_txns(&mut self, pipeline: &str, txns: &[(String, i64)]) {
+        for (partition, offset) in txns {
+            self.txns.insert(app_id(pipeline, partition), *offset);
         }
-        Ok(Published {
-            version,
-            files_removed: existing.len(),
-            files_added: p.files.len(),
-            rows: window_rows,
-        })
     }
 
     /// `txn` actions for `(partition, offset)` pairs, refusing any that would move a committed

@@ -28,6 +28,7 @@
 //! instead; they do not exist yet.)
 
 mod commit;
+mod derived;
 mod dlq;
 mod gc;
 mod listing;
@@ -36,9 +37,10 @@ mod retry;
 mod table;
 
 pub use commit::{Coverage, Publication, PublishError, Published, Replace};
+pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
-pub use listing::{list_windows, ListError, WindowListing};
+pub use listing::{addresses_changed, list_windows, ListError, WindowListing};
 pub use merge::{MergeAction, MergePublication, MergeScope};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
@@ -109,4 +109,58 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
         }
     }
     Ok(windows.into_values().collect())
+}
+
+/// The addresses (sorted `(column, value)` pairs) whose rows the commits after version
+/// `after`, through `through`, changed: the partition values of their `add` and `remove`
+/// actions. `None` when a commit of the range is no longer in the log (cleaned up).
+pub async fn addresses_changed(
+    table: &DeltaTable,
+    after: u64,
+    through: u64,
+) -> Result<Option<BTreeSet<Vec<(String, String)>>>, ListError> {
+    use futures::StreamExt;
+    let store = table.object_store();
+    let reads = ((after + 1)..=through).map(|version| {
+        let store = store.clone();
+        async move {
+            let path = Path::from(format!("_delta_log/{version:020}.json"));
+            match store.get(&path).await {
+                Ok(r) => r
+                    .bytes()
+                    .await
+                    .map(Some)
+                    .map_err(|source| ListError::Log { version, source }),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(source) => Err(ListError::Log { version, source }),
+            }
+        }
+    });
+    let mut commits = futures::stream::iter(reads).buffered(16);
+    let mut changed = BTreeSet::new();
+    while let Some(commit) = commits.next().await {
+        let Some(bytes) = commit? else {
+            return Ok(None);
+        };
+        for line in bytes.split(|b| *b == b'\n') {
+            let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let Some(values) = ["add", "remove"]
+                .iter()
+                .find_map(|a| value.get(*a))
+                .and_then(|a| a.get("partitionValues"))
+                .and_then(|p| p.as_object())
+            else {
+                continue;
+            };
+            let mut key: Vec<(String, String)> = values
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect();
+            key.sort();
+            changed.insert(key);
+        }
+    }
+    Ok(Some(changed))
 }

@@ -72,6 +72,53 @@ pub struct MergePublication {
     pub published_at_ms: i64,
 }
 
+/// `rows` plus the address columns, each holding the address's value.
+pub(crate) fn with_address_columns(
+    rows: &RecordBatch,
+    address: &sluice_window::Address,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    let n = rows.num_rows();
+    let mut fields: Vec<Field> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+    for (k, v) in address.pairs() {
+        fields.push(Field::new(k, DataType::Utf8, false));
+        columns.push(Arc::new(StringArray::from_iter_values(
+            std::iter::repeat_n(v, n),
+        )));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+/// The source side of a MERGE into `address`: a session, `rows` plus the address columns as
+/// a DataFrame, and its column names.
+pub(crate) fn merge_source(
+    rows: &RecordBatch,
+    address: &sluice_window::Address,
+) -> Result<
+    (
+        SessionContext,
+        deltalake::datafusion::prelude::DataFrame,
+        Vec<String>,
+    ),
+    DeltaTableError,
+> {
+    let batch = with_address_columns(rows, address).map_err(DeltaTableError::from)?;
+    let names: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let ctx = plain_types_session();
+    let df = ctx.read_batch(batch).map_err(DeltaTableError::from)?;
+    Ok((ctx, df, names))
+}
+
 /// A column by its exact name (no SQL parsing, so any field name is safe).
 fn col_named(name: &str) -> Expr {
     Expr::Column(Column::new_unqualified(name))
@@ -87,7 +134,7 @@ fn source(name: &str) -> Expr {
 
 /// A DataFusion session whose Parquet reads use plain string types: files written by a MERGE
 /// must read back with the table's file schema (DataFusion would otherwise use view types).
-fn plain_types_session() -> SessionContext {
+pub(crate) fn plain_types_session() -> SessionContext {
     SessionContext::new_with_config(SessionConfig::new().set_bool(
         "datafusion.execution.parquet.schema_force_view_types",
         false,
@@ -178,26 +225,7 @@ impl WindowTable {
                 rows: 0,
             });
         }
-        // The rows plus their address columns.
-        let mut fields: Vec<Field> = m
-            .rows
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let mut columns: Vec<ArrayRef> = m.rows.columns().to_vec();
-        for (k, v) in address.pairs() {
-            fields.push(Field::new(k, DataType::Utf8, false));
-            columns.push(Arc::new(StringArray::from_iter_values(
-                std::iter::repeat_n(v, n),
-            )));
-        }
-        let names: Vec<String> = fields.iter().map(|f| f.name().clone()).collect();
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-            .map_err(|e| delta(e.into()))?;
-        let ctx = plain_types_session();
-        let df = ctx.read_batch(batch).map_err(|e| delta(e.into()))?;
+        let (ctx, df, names) = merge_source(&m.rows, &address).map_err(delta)?;
         let mut predicate: Option<Expr> = None;
         let mut and = |e: Expr| {
             predicate = Some(match predicate.take() {

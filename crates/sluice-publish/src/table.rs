@@ -200,6 +200,25 @@ impl WindowTable {
         layout: AddressLayout,
         size: WindowSize,
     ) -> Result<Self, OpenError> {
+        Self::open_or_create_with(options, record_schema, layout, size, true).await
+    }
+
+    /// As [`WindowTable::open_or_create`]; `positions`: whether files carry the source
+    /// position columns (a raw table) or only the given fields (a derived table).
+    pub(crate) async fn open_or_create_with(
+        options: &TableOptions,
+        record_schema: Option<&SchemaRef>,
+        layout: AddressLayout,
+        size: WindowSize,
+        positions: bool,
+    ) -> Result<Self, OpenError> {
+        let file_schema_of = |schema: &SchemaRef| {
+            if positions {
+                with_position_columns(schema)
+            } else {
+                all_nullable(schema)
+            }
+        };
         let (mut table, url) = unloaded_table(options)?;
         let url_text = url.to_string();
         let delta = |source| OpenError::Delta {
@@ -212,8 +231,7 @@ impl WindowTable {
         if let Some(schema) = record_schema {
             for f in schema.fields() {
                 if partition_columns.contains(f.name())
-                    || f.name() == SOURCE_COLUMN
-                    || f.name() == OFFSET_COLUMN
+                    || (positions && (f.name() == SOURCE_COLUMN || f.name() == OFFSET_COLUMN))
                 {
                     return Err(OpenError::ReservedColumn(f.name().clone()));
                 }
@@ -238,7 +256,7 @@ impl WindowTable {
                 .collect();
             let table_file_schema = kernel_to_arrow(data_fields)?;
             if let Some(schema) = record_schema {
-                let ours = with_position_columns(schema);
+                let ours = file_schema_of(schema);
                 if signature(&ours) != signature(&table_file_schema) {
                     return Err(OpenError::SchemaMismatch {
                         url: url_text,
@@ -250,7 +268,7 @@ impl WindowTable {
             table_file_schema
         } else {
             let schema = record_schema.ok_or_else(|| OpenError::NeedSchema(url_text.clone()))?;
-            let file_schema = with_position_columns(schema);
+            let file_schema = file_schema_of(schema);
             let mut fields: Vec<Field> = file_schema
                 .fields()
                 .iter()
@@ -317,6 +335,10 @@ impl WindowTable {
         self.layout
     }
 
+    pub fn size(&self) -> WindowSize {
+        self.size
+    }
+
     pub fn version(&self) -> Option<u64> {
         self.table.version()
     }
@@ -364,30 +386,49 @@ impl WindowTable {
         Ok(offsets)
     }
 
+    /// The address index, built from the table's file list on first use.
+    async fn index(&mut self) -> Result<&mut AddressIndex, DeltaTableError> {
+        if self.index.is_none() {
+            let mut index: AddressIndex = HashMap::new();
+            if self.table.version().is_some() {
+                for file in active_files(&self.table).await? {
+                    index
+                        .entry(file.partition_values.clone())
+                        .or_default()
+                        .push(file);
+                }
+            }
+            self.index = Some(index);
+        }
+        Ok(self.index.get_or_insert_with(HashMap::new))
+    }
+
     /// The files currently at `address` (from the address index, built on first use).
     pub async fn files_at(
         &mut self,
         address: &Address,
     ) -> Result<Vec<PublishedFile>, DeltaTableError> {
-        let index = match &mut self.index {
-            Some(index) => index,
-            None => {
-                let mut index: HashMap<Vec<(String, String)>, Vec<PublishedFile>> = HashMap::new();
-                if self.table.version().is_some() {
-                    for file in active_files(&self.table).await? {
-                        index
-                            .entry(file.partition_values.clone())
-                            .or_default()
-                            .push(file);
-                    }
-                }
-                self.index.insert(index)
-            }
-        };
-        Ok(index
+        Ok(self
+            .index()
+            .await?
             .get(&address_key(address))
             .cloned()
             .unwrap_or_default())
+    }
+
+    /// Every window that has files in the table (any pipeline), in time order; addresses
+    /// that are not windows of this table's layout and size are left out.
+    pub async fn windows(&mut self) -> Result<Vec<Window>, DeltaTableError> {
+        let (layout, size) = (self.layout, self.size);
+        let mut windows: Vec<Window> = self
+            .index()
+            .await?
+            .iter()
+            .filter(|(_, files)| !files.is_empty())
+            .filter_map(|(key, _)| layout.window_of(size, key).ok())
+            .collect();
+        windows.sort();
+        Ok(windows)
     }
 
     /// Every window of `pipeline` in the table, with its coverage.
@@ -471,6 +512,16 @@ pub(crate) fn file_of(view: &deltalake::kernel::LogicalFileView) -> PublishedFil
         pipeline: tag(tags::PIPELINE),
         coverage,
     }
+}
+
+fn all_nullable(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<Field>>(),
+    ))
 }
 
 fn with_position_columns(record: &SchemaRef) -> SchemaRef {

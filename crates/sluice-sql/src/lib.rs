@@ -1,6 +1,10 @@
 //! SQL over sluice tables: a DataFusion session with Delta tables registered by name, and
 //! result formatting for people (aligned table) and programs (CSV, JSON lines).
 
+mod derive;
+
+pub use derive::{read_window, same_rows, DeriveQueryError, DerivedQuery, WINDOW_VIEW};
+
 use std::collections::HashMap;
 
 use deltalake::arrow::array::RecordBatch;

@@ -6,9 +6,16 @@ use std::time::Instant;
 
 use sluice_faults::{FaultPlan, FaultStore};
 
-use crate::harness::{check_every_version, dead_letters, local_root, rows_at, Policy, Run, Script};
+use crate::harness::{
+    check_every_version, dead_letters, derived_from_raw, derived_rows, local_root, rows_at, Policy,
+    Run, Script, DERIVED,
+};
 
 async fn enumerate(keyed: bool, policy: Policy) {
+    enumerate_with(keyed, policy, false).await
+}
+
+async fn enumerate_with(keyed: bool, policy: Policy, derived: bool) {
     let mode = format!(
         "{}, {}",
         if keyed {
@@ -21,12 +28,17 @@ async fn enumerate(keyed: bool, policy: Policy) {
         } else {
             format!("late policy {}", policy.late().name())
         }
-    );
+    ) + if derived {
+        ", with a derived table"
+    } else {
+        ""
+    };
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let script = Script::write(tmp.path());
     let run = Run {
         policy,
+        derived,
         ..Run::new(keyed)
     };
     let dead_expected = script.expected_dead_letters(policy);
@@ -61,6 +73,19 @@ async fn enumerate(keyed: bool, policy: Policy) {
     check_every_version(&oracle_dir, &script, keyed, policy)
         .await
         .expect("the oracle is atomic per window");
+    let mut oracle_derived = Vec::new();
+    if derived {
+        for (name, _, _) in DERIVED {
+            let rows = derived_rows(&oracle_dir, name).await;
+            assert_eq!(
+                rows,
+                derived_from_raw(&oracle_dir, name).await,
+                "the oracle's derived table {name} equals its query over the raw table"
+            );
+            assert!(!rows.is_empty());
+            oracle_derived.push(rows);
+        }
+    }
 
     let mut passed = 0u64;
     let mut orphans = 0usize;
@@ -86,6 +111,8 @@ async fn enumerate(keyed: bool, policy: Policy) {
                     Err(format!(
                         "dead letters differ from one clean run's\n  got      {dead:?}\n  expected {dead_expected:?}"
                     ))
+                } else if let Some(e) = derived_differs(&dir, &oracle_derived).await {
+                    Err(e)
                 } else if rows != oracle {
                     Err(format!(
                         "final rows differ from the oracle ({} vs {} rows)\n  got    {rows:?}\n  oracle {oracle:?}",
@@ -143,6 +170,19 @@ async fn enumerate(keyed: bool, policy: Policy) {
     );
 }
 
+/// How the derived tables at `dir` differ from the oracle's, if they do.
+async fn derived_differs(dir: &std::path::Path, oracle: &[Vec<String>]) -> Option<String> {
+    for ((name, _, _), expected) in DERIVED.iter().zip(oracle) {
+        let got = derived_rows(dir, name).await;
+        if &got != expected {
+            return Some(format!(
+                "derived table {name} differs from the oracle's\n  got      {got:?}\n  expected {expected:?}"
+            ));
+        }
+    }
+    None
+}
+
 /// Runs gc with no age threshold; returns how many files it removed.
 async fn collect_orphans(dir: &std::path::Path) -> Result<usize, String> {
     let table = sluice_publish::open_table(dir.to_str().unwrap(), &Default::default(), None)
@@ -172,8 +212,8 @@ async fn every_crash_point_ends_as_the_clean_run_late_merged_by_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id() {
-    enumerate(true, Policy::Rewrite).await;
+async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id_with_derived_tables() {
+    enumerate_with(true, Policy::Rewrite, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,448 @@
+//! Derived tables kept exact by the stream: after every raw commit that changes a window,
+//! each derived table's window is recomputed from the raw table (the query over that one
+//! window) and published, by swap or by MERGE on the query's key.
+//!
+//! Exactness across crashes: a derived table records the raw version it has *settled* (every
+//! raw change up to it is reflected; see `sluice_publish::DerivedTable`). At start-up, and
+//! after any restart from the table, [`Deriver::catch_up`] recomputes the windows the raw log
+//! shows changing since then (all windows, if that part of the log is gone or the derived
+//! table is new). A recomputed window whose rows equal the published ones is not published,
+//! so a replay, a rerun or a second `sluice derive` commits nothing.
+//!
+//! One writer owns all of a window (no shards yet), so a window is complete, and derived,
+//! as soon as its raw publication commits.
+
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::compute::concat_batches;
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::row::{RowConverter, SortField};
+use sluice_publish::{
+    addresses_changed, DerivedPublication, DerivedTable, ListError, OpenError, PublishError,
+    TableOptions, WindowTable,
+};
+use sluice_sql::{read_window, same_rows, DeriveQueryError, DerivedQuery};
+use sluice_stage::{StageError, StageOptions, Stager};
+use sluice_window::{EventTime, Window};
+
+/// One derived table and what the runner knows about it.
+struct Target {
+    query: DerivedQuery,
+    table: DerivedTable,
+    stager: Stager,
+    output: SchemaRef,
+    /// Raw version through which every raw change is reflected in the table (in memory).
+    settled: Option<u64>,
+    /// The settled version the table records.
+    recorded: Option<u64>,
+    /// Windows were recomputed since the table last recorded a settled version: recording
+    /// `settled` is worth a commit (a run that recomputed nothing commits nothing).
+    dirty: bool,
+}
+
+/// Counts for the run summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeriveSummary {
+    /// Derived windows recomputed.
+    pub computed: u64,
+    /// Derived windows published (their rows changed).
+    pub published: u64,
+    /// Commits that only recorded the settled raw version.
+    pub settle_commits: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeriveError {
+    #[error(transparent)]
+    Query(#[from] DeriveQueryError),
+    #[error("derived table {name}: {source}")]
+    Open {
+        name: String,
+        source: Box<OpenError>,
+    },
+    #[error("derived table {name}: {source}")]
+    Publish {
+        name: String,
+        source: Box<PublishError>,
+    },
+    #[error("derived table {name}: reading it failed: {source}")]
+    Read {
+        name: String,
+        source: Box<deltalake::DeltaTableError>,
+    },
+    #[error("derived table {name}: reading window {window} failed: {source}")]
+    ReadWindow {
+        name: String,
+        window: String,
+        source: Box<deltalake::datafusion::error::DataFusionError>,
+    },
+    #[error("reading the raw table's log failed: {0}")]
+    RawLog(#[from] ListError),
+    #[error("reading the raw table failed: {0}")]
+    Raw(Box<deltalake::DeltaTableError>),
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error("derived table {name}: comparing window {window}: {source}")]
+    Compare {
+        name: String,
+        window: String,
+        source: ArrowError,
+    },
+    #[error("derived table {name}: the query's output for window {window} has {rows} rows for {distinct} distinct keys ({key}); with a key, each key must appear once per window")]
+    KeyNotUnique {
+        name: String,
+        window: String,
+        key: String,
+        rows: usize,
+        distinct: usize,
+    },
+}
+
+impl DeriveError {
+    /// Whether re-reading the tables may get past this error (see `IngestError`).
+    pub fn is_resumable(&self) -> bool {
+        match self {
+            DeriveError::Publish { source, .. } => matches!(
+                **source,
+                PublishError::Conflict { .. }
+                    | PublishError::TableMoved { .. }
+                    | PublishError::Delta { .. }
+            ),
+            DeriveError::Stage(e) => matches!(e, StageError::Store { .. }),
+            DeriveError::Read { .. } | DeriveError::RawLog(_) | DeriveError::Raw(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// A derived table to keep: its query and where it lives.
+#[derive(Debug, Clone)]
+pub struct DeriveSpec {
+    pub query: DerivedQuery,
+    pub options: TableOptions,
+}
+
+/// Keeps a pipeline's derived tables.
+pub struct Deriver {
+    targets: Vec<Target>,
+    record: SchemaRef,
+    pub summary: DeriveSummary,
+}
+
+impl Deriver {
+    /// Plans every query against the raw table's schema (a bad query fails here, before
+    /// anything is read) and opens or creates each derived table with the query's output.
+    pub async fn open(
+        specs: Vec<DeriveSpec>,
+        raw: &WindowTable,
+        pipeline: &str,
+        attempt: &str,
+        stage: StageOptions,
+    ) -> Result<Deriver, DeriveError> {
+        let record = raw.record_schema();
+        let layout = raw.layout();
+        let mut targets = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let output = spec
+                .query
+                .plan(raw.delta_table(), &record, layout.columns())
+                .await?;
+            let name = spec.query.name.clone();
+            let mut table = DerivedTable::open_or_create(
+                &spec.options,
+                pipeline,
+                &name,
+                &output,
+                layout,
+                raw.size(),
+            )
+            .await
+            .map_err(|source| DeriveError::Open {
+                name: name.clone(),
+                source: Box::new(source),
+            })?;
+            let recorded =
+                table
+                    .settled_raw_version()
+                    .await
+                    .map_err(|source| DeriveError::Read {
+                        name: name.clone(),
+                        source: Box::new(source),
+                    })?;
+            let stager = Stager::new(table.store(), attempt, stage.clone());
+            targets.push(Target {
+                output: table.file_schema().clone(),
+                query: spec.query,
+                table,
+                stager,
+                settled: None,
+                recorded,
+                dirty: false,
+            });
+        }
+        Ok(Deriver {
+            targets,
+            record,
+            summary: DeriveSummary::default(),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// Brings every derived table up to the raw table's loaded version: re-reads each,
+    /// recomputes the windows changed since the version it settled, and records the raw
+    /// version as settled.
+    pub async fn catch_up(&mut self, raw: &mut WindowTable, at_ms: i64) -> Result<(), DeriveError> {
+        let Some(raw_version) = raw.version() else {
+            return Ok(());
+        };
+        for i in 0..self.targets.len() {
+            let target = &mut self.targets[i];
+            let name = target.query.name.clone();
+            let read = |source| DeriveError::Read {
+                name: name.clone(),
+                source: Box::new(source),
+            };
+            target.table.reload().await.map_err(read)?;
+            target.recorded = target.table.settled_raw_version().await.map_err(read)?;
+            target.settled = target.recorded;
+            if target.recorded == Some(raw_version) {
+                continue;
+            }
+            let changed = match target.recorded {
+                Some(v) if v < raw_version => {
+                    addresses_changed(raw.delta_table(), v, raw_version).await?
+                }
+                _ => None,
+            };
+            let windows: Vec<Window> = match changed {
+                Some(addresses) => addresses
+                    .iter()
+                    .filter_map(|a| raw.layout().window_of(raw.size(), a).ok())
+                    .collect(),
+                None => raw
+                    .windows()
+                    .await
+                    .map_err(|e| DeriveError::Raw(Box::new(e)))?,
+            };
+            tracing::info!(derived = %name, windows = windows.len(), raw_version, settled = ?target.recorded, "catching up a derived table");
+            for window in windows {
+                self.derive(i, raw, window, None, Compare::Yes, at_ms)
+                    .await?;
+            }
+            let target = &mut self.targets[i];
+            target.settled = Some(raw_version);
+        }
+        self.settle(at_ms).await
+    }
+
+    /// After the raw table committed `raw_version`, changing `window`.
+    pub async fn published(
+        &mut self,
+        raw: &WindowTable,
+        window: Window,
+        raw_version: u64,
+        at_ms: i64,
+    ) -> Result<(), DeriveError> {
+        for i in 0..self.targets.len() {
+            // The commit before this one was settled: this window is the only change since.
+            let follows = self.targets[i]
+                .settled
+                .is_some_and(|s| s + 1 == raw_version);
+            let settles = follows
+                .then_some(raw_version)
+                .filter(|v| self.targets[i].recorded.is_none_or(|r| *v > r));
+            self.derive(i, raw, window, settles, Compare::No, at_ms)
+                .await?;
+            if follows {
+                self.targets[i].settled = Some(raw_version);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records each table's settled raw version where the table does not have it yet (the
+    /// last windows recomputed needed no new rows). Commits nothing otherwise.
+    pub async fn settle(&mut self, at_ms: i64) -> Result<(), DeriveError> {
+        for target in &mut self.targets {
+            let Some(settled) = target.settled else {
+                continue;
+            };
+            if !target.dirty || target.recorded.is_some_and(|r| r >= settled) {
+                continue;
+            }
+            target
+                .table
+                .settle(settled, at_ms)
+                .await
+                .map_err(|source| DeriveError::Publish {
+                    name: target.query.name.clone(),
+                    source: Box::new(source),
+                })?;
+            target.recorded = Some(settled);
+            target.dirty = false;
+            self.summary.settle_commits += 1;
+        }
+        Ok(())
+    }
+
+    /// Recomputes every window of the raw table starting in `[from, to)` (the batch rerun);
+    /// publishes those whose rows changed. Reports `(done, total)` as it goes.
+    pub async fn derive_range(
+        &mut self,
+        raw: &mut WindowTable,
+        from: EventTime,
+        to: EventTime,
+        at_ms: i64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), DeriveError> {
+        let windows: Vec<Window> = raw
+            .windows()
+            .await
+            .map_err(|e| DeriveError::Raw(Box::new(e)))?
+            .into_iter()
+            .filter(|w| w.start() >= from && w.start() < to)
+            .collect();
+        let total = (windows.len() * self.targets.len()) as u64;
+        let mut done = 0;
+        progress(done, total);
+        for i in 0..self.targets.len() {
+            for window in &windows {
+                self.derive(i, raw, *window, None, Compare::Yes, at_ms)
+                    .await?;
+                done += 1;
+                progress(done, total);
+            }
+        }
+        Ok(())
+    }
+
+    /// Recomputes one derived window and publishes it (with `settles` recorded in the same
+    /// commit) — with [`Compare::Yes`], only if its rows changed. Returns whether it committed.
+    async fn derive(
+        &mut self,
+        i: usize,
+        raw: &WindowTable,
+        window: Window,
+        settles: Option<u64>,
+        compare: Compare,
+        at_ms: i64,
+    ) -> Result<bool, DeriveError> {
+        let target = &mut self.targets[i];
+        let name = target.query.name.clone();
+        let address = raw.layout().address(window);
+        let label = address.label();
+        let pairs: Vec<(&str, &str)> = address.pairs().collect();
+        let rows = target
+            .query
+            .compute(raw.delta_table(), &self.record, &pairs, &target.output)
+            .await?;
+        self.summary.computed += 1;
+        target.dirty = true;
+        let compare_error = |source| DeriveError::Compare {
+            name: name.clone(),
+            window: label.clone(),
+            source,
+        };
+        if compare == Compare::Yes {
+            let current = read_window(target.table.delta_table(), &pairs, &target.output)
+                .await
+                .map_err(|source| DeriveError::ReadWindow {
+                    name: name.clone(),
+                    window: label.clone(),
+                    source: Box::new(source),
+                })?;
+            if same_rows(&target.output, &rows, &current).map_err(compare_error)? {
+                return Ok(false);
+            }
+        }
+        let publication = DerivedPublication {
+            window,
+            raw_version: raw.version().unwrap_or_default(),
+            settles,
+            published_at_ms: at_ms,
+        };
+        let publish = |source| DeriveError::Publish {
+            name: name.clone(),
+            source: Box::new(source),
+        };
+        let published = if target.query.key.is_empty() || rows.is_empty() {
+            let files = if rows.is_empty() {
+                Vec::new()
+            } else {
+                vec![target.stager.stage(&address, &target.output, rows).await?]
+            };
+            target
+                .table
+                .swap(publication, files)
+                .await
+                .map_err(publish)?
+        } else {
+            let batch = concat_batches(&target.output, &rows).map_err(compare_error)?;
+            check_unique(&batch, &target.query.key).map_err(|e| match e {
+                Unique::Arrow(source) => compare_error(source),
+                Unique::Duplicates { rows, distinct } => DeriveError::KeyNotUnique {
+                    name: name.clone(),
+                    window: label.clone(),
+                    key: target.query.key.join(", "),
+                    rows,
+                    distinct,
+                },
+            })?;
+            target
+                .table
+                .merge(publication, batch, &target.query.key)
+                .await
+                .map_err(publish)?
+        };
+        if let Some(v) = settles {
+            target.recorded = Some(v);
+            target.dirty = false;
+        }
+        self.summary.published += 1;
+        tracing::info!(derived = %name, window = %label, version = published.version, rows = published.rows, "published a derived window");
+        Ok(true)
+    }
+}
+
+/// Whether a recomputed window is compared with the published one before publishing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compare {
+    /// Catch-up and `derive`: most windows are unchanged, and publishing them again would
+    /// make replays and reruns commit.
+    Yes,
+    /// Right after the raw window changed: its derived rows almost always change too, and a
+    /// read of the published rows would cost as much as the recomputation.
+    No,
+}
+
+enum Unique {
+    Arrow(ArrowError),
+    Duplicates { rows: usize, distinct: usize },
+}
+
+/// Fails unless every row of `batch` has a distinct value of the `key` columns.
+fn check_unique(batch: &RecordBatch, key: &[String]) -> Result<(), Unique> {
+    let schema = batch.schema();
+    let mut columns = Vec::with_capacity(key.len());
+    let mut fields = Vec::with_capacity(key.len());
+    for k in key {
+        let i = schema.index_of(k).map_err(Unique::Arrow)?;
+        columns.push(batch.column(i).clone());
+        fields.push(SortField::new(schema.field(i).data_type().clone()));
+    }
+    let converter = RowConverter::new(fields).map_err(Unique::Arrow)?;
+    let rows = converter.convert_columns(&columns).map_err(Unique::Arrow)?;
+    let mut keys: Vec<deltalake::arrow::row::Row<'_>> = rows.iter().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.len() != batch.num_rows() {
+        return Err(Unique::Duplicates {
+            rows: batch.num_rows(),
+            distinct: keys.len(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! Derived tables: per-window results of a SQL query over a raw table, at the raw table's
+//! addresses, published by swap (or by MERGE on a key within the address).
+//!
+//! What a derived table records about its raw table: `txn(<pipeline>/.raw_version)`, the
+//! raw table version through which every raw window change is reflected in the derived
+//! table ("settled"). A publisher writes it only once that holds (after deriving every
+//! window a raw commit up to that version changed), in the same commit as a derived window,
+//! or alone in a commit of its own ([`DerivedTable::settle`]). A restart recomputes the
+//! windows the raw log shows changing after it; a derived window whose recomputed rows equal
+//! the published ones is not published again, so replays and reruns commit nothing.
+
+use std::sync::Arc;
+
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::datafusion::common::Column;
+use deltalake::datafusion::logical_expr::{lit, Expr};
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::DeltaTableError;
+use serde_json::json;
+use sluice_stage::StagedFile;
+use sluice_window::{Address, AddressLayout, Window, WindowSize};
+
+use crate::commit::{commit_error, FileCommit, PublishError, Published, Replace};
+use crate::merge::merge_source;
+use crate::table::{OpenError, TableOptions, WindowTable};
+use crate::COMMIT_INFO_KEY;
+
+/// The `txn` partition name of the settled raw version (leading dot: no source partition
+/// has such a name).
+pub const RAW_VERSION_TXN: &str = ".raw_version";
+
+/// A derived table of one pipeline.
+pub struct DerivedTable {
+    inner: WindowTable,
+    pipeline: String,
+    name: String,
+}
+
+impl std::fmt::Debug for DerivedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DerivedTable")
+            .field("name", &self.name)
+            .field("url", &self.inner.url)
+            .finish()
+    }
+}
+
+/// One derived window's new contents.
+#[derive(Debug, Clone)]
+pub struct DerivedPublication {
+    pub window: Window,
+    /// The raw table version the rows were computed from (commit metadata).
+    pub raw_version: u64,
+    /// The settled raw version to record with this commit, if it moved.
+    pub settles: Option<u64>,
+    pub published_at_ms: i64,
+}
+
+impl DerivedTable {
+    /// Opens the derived table at `options.location`, or creates it with `output` (the
+    /// query's output schema) plus the address columns. An existing table must have exactly
+    /// these columns and partitions.
+    pub async fn open_or_create(
+        options: &TableOptions,
+        pipeline: &str,
+        name: &str,
+        output: &SchemaRef,
+        layout: AddressLayout,
+        size: WindowSize,
+    ) -> Result<Self, OpenError> {
+        let inner =
+            WindowTable::open_or_create_with(options, Some(output), layout, size, false).await?;
+        Ok(DerivedTable {
+            inner,
+            pipeline: pipeline.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn url(&self) -> &str {
+        self.inner.url()
+    }
+
+    /// The stored columns (the query's output, without the address columns).
+    pub fn file_schema(&self) -> &SchemaRef {
+        self.inner.file_schema()
+    }
+
+    pub fn store(&self) -> Arc<dyn object_store::ObjectStore> {
+        self.inner.store()
+    }
+
+    pub fn version(&self) -> Option<u64> {
+        self.inner.version()
+    }
+
+    pub fn delta_table(&self) -> &deltalake::DeltaTable {
+        self.inner.delta_table()
+    }
+
+    pub async fn reload(&mut self) -> Result<(), DeltaTableError> {
+        self.inner.reload().await
+    }
+
+    /// The raw version this table says it has settled (see the module docs).
+    pub async fn settled_raw_version(&mut self) -> Result<Option<u64>, DeltaTableError> {
+        let found = self
+            .inner
+            .resume_offsets(&self.pipeline, &[RAW_VERSION_TXN.to_string()])
+            .await?;
+        Ok(found.get(RAW_VERSION_TXN).map(|v| *v as u64))
+    }
+
+    fn info(
+        &self,
+        p: &DerivedPublication,
+        address: &Address,
+        mode: &str,
+        rows: i64,
+    ) -> serde_json::Value {
+        json!({
+            "pipeline": self.pipeline,
+            "derived": self.name,
+            "window": address.hive_path(),
+            "window_start": p.window.start().to_rfc3339(),
+            "window_end": p.window.end().to_rfc3339(),
+            "mode": mode,
+            "window_rows": rows,
+            "raw_version": p.raw_version,
+        })
+    }
+
+    fn txns(&self, settles: Option<u64>) -> Vec<(String, i64)> {
+        settles
+            .map(|v| (RAW_VERSION_TXN.to_string(), v as i64))
+            .into_iter()
+            .collect()
+    }
+
+    /// Replaces the window's files with `files` (none: the window's result is empty, and its
+    /// files are removed), in one commit.
+    pub async fn swap(
+        &mut self,
+        p: DerivedPublication,
+        files: Vec<StagedFile>,
+    ) -> Result<Published, PublishError> {
+        let address = self.inner.layout.address(p.window);
+        let prefix = format!("{}/", address.hive_path());
+        if let Some(f) = files.iter().find(|f| !f.path.starts_with(&prefix)) {
+            return Err(PublishError::Invalid {
+                window: address.label(),
+                reason: format!("file {} is not under the window's address {prefix}", f.path),
+            });
+        }
+        let txns = self.txns(p.settles);
+        let txn_actions = self
+            .inner
+            .txn_actions(&self.pipeline, &txns, p.published_at_ms)?;
+        let rows: i64 = files.iter().map(|f| f.rows).sum();
+        let info = self.info(&p, &address, "swap", rows);
+        let (version, files_removed) = self
+            .inner
+            .commit_files(FileCommit {
+                address: &address,
+                files: &files,
+                replace: Replace::Window,
+                pipeline: &self.pipeline,
+                coverage: None,
+                txns: txn_actions,
+                info,
+                at_ms: p.published_at_ms,
+            })
+            .await?;
+        self.inner.remember_txns(&self.pipeline, &txns);
+        Ok(Published {
+            version,
+            files_removed,
+            files_added: files.len(),
+            rows,
+        })
+    }
+
+    /// Makes the window's rows equal `rows` by one MERGE on `key` within the window's
+    /// address: matched rows updated, absent keys inserted, rows of the address whose key is
+    /// not offered deleted. `rows` must be unique by key (the caller checks).
+    pub async fn merge(
+        &mut self,
+        p: DerivedPublication,
+        rows: RecordBatch,
+        key: &[String],
+    ) -> Result<Published, PublishError> {
+        let address = self.inner.layout.address(p.window);
+        let label = address.label();
+        let delta = |source| PublishError::Delta {
+            window: label.clone(),
+            source,
+        };
+        if key.is_empty() {
+            return Err(PublishError::Invalid {
+                window: label,
+                reason: "a merge needs a key".into(),
+            });
+        }
+        let n = rows.num_rows() as i64;
+        let (ctx, df, names) = merge_source(&rows, &address).map_err(delta)?;
+        let target = |c: &str| Expr::Column(Column::new(Some("t"), c));
+        let source = |c: &str| Expr::Column(Column::new(Some("s"), c));
+        let in_address = address
+            .pairs()
+            .map(|(k, v)| target(k).eq(lit(v.to_string())))
+            .reduce(Expr::and);
+        let Some(in_address) = in_address else {
+            return Err(PublishError::Invalid {
+                window: label,
+                reason: "an address has at least one column".into(),
+            });
+        };
+        let predicate = key
+            .iter()
+            .map(|k| target(k).eq(source(k)))
+            .fold(in_address.clone(), Expr::and);
+        let txns = self.txns(p.settles);
+        let txn_actions = self
+            .inner
+            .txn_actions(&self.pipeline, &txns, p.published_at_ms)?;
+        let read_version = self.inner.version().unwrap_or_default();
+        let cleanup =
+            crate::commit::cleanup_due(self.inner.table.snapshot().map_err(delta)?, read_version);
+        let properties = CommitProperties::default()
+            .with_max_retries(0)
+            .with_cleanup_expired_logs(Some(cleanup))
+            .with_application_transactions(txn_actions)
+            .with_metadata([(
+                COMMIT_INFO_KEY.to_string(),
+                self.info(&p, &address, "merge", n),
+            )]);
+        let result = self
+            .inner
+            .table
+            .clone()
+            .merge(df, predicate)
+            .with_session_state(Arc::new(ctx.state()))
+            .with_source_alias("s")
+            .with_target_alias("t")
+            .with_commit_properties(properties)
+            .when_matched_update(|u| names.iter().fold(u, |u, c| u.update(c.as_str(), source(c))))
+            .and_then(|b| {
+                b.when_not_matched_insert(|i| {
+                    names.iter().fold(i, |i, c| i.set(c.as_str(), source(c)))
+                })
+            })
+            .and_then(|b| b.when_not_matched_by_source_delete(|d| d.predicate(in_address)))
+            .map_err(delta)?
+            .await;
+        let (table, metrics) = result.map_err(|e| commit_error(label.clone(), read_version, e))?;
+        let committed = table.version() != self.inner.version();
+        self.inner.table = table;
+        self.inner.index = None;
+        if committed {
+            self.inner.remember_txns(&self.pipeline, &txns);
+        }
+        Ok(Published {
+            version: self.inner.version().unwrap_or_default(),
+            files_removed: metrics.num_target_files_removed,
+            files_added: metrics.num_target_files_added,
+            rows: n,
+        })
+    }
+
+    /// Records `raw_version` as settled in a commit of its own (no data change): for when the
+    /// windows the raw table changed needed no new derived rows.
+    pub async fn settle(&mut self, raw_version: u64, at_ms: i64) -> Result<u64, PublishError> {
+        let txns = self.txns(Some(raw_version));
+        let txn_actions = self.inner.txn_actions(&self.pipeline, &txns, at_ms)?;
+        let info = json!({
+            "pipeline": self.pipeline,
+            "derived": self.name,
+            "mode": "settle",
+            "raw_version": raw_version,
+        });
+        let version = self
+            .inner
+            .commit_txns_only(txn_actions, info, "settle")
+            .await?;
+        self.inner.remember_txns(&self.pipeline, &txns);
+        Ok(version)
+    }
+}

@@ -1,0 +1,300 @@
+//! Derived tables: their options (`[[derive]]` in the config file, or `--derive*` flags),
+//! their start-up validation, and `sluice derive` (recompute a range, the batch rerun).
+
+use std::time::Instant;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Deserialize;
+use sluice_ingest::{DeriveError, DeriveSpec, Deriver};
+use sluice_publish::{OpenError, TableOptions, WindowTable};
+use sluice_sql::DerivedQuery;
+
+use crate::args::RunPlan;
+use crate::backfill::{parse_range, BackfillArgs};
+use crate::ingest::{attempt, table_options, SystemClock};
+use crate::usage;
+use sluice_ingest::Clock;
+
+/// One derived table as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeriveConfig {
+    /// Names the table in logs and errors.
+    pub name: String,
+    /// Where the derived table lives (path or URL).
+    pub table: String,
+    /// The query over `window` (one window of the raw table).
+    pub sql: String,
+    /// Output columns identifying a row within a window: publish by MERGE on them.
+    #[serde(default)]
+    pub key: Vec<String>,
+}
+
+fn split_flag(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
+    match text.split_once('=') {
+        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim().to_string(), v.to_string())),
+        _ => Err(usage(format!("{flag} {text:?}: expected NAME=VALUE"))),
+    }
+}
+
+/// Derived tables declared as flags: `--derive NAME=LOCATION`.
+pub fn tables_from_flags(tables: &[String]) -> anyhow::Result<Vec<DeriveConfig>> {
+    let mut out: Vec<DeriveConfig> = Vec::new();
+    for t in tables {
+        let (name, table) = split_flag("--derive", t)?;
+        if out.iter().any(|d| d.name == name) {
+            return Err(usage(format!("--derive: {name} is given twice")));
+        }
+        out.push(DeriveConfig {
+            name,
+            table,
+            ..DeriveConfig::default()
+        });
+    }
+    Ok(out)
+}
+
+/// Applies `--derive-sql NAME=SQL` and `--derive-key NAME=FIELD[,FIELD]` to the derived
+/// tables declared by flags or in the config file.
+pub fn apply_flags(
+    derive: &mut [DeriveConfig],
+    sqls: &[String],
+    keys: &[String],
+) -> anyhow::Result<()> {
+    let find = |flag: &str, text: &str| -> anyhow::Result<(usize, String)> {
+        let (name, value) = split_flag(flag, text)?;
+        let i = derive.iter().position(|d| d.name == name).ok_or_else(|| {
+            usage(format!(
+                "{flag}: no derived table {name}; declare it with --derive {name}=LOCATION or in the config file"
+            ))
+        })?;
+        Ok((i, value))
+    };
+    let mut sql_at = Vec::new();
+    for s in sqls {
+        sql_at.push(find("--derive-sql", s)?);
+    }
+    let mut key_at = Vec::new();
+    for k in keys {
+        key_at.push(find("--derive-key", k)?);
+    }
+    for (i, sql) in sql_at {
+        derive[i].sql = sql;
+    }
+    for (i, key) in key_at {
+        derive[i].key = key.split(',').map(|c| c.trim().to_string()).collect();
+    }
+    Ok(())
+}
+
+/// Checks the derived tables' options (not their queries: those are planned against the raw
+/// table once it is open).
+pub fn check(derive: &[DeriveConfig], taken: &[&str]) -> anyhow::Result<()> {
+    for (i, d) in derive.iter().enumerate() {
+        let valid_name = !d.name.is_empty()
+            && d.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid_name {
+            return Err(usage(format!(
+                "derived table {:?}: use a name of letters, digits, _ and -",
+                d.name
+            )));
+        }
+        if derive[..i].iter().any(|e| e.name == d.name) {
+            return Err(usage(format!("derived table {}: named twice", d.name)));
+        }
+        if d.table.is_empty() {
+            return Err(usage(format!(
+                "derived table {}: no table location",
+                d.name
+            )));
+        }
+        if d.sql.trim().is_empty() {
+            return Err(usage(format!(
+                "derived table {}: no query (sql, or --derive-sql {}=SQL)",
+                d.name, d.name
+            )));
+        }
+        if d.key.iter().any(String::is_empty) {
+            return Err(usage(format!("derived table {}: empty key column", d.name)));
+        }
+        let same_place = |a: &str| a.trim_end_matches('/') == d.table.trim_end_matches('/');
+        if taken.iter().any(|t| same_place(t)) || derive[..i].iter().any(|e| same_place(&e.table)) {
+            return Err(usage(format!(
+                "derived table {}: {} is already the raw, dead-letter or another derived table",
+                d.name, d.table
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Plans every derived query against `raw` and opens the derived tables. A query that does
+/// not plan, or a derived table whose columns differ from the query's output, is a usage
+/// error (exit 2) before anything is ingested.
+pub async fn open_deriver(
+    plan: &RunPlan,
+    raw: &WindowTable,
+    options: &TableOptions,
+    attempt: &str,
+    stage: sluice_stage::StageOptions,
+) -> anyhow::Result<Option<Deriver>> {
+    if plan.derive.is_empty() {
+        return Ok(None);
+    }
+    let specs = plan
+        .derive
+        .iter()
+        .map(|d| DeriveSpec {
+            query: DerivedQuery {
+                name: d.name.clone(),
+                sql: d.sql.clone(),
+                key: d.key.clone(),
+            },
+            options: TableOptions {
+                location: d.table.clone(),
+                ..options.clone()
+            },
+        })
+        .collect();
+    match Deriver::open(specs, raw, &plan.pipeline, attempt, stage).await {
+        Ok(d) => Ok(Some(d)),
+        Err(e @ DeriveError::Query(_)) => Err(usage(e.to_string())),
+        Err(DeriveError::Open { name, source }) => match *source {
+            OpenError::SchemaMismatch { url, found, expected } => Err(usage(format!(
+                "derived table {name}: the table at {url} has columns {found}, but the query's output is {expected}; give a changed query a new table location"
+            ))),
+            e @ (OpenError::PartitionMismatch { .. }
+            | OpenError::ReservedColumn(_)
+            | OpenError::Schema(_)) => Err(usage(format!(
+                "derived table {name}: {e}"
+            ))),
+            other => Err(anyhow::Error::new(other)
+                .context(format!("opening derived table {name}"))),
+        },
+        Err(other) => Err(anyhow::Error::new(other).context("opening the derived tables")),
+    }
+}
+
+/// `sluice derive` takes the run options and a range, as `backfill` does.
+pub type DeriveArgs = BackfillArgs;
+
+/// `sluice derive`: recomputes the derived windows of a range from the raw table and
+/// publishes those whose rows changed (a second run changes nothing). Reads no source.
+pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
+    let (from, to) = parse_range(&args)?;
+    let mut run = args.run.merge_config()?;
+    run.config = None;
+    // The source is not read; a placeholder satisfies the run options' check.
+    run.source.get_or_insert_with(|| "ndjson:-".into());
+    let plan = run.plan()?;
+    if plan.derive.is_empty() {
+        return Err(usage(
+            "no derived tables: declare them with [[derive]] in --config, or --derive NAME=LOCATION --derive-sql NAME=SQL",
+        ));
+    }
+    let started = Instant::now();
+    let options = table_options(&plan);
+    let mut raw = match WindowTable::open_or_create(&options, None, plan.layout, plan.window).await
+    {
+        Err(OpenError::NeedSchema(url)) => {
+            return Err(usage(format!(
+                "--table: no raw table at {url}; derived tables are computed from it"
+            )))
+        }
+        Err(e @ OpenError::PartitionMismatch { .. }) => {
+            return Err(usage(format!("--window/--address: {e}")))
+        }
+        other => other.with_context(|| format!("opening table {}", plan.table))?,
+    };
+    let stage = sluice_stage::StageOptions {
+        codec: plan.codec,
+        ..sluice_stage::StageOptions::default()
+    };
+    let Some(mut deriver) = open_deriver(&plan, &raw, &options, &attempt(&plan), stage).await?
+    else {
+        return Ok(());
+    };
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("derive [{bar:30}] {pos}/{len} windows, {elapsed} elapsed")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let now_ms = SystemClock.now_ms();
+    deriver
+        .derive_range(&mut raw, from, to, now_ms, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .await
+        .context("deriving")?;
+    bar.finish_and_clear();
+    let s = &deriver.summary;
+    println!(
+        "sluice derive: {} derived windows recomputed from raw table version {}, {} published ({} unchanged) in {:.2} s",
+        s.computed,
+        raw.version().map_or("-".into(), |v| v.to_string()),
+        s.published,
+        s.computed - s.published,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::args::RunArgs;
+
+    #[test]
+    fn derived_tables_from_the_config_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("p.toml");
+        std::fs::write(
+            &cfg,
+            "source = \"ndjson:in\"\ntable = \"t\"\n\
+             [[derive]]\nname = \"rev\"\ntable = \"t_rev\"\nsql = \"SELECT 1 AS one FROM window\"\n\
+             [[derive]]\nname = \"kinds\"\ntable = \"t_kinds\"\nsql = \"SELECT kind FROM window\"\nkey = [\"kind\"]\n",
+        )
+        .unwrap();
+        let args = RunArgs {
+            config: Some(cfg.clone()),
+            derive_tables: vec!["extra=t_extra".into()],
+            derive_sql: vec![
+                "extra=SELECT 2 AS two FROM window".into(),
+                "rev=SELECT 3 AS three FROM window".into(),
+            ],
+            derive_key: vec!["extra=two".into()],
+            ..Default::default()
+        };
+        let plan = args.plan().unwrap();
+        let names: Vec<&str> = plan.derive.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["extra", "rev", "kinds"]);
+        assert_eq!(plan.derive[0].key, ["two"]);
+        assert_eq!(
+            plan.derive[1].sql, "SELECT 3 AS three FROM window",
+            "a flag wins"
+        );
+        assert_eq!(plan.derive[2].key, ["kind"]);
+
+        let bad = |derive_tables: Vec<&str>, derive_sql: Vec<&str>| {
+            RunArgs {
+                source: Some("ndjson:in".into()),
+                table: Some("t".into()),
+                derive_tables: derive_tables.into_iter().map(String::from).collect(),
+                derive_sql: derive_sql.into_iter().map(String::from).collect(),
+                ..Default::default()
+            }
+            .plan()
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(bad(vec!["a=x"], vec![]).contains("no query"));
+        assert!(bad(vec!["a=x"], vec!["b=SELECT 1"]).contains("no derived table b"));
+        assert!(bad(vec!["a=t"], vec!["a=SELECT 1"]).contains("already the raw"));
+        assert!(bad(vec!["a=x", "a=y"], vec![]).contains("given twice"));
+        assert!(bad(vec!["a b=x"], vec!["a b=SELECT 1"]).contains("use a name"));
+        assert!(bad(vec!["x"], vec![]).contains("expected NAME=VALUE"));
+    }
+}

@@ -1,0 +1,248 @@
+//! Derived window tables through the real binary: kept exact by a stream that is SIGKILLed
+//! over and over and takes late data, equal to the same SQL over the raw table, equal to the
+//! batch job (backfill + derive), and quiet on replays.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const REVENUE_SQL: &str = "SELECT country, count(*) AS orders, \
+     sum(CAST(round(amount * 100) AS BIGINT)) AS revenue_cents \
+     FROM window WHERE kind = 'purchase' GROUP BY country";
+const KINDS_SQL: &str =
+    "SELECT kind, count(*) AS events, count(DISTINCT user_id) AS users FROM window GROUP BY kind";
+
+/// A pipeline config: raw table, key dedupe, small chunks (many late rewrites), and
+/// optionally the two derived tables (revenue by swap, kinds by MERGE on `kind`).
+fn config(dir: &Path, name: &str, source: &Path, derived: bool) -> std::path::PathBuf {
+    let mut text = format!(
+        "source = \"ndjson:{}\"\ntable = \"{}\"\nkey = \"event_id\"\nchunk_bytes = \"64KiB\"\n",
+        source.display(),
+        dir.join(format!("{name}_raw")).display()
+    );
+    if derived {
+        text += &format!(
+            "\n[[derive]]\nname = \"revenue\"\ntable = \"{}\"\nsql = \"{REVENUE_SQL}\"\n\
+             \n[[derive]]\nname = \"kinds\"\ntable = \"{}\"\nsql = \"{KINDS_SQL}\"\nkey = [\"kind\"]\n",
+            dir.join(format!("{name}_revenue")).display(),
+            dir.join(format!("{name}_kinds")).display(),
+        );
+    }
+    let path = dir.join(format!(
+        "{name}{}.toml",
+        if derived { "" } else { "-raw-only" }
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn sorted(mut rows: Vec<String>) -> Vec<String> {
+    rows.sort();
+    rows
+}
+
+/// Every row of a derived table, columns in the given order, sorted.
+fn derived_rows(table: &Path, columns: &str) -> Vec<String> {
+    sorted(query_csv(
+        &[("d", table)],
+        &format!("SELECT {columns} FROM d"),
+    ))
+}
+
+#[test]
+fn derived_tables_stay_exact_through_sigkills_and_late_data_and_equal_the_batch_job() {
+    let seed = seed("derived tables");
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().unwrap();
+    // The input arrives in 20 files; each run finds one more, so every kill lands on a run
+    // with work to do (reading, a raw commit, a derived commit, or in between).
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let slices = stream_slices(20_000, 6, 29, 20, 0);
+    let stream = config(dir.path(), "stream", &input, true);
+    let stream_cfg = stream.display().to_string();
+    let run = ["run", "--config", stream_cfg.as_str()];
+
+    // The stream, SIGKILLed 20 times at random instants, then run to the end.
+    let mut killed_running = 0;
+    for (name, bytes) in &slices {
+        std::fs::write(input.join(name), bytes).unwrap();
+        let mut child = Command::new(BIN)
+            .args(run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50 + rng.below(400)));
+        if child.try_wait().unwrap().is_none() {
+            killed_running += 1;
+        }
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+    eprintln!("{killed_running} of 20 kills hit a running process");
+    assert!(
+        killed_running >= 10,
+        "seed {seed}: most kills interrupt a run ({killed_running})"
+    );
+    let out = ok(&run);
+    eprintln!("final run: {out}");
+    let raw = dir.path().join("stream_raw");
+    let revenue = dir.path().join("stream_revenue");
+    let kinds = dir.path().join("stream_kinds");
+    let rows = scalar(&raw, "SELECT count(*) FROM t");
+    assert_eq!(
+        rows, "20000",
+        "seed {seed}: one row per event in the raw table"
+    );
+
+    // 1. Every derived window equals the same SQL over the raw table, grouped by window.
+    let revenue_columns = "dt, hour, country, orders, revenue_cents";
+    let by_window = sorted(query_csv(
+        &[("r", &raw)],
+        "SELECT dt, hour, country, count(*) AS orders, sum(CAST(round(amount * 100) AS BIGINT)) \
+         FROM r WHERE kind = 'purchase' GROUP BY dt, hour, country",
+    ));
+    let streamed_revenue = derived_rows(&revenue, revenue_columns);
+    assert_eq!(streamed_revenue.len(), 6 * 8, "6 hours x 8 countries");
+    assert_eq!(
+        streamed_revenue, by_window,
+        "seed {seed}: revenue vs SQL over the raw table"
+    );
+    let kinds_columns = "dt, hour, kind, events, users";
+    let kinds_by_window = sorted(query_csv(
+        &[("r", &raw)],
+        "SELECT dt, hour, kind, count(*), count(DISTINCT user_id) FROM r GROUP BY dt, hour, kind",
+    ));
+    let streamed_kinds = derived_rows(&kinds, kinds_columns);
+    assert_eq!(
+        streamed_kinds, kinds_by_window,
+        "seed {seed}: kinds vs SQL over the raw table"
+    );
+    // Late data did rewrite windows, and the derived windows followed.
+    let windows = ok(&["windows", "--table", &raw.display().to_string()]);
+    assert!(
+        windows.lines().any(|l| l
+            .split('|')
+            .nth(5)
+            .is_some_and(|p| p.trim().parse::<u32>().is_ok_and(|n| n > 1))),
+        "some raw window was republished by late data:\n{windows}"
+    );
+
+    // 2. A replay after the last commit publishes nothing, in any table.
+    let versions = |name: &str| {
+        ["raw", "revenue", "kinds"].map(|t| version(&dir.path().join(format!("{name}_{t}"))))
+    };
+    let before = versions("stream");
+    let replay = ok(&run);
+    assert!(replay.contains(" 0 commits"), "{replay}");
+    assert!(
+        !replay.contains("derived windows recomputed"),
+        "a replay recomputes no derived window: {replay}"
+    );
+    assert_eq!(versions("stream"), before, "a replay commits nothing");
+
+    // 3. The batch job: backfill the raw table from the complete input, then derive.
+    let batch_raw = config(dir.path(), "batch", &input, false);
+    let batch = config(dir.path(), "batch", &input, true);
+    let range = ["--from", "2000-01-01", "--to", "2100-01-01"];
+    let raw_only = batch_raw.display().to_string();
+    ok(&[&["backfill", "--config", raw_only.as_str()][..], &range[..]].concat());
+    let batch_cfg = batch.display().to_string();
+    let derive = [&["derive", "--config", batch_cfg.as_str()][..], &range[..]].concat();
+    let first = ok(&derive);
+    assert!(
+        first.contains("12 derived windows recomputed") && first.contains(", 12 published"),
+        "{first}"
+    );
+    assert_eq!(
+        derived_rows(&dir.path().join("batch_revenue"), revenue_columns),
+        streamed_revenue,
+        "seed {seed}: the stream's revenue table equals the batch job's"
+    );
+    assert_eq!(
+        derived_rows(&dir.path().join("batch_kinds"), kinds_columns),
+        streamed_kinds,
+        "seed {seed}: the stream's kinds table equals the batch job's"
+    );
+    // Twice: nothing changes.
+    let before = versions("batch");
+    let second = ok(&derive);
+    assert!(second.contains(", 0 published (12 unchanged)"), "{second}");
+    assert_eq!(versions("batch"), before);
+}
+
+#[test]
+fn bad_derived_queries_stop_the_run_before_anything_is_ingested() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 200, 1, 3, 1);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("raw");
+    let t = table.display().to_string();
+    let derived = format!("d={}", dir.path().join("d").display());
+    let cases = [
+        ("SELEC country FROM window", "ParserError"),
+        (
+            "SELECT country, sum(price) AS p FROM window GROUP BY country",
+            "No field named price",
+        ),
+        (
+            "SELECT country AS hour FROM window",
+            "output column \"hour\" is also an address column",
+        ),
+        (
+            "SELECT country, count(*) FROM window GROUP BY country",
+            "cannot be a Delta column name",
+        ),
+    ];
+    let run = |sql: &str, extra: &[&str]| {
+        let sql_flag = format!("d={sql}");
+        let mut args = vec![
+            "run",
+            "--source",
+            &src,
+            "--table",
+            &t,
+            "--derive",
+            &derived,
+            "--derive-sql",
+            &sql_flag,
+        ];
+        args.extend_from_slice(extra);
+        sluice(&args)
+    };
+    for (sql, message) in cases {
+        let out = run(sql, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sql}: {stderr}");
+        assert!(stderr.contains(message), "{sql}: {stderr}");
+        assert!(stderr.contains("derived table d"), "{stderr}");
+        if message != "cannot be a Delta column name" && !message.contains("address column") {
+            assert!(
+                stderr.contains(&format!("query: {sql}")),
+                "the query text is shown: {stderr}"
+            );
+        }
+        assert_eq!(
+            scalar(&table, "SELECT count(*) FROM t"),
+            "0",
+            "nothing ingested"
+        );
+        assert!(
+            !dir.path().join("d").join("_delta_log").exists(),
+            "no derived table created"
+        );
+    }
+    // A key that is not an output column.
+    let out = run(
+        "SELECT country, count(*) AS n FROM window GROUP BY country",
+        &["--derive-key", "d=kind"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("key column \"kind\" is not an output column"));
+}
