@@ -76,7 +76,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub max_rewrite_age: Option<String>,
     /// Republish a window receiving late rows at most once per this interval (processing
-    /// time), e.g. 30s; 0s: once per chunk read. [default: 0s]
+    /// time), e.g. 30s; 0s: once per chunk read. The end of the input publishes them at once.
+    /// [default: 1m]
     #[arg(long)]
     pub late_batch: Option<String>,
     /// Keep reading: after the end of the input, wait for lines appended to the last file
@@ -359,7 +360,8 @@ impl RunArgs {
             .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
         let max_rewrite_age_ms =
             duration_option("--max-rewrite-age", a.max_rewrite_age.as_deref())?;
-        let late_batch_ms = duration_option("--late-batch", a.late_batch.as_deref())?.unwrap_or(0);
+        let late_batch_ms =
+            duration_option("--late-batch", a.late_batch.as_deref())?.unwrap_or(60_000);
         let poll_ms = duration_option("--poll-interval", a.poll_interval.as_deref())?;
         let idle_timeout_ms = duration_option("--idle-timeout", a.idle_timeout.as_deref())?;
         let until_idle_ms = duration_option("--until-idle", a.until_idle.as_deref())?;

@@ -316,6 +316,9 @@ fn follow_seals_idle_windows_picks_up_appends_and_stops_gracefully() {
         "50ms",
         "--idle-timeout",
         "700ms",
+        // A late event is republished at once (the default batches them for a minute).
+        "--late-batch",
+        "0s",
     ]);
     let child = Command::new(BIN)
         .args(&args)
