@@ -169,11 +169,17 @@ fn derived_tables_stay_exact_through_sigkills_and_late_data_and_equal_the_batch_
         streamed_kinds,
         "seed {seed}: the stream's kinds table equals the batch job's"
     );
+    eprintln!(
+        "agreement: revenue {} rows, kinds {} rows: stream == SQL over the raw table grouped by window == backfill + derive",
+        streamed_revenue.len(),
+        streamed_kinds.len()
+    );
     // Twice: nothing changes.
     let before = versions("batch");
     let second = ok(&derive);
     assert!(second.contains(", 0 published (12 unchanged)"), "{second}");
     assert_eq!(versions("batch"), before);
+    eprintln!("derive twice: {second}replay: {replay}");
 }
 
 #[test]
