@@ -148,7 +148,7 @@ impl Deriver {
                 .plan(raw.delta_table(), &record, layout.columns())
                 .await?;
             let name = spec.query.name.clone();
-            let mut table = DerivedTable::open_or_create(
+            let table = DerivedTable::open_or_create(
                 &spec.options,
                 pipeline,
                 &name,
@@ -161,22 +161,15 @@ impl Deriver {
                 name: name.clone(),
                 source: Box::new(source),
             })?;
-            let recorded =
-                table
-                    .settled_raw_version()
-                    .await
-                    .map_err(|source| DeriveError::Read {
-                        name: name.clone(),
-                        source: Box::new(source),
-                    })?;
             let stager = Stager::new(table.store(), attempt, stage.clone());
             targets.push(Target {
                 output: table.file_schema().clone(),
                 query: spec.query,
                 table,
                 stager,
+                // Both read from the table by `catch_up`, which runs before any publication.
                 settled: None,
-                recorded,
+                recorded: None,
                 dirty: false,
             });
         }

@@ -224,16 +224,9 @@ impl WindowTable {
             .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
             .collect::<Vec<_>>()
             .join(" AND ");
-        // No blind retries inside the commit: if the table moved since this writer read it (a
-        // concurrent writer, or this writer's own earlier attempt that landed but reported
-        // failure), the caller re-reads the table and decides from its state (E1, E3).
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
-        let properties = CommitProperties::default()
-            .with_max_retries(0)
-            .with_application_transactions(c.txns)
-            .with_metadata([(COMMIT_INFO_KEY.to_string(), c.info)])
-            .with_cleanup_expired_logs(Some(cleanup_due(snapshot, read_version)));
+        let properties = commit_properties(snapshot, c.txns, Some(c.info));
         let operation = DeltaOperation::Write {
             mode: match c.replace {
                 Replace::Window => SaveMode::Overwrite,
@@ -290,11 +283,7 @@ impl WindowTable {
         };
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
-        let properties = CommitProperties::default()
-            .with_max_retries(0)
-            .with_application_transactions(txns)
-            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)])
-            .with_cleanup_expired_logs(Some(cleanup_due(snapshot, read_version)));
+        let properties = commit_properties(snapshot, txns, Some(info));
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: None,
@@ -352,18 +341,31 @@ impl WindowTable {
     }
 }
 
-/// Whether the commit after `read_version` should also remove expired log files. deltalake
-/// does it after every commit by default, listing the whole `_delta_log` each time (a cost
-/// growing with the table's history); sluice does it with the commits that write a
-/// checkpoint, as Spark does, so the listing is paid once per checkpoint interval.
-pub(crate) fn cleanup_due(
+/// The properties of every sluice commit on top of `snapshot`: attempted once, no blind
+/// retries (if the table moved since this writer read it — a concurrent writer, or this
+/// writer's own earlier attempt that landed but reported failure — the caller re-reads the
+/// table and decides from its state, E1, E3); `txns`; sluice's commit metadata `info`, if any;
+/// and expired-log cleanup only with the commits that write a checkpoint. (deltalake cleans
+/// up after every commit by default, listing the whole `_delta_log` each time, a cost growing
+/// with the table's history; sluice pays it once per checkpoint interval, as Spark does.)
+pub(crate) fn commit_properties(
     snapshot: &deltalake::table::state::DeltaTableState,
-    read_version: u64,
-) -> bool {
+    txns: Vec<Transaction>,
+    info: Option<serde_json::Value>,
+) -> CommitProperties {
     use deltalake::table::config::TablePropertiesExt;
     let config = snapshot.table_config();
     let interval = config.checkpoint_interval().get();
-    config.enable_expired_log_cleanup() && (read_version + 1).is_multiple_of(interval)
+    let cleanup =
+        config.enable_expired_log_cleanup() && (snapshot.version() + 1).is_multiple_of(interval);
+    let properties = CommitProperties::default()
+        .with_max_retries(0)
+        .with_application_transactions(txns)
+        .with_cleanup_expired_logs(Some(cleanup));
+    match info {
+        Some(info) => properties.with_metadata([(COMMIT_INFO_KEY.to_string(), info)]),
+        None => properties,
+    }
 }
 
 /// What a failed commit means for a writer that never retries blindly: a concurrent commit

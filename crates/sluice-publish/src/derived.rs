@@ -13,18 +13,17 @@ use std::sync::Arc;
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
-use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{lit, Expr};
-use deltalake::kernel::transaction::CommitProperties;
 use deltalake::DeltaTableError;
 use serde_json::json;
 use sluice_stage::StagedFile;
 use sluice_window::{Address, AddressLayout, Window, WindowSize};
 
-use crate::commit::{commit_error, FileCommit, PublishError, Published, Replace};
-use crate::merge::merge_source;
+use crate::commit::{
+    commit_error, commit_properties, FileCommit, PublishError, Published, Replace,
+};
+use crate::merge::{merge_builder, merge_source, source, target};
 use crate::table::{OpenError, TableOptions, WindowTable};
-use crate::COMMIT_INFO_KEY;
 
 /// The `txn` partition name of the settled raw version (leading dot: no source partition
 /// has such a name).
@@ -208,8 +207,6 @@ impl DerivedTable {
         }
         let n = rows.num_rows() as i64;
         let (ctx, df, names) = merge_source(&rows, &address).map_err(delta)?;
-        let target = |c: &str| Expr::Column(Column::new(Some("t"), c));
-        let source = |c: &str| Expr::Column(Column::new(Some("s"), c));
         let in_address = address
             .pairs()
             .map(|(k, v)| target(k).eq(lit(v.to_string())))
@@ -228,26 +225,11 @@ impl DerivedTable {
         let txn_actions = self
             .inner
             .txn_actions(&self.pipeline, &txns, p.published_at_ms)?;
-        let read_version = self.inner.version().unwrap_or_default();
-        let cleanup =
-            crate::commit::cleanup_due(self.inner.table.snapshot().map_err(delta)?, read_version);
-        let properties = CommitProperties::default()
-            .with_max_retries(0)
-            .with_cleanup_expired_logs(Some(cleanup))
-            .with_application_transactions(txn_actions)
-            .with_metadata([(
-                COMMIT_INFO_KEY.to_string(),
-                self.info(&p, &address, "merge", n),
-            )]);
-        let result = self
-            .inner
-            .table
-            .clone()
-            .merge(df, predicate)
-            .with_session_state(Arc::new(ctx.state()))
-            .with_source_alias("s")
-            .with_target_alias("t")
-            .with_commit_properties(properties)
+        let snapshot = self.inner.table.snapshot().map_err(delta)?;
+        let read_version = snapshot.version();
+        let info = self.info(&p, &address, "merge", n);
+        let properties = commit_properties(snapshot, txn_actions, Some(info));
+        let result = merge_builder(&self.inner.table, &ctx, df, predicate, properties)
             .when_matched_update(|u| names.iter().fold(u, |u, c| u.update(c.as_str(), source(c))))
             .and_then(|b| {
                 b.when_not_matched_insert(|i| {

@@ -16,7 +16,7 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitProperties, TransactionError};
+use deltalake::kernel::transaction::TransactionError;
 use deltalake::kernel::{StructType, Transaction};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::SaveMode;
@@ -231,14 +231,15 @@ impl DeadLetterTable {
                 )
             })
             .collect();
-        let cleanup = self
+        let snapshot = self
             .table
             .snapshot()
-            .is_ok_and(|s| crate::commit::cleanup_due(s, self.table.version().unwrap_or_default()));
-        let properties = CommitProperties::default()
-            .with_max_retries(0)
-            .with_application_transactions(txns)
-            .with_cleanup_expired_logs(Some(cleanup));
+            .map_err(|source| DeadLetterError::Write {
+                url: self.url.clone(),
+                records: n,
+                source,
+            })?;
+        let properties = crate::commit::commit_properties(snapshot, txns, None);
         let result = self
             .table
             .clone()

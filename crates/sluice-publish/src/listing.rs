@@ -81,14 +81,8 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
     let store = table.object_store();
     let current = table.version().unwrap_or(0);
     for version in (0..=current).rev() {
-        let path = Path::from(format!("_delta_log/{version:020}.json"));
-        let bytes = match store.get(&path).await {
-            Ok(r) => r
-                .bytes()
-                .await
-                .map_err(|source| ListError::Log { version, source })?,
-            Err(object_store::Error::NotFound { .. }) => break,
-            Err(source) => return Err(ListError::Log { version, source }),
+        let Some(bytes) = read_commit(store.as_ref(), version).await? else {
+            break;
         };
         for line in bytes.split(|b| *b == b'\n') {
             let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
@@ -123,18 +117,7 @@ pub async fn addresses_changed(
     let store = table.object_store();
     let reads = ((after + 1)..=through).map(|version| {
         let store = store.clone();
-        async move {
-            let path = Path::from(format!("_delta_log/{version:020}.json"));
-            match store.get(&path).await {
-                Ok(r) => r
-                    .bytes()
-                    .await
-                    .map(Some)
-                    .map_err(|source| ListError::Log { version, source }),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(source) => Err(ListError::Log { version, source }),
-            }
-        }
+        async move { read_commit(store.as_ref(), version).await }
     });
     let mut commits = futures::stream::iter(reads).buffered(16);
     let mut changed = BTreeSet::new();
@@ -163,4 +146,21 @@ pub async fn addresses_changed(
         }
     }
     Ok(Some(changed))
+}
+
+/// The commit file of `version`, or `None` when the log no longer holds it (cleaned up).
+async fn read_commit(
+    store: &dyn object_store::ObjectStore,
+    version: u64,
+) -> Result<Option<bytes::Bytes>, ListError> {
+    let path = Path::from(format!("_delta_log/{version:020}.json"));
+    match store.get(&path).await {
+        Ok(r) => r
+            .bytes()
+            .await
+            .map(Some)
+            .map_err(|source| ListError::Log { version, source }),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(source) => Err(ListError::Log { version, source }),
+    }
 }

@@ -17,13 +17,13 @@ use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{lit, Expr};
 use deltalake::datafusion::prelude::{JoinType, SessionConfig, SessionContext};
 use deltalake::kernel::transaction::CommitProperties;
-use deltalake::DeltaTableError;
+use deltalake::operations::merge::MergeBuilder;
+use deltalake::{DeltaTable, DeltaTableError};
 use serde_json::json;
 use sluice_window::Window;
 
-use crate::commit::{commit_error, PublishError, Published};
+use crate::commit::{commit_error, commit_properties, PublishError, Published};
 use crate::table::{app_id, WindowTable};
-use crate::COMMIT_INFO_KEY;
 
 /// What a MERGE does with an offered row whose key is present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,12 +124,32 @@ fn col_named(name: &str) -> Expr {
     Expr::Column(Column::new_unqualified(name))
 }
 
-fn target(name: &str) -> Expr {
+/// A column of the MERGE target (alias `t`).
+pub(crate) fn target(name: &str) -> Expr {
     Expr::Column(Column::new(Some("t"), name))
 }
 
-fn source(name: &str) -> Expr {
+/// A column of the MERGE source (alias `s`).
+pub(crate) fn source(name: &str) -> Expr {
     Expr::Column(Column::new(Some("s"), name))
+}
+
+/// A MERGE of `source` (alias `s`, in `ctx`'s session) into `table` (alias `t`) on
+/// `predicate`, committed with `properties`; the caller adds the clauses.
+pub(crate) fn merge_builder(
+    table: &DeltaTable,
+    ctx: &SessionContext,
+    source: deltalake::datafusion::prelude::DataFrame,
+    predicate: Expr,
+    properties: CommitProperties,
+) -> MergeBuilder {
+    table
+        .clone()
+        .merge(source, predicate)
+        .with_session_state(Arc::new(ctx.state()))
+        .with_source_alias("s")
+        .with_target_alias("t")
+        .with_commit_properties(properties)
 }
 
 /// A DataFusion session whose Parquet reads use plain string types: files written by a MERGE
@@ -262,24 +282,10 @@ impl WindowTable {
             "rows_offered": n,
             "positions": m.position_ranges,
         });
-        let cleanup = crate::commit::cleanup_due(
-            self.table.snapshot().map_err(delta)?,
-            self.table.version().unwrap_or_default(),
-        );
-        let properties = CommitProperties::default()
-            .with_max_retries(0)
-            .with_cleanup_expired_logs(Some(cleanup))
-            .with_application_transactions(txns)
-            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
-        let read_version = self.table.version().unwrap_or_default();
-        let mut builder = self
-            .table
-            .clone()
-            .merge(df, predicate)
-            .with_session_state(Arc::new(ctx.state()))
-            .with_source_alias("s")
-            .with_target_alias("t")
-            .with_commit_properties(properties);
+        let snapshot = self.table.snapshot().map_err(delta)?;
+        let read_version = snapshot.version();
+        let properties = commit_properties(snapshot, txns, Some(info));
+        let mut builder = merge_builder(&self.table, &ctx, df, predicate, properties);
         if m.action == MergeAction::Upsert {
             builder = builder
                 .when_matched_update(|update| {

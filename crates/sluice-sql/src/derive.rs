@@ -106,7 +106,7 @@ impl DerivedQuery {
         address_columns: &[&str],
     ) -> Result<SchemaRef, DeriveQueryError> {
         let ctx = session();
-        let view = self.window_view(&ctx, raw, record, &[]).await;
+        let view = register_window(&ctx, raw, record, &[]).await;
         let planned = match view {
             Ok(()) => ctx.sql(&self.sql).await,
             Err(e) => Err(e),
@@ -181,7 +181,7 @@ impl DerivedQuery {
             source: Box::new(source),
         };
         let ctx = session();
-        self.window_view(&ctx, raw, record, address)
+        register_window(&ctx, raw, record, address)
             .await
             .map_err(compute)?;
         let batches = ctx
@@ -212,31 +212,39 @@ impl DerivedQuery {
         }
         Ok(out)
     }
+}
 
-    /// Registers `window`: the raw table filtered to `address` (no filter: the whole table,
-    /// for planning), projected to the record fields.
-    async fn window_view(
-        &self,
-        ctx: &SessionContext,
-        raw: &DeltaTable,
-        record: &SchemaRef,
-        address: &[(&str, &str)],
-    ) -> Result<(), DataFusionError> {
-        let provider = raw.table_provider().await?;
-        let mut df: DataFrame = ctx.read_table(provider)?;
-        for (k, v) in address {
-            df = df.filter(col_named(k).eq(lit(v.to_string())))?;
-        }
-        let df = df.select(
-            record
-                .fields()
-                .iter()
-                .map(|f| col_named(f.name()))
-                .collect::<Vec<Expr>>(),
-        )?;
-        ctx.register_table(WINDOW_VIEW, df.into_view())?;
-        Ok(())
+/// `table` (its loaded version) restricted to `address` (typed literals; none: the whole
+/// table) and projected to `columns`.
+async fn window_frame(
+    ctx: &SessionContext,
+    table: &DeltaTable,
+    address: &[(&str, &str)],
+    columns: &SchemaRef,
+) -> Result<DataFrame, DataFusionError> {
+    let mut df = ctx.read_table(table.table_provider().await?)?;
+    for (k, v) in address {
+        df = df.filter(col_named(k).eq(lit(v.to_string())))?;
     }
+    df.select(
+        columns
+            .fields()
+            .iter()
+            .map(|f| col_named(f.name()))
+            .collect::<Vec<Expr>>(),
+    )
+}
+
+/// Registers `window`: the raw table at `address`, projected to the record fields.
+async fn register_window(
+    ctx: &SessionContext,
+    raw: &DeltaTable,
+    record: &SchemaRef,
+    address: &[(&str, &str)],
+) -> Result<(), DataFusionError> {
+    let view = window_frame(ctx, raw, address, record).await?.into_view();
+    ctx.register_table(WINDOW_VIEW, view)?;
+    Ok(())
 }
 
 /// Reads the rows of `table` at `address` (its loaded version), projected to `columns`, in
@@ -250,19 +258,10 @@ pub async fn read_window(
         return Ok(Vec::new());
     }
     let ctx = session();
-    let mut df = ctx.read_table(table.table_provider().await?)?;
-    for (k, v) in address {
-        df = df.filter(col_named(k).eq(lit(v.to_string())))?;
-    }
-    df.select(
-        columns
-            .fields()
-            .iter()
-            .map(|f| col_named(f.name()))
-            .collect::<Vec<Expr>>(),
-    )?
-    .collect()
-    .await
+    window_frame(&ctx, table, address, columns)
+        .await?
+        .collect()
+        .await
 }
 
 /// Whether `a` and `b` hold the same rows, as multisets (order does not matter), compared in
