@@ -8,6 +8,7 @@ use clap::Args;
 use serde::Deserialize;
 use sluice_ingest::{KeySpec, LatePolicy, PublishMode};
 use sluice_publish::MergeScope;
+use sluice_source::kafka::StartAt;
 use sluice_stage::Codec;
 use sluice_window::{parse_duration_ms, AddressLayout, TimeFormat, WindowSize};
 
@@ -20,9 +21,28 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// Input: `ndjson:PATH`, a file or a directory of files read in name order.
+    /// Input: `ndjson:PATH`, a file or a directory of files read in name order; or
+    /// `kafka:TOPIC` (with --brokers), read by a consumer group whose processes share the
+    /// topic's partitions, each partition a shard of the table.
     #[arg(long)]
     pub source: Option<String>,
+    /// With a kafka: source: bootstrap servers, HOST:PORT[,HOST:PORT].
+    #[arg(long)]
+    pub brokers: Option<String>,
+    /// With a kafka: source: the consumer group. [default: the pipeline name]
+    #[arg(long)]
+    pub group: Option<String>,
+    /// With a kafka: source: where a partition the table has no position of starts,
+    /// earliest or latest. [default: earliest]
+    #[arg(long)]
+    pub start: Option<String>,
+    /// With a kafka: source: a librdkafka setting, KEY=VALUE (repeatable); overrides sluice's.
+    #[arg(long = "kafka-option", value_name = "KEY=VALUE")]
+    pub kafka_options: Vec<String>,
+    /// With a kafka: source: end the run after this many messages, publishing every window
+    /// it holds (a bounded catch-up run). [default: never]
+    #[arg(long)]
+    pub max_events: Option<u64>,
     /// The Delta table: a local path (or URL).
     #[arg(long)]
     pub table: Option<String>,
@@ -174,6 +194,10 @@ impl RunArgs {
         }
         fill!(
             source,
+            brokers,
+            group,
+            start,
+            max_events,
             table,
             pipeline,
             time_field,
@@ -204,6 +228,9 @@ impl RunArgs {
         if self.storage_options.is_empty() {
             self.storage_options = file.storage_options;
         }
+        if self.kafka_options.is_empty() {
+            self.kafka_options = file.kafka_options;
+        }
         self.follow |= file.follow;
         for d in file.derive {
             if !self.derive.iter().any(|f| f.name == d.name) {
@@ -217,7 +244,10 @@ impl RunArgs {
 /// Validated options of `sluice run`.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
+    /// The NDJSON source (empty with a Kafka source).
     pub source: PathBuf,
+    /// `Some` with a kafka: source.
+    pub kafka: Option<KafkaPlan>,
     pub table: String,
     pub pipeline: String,
     pub time_field: String,
@@ -246,6 +276,18 @@ pub struct RunPlan {
     pub derive: Vec<crate::derive::DeriveConfig>,
 }
 
+/// Validated Kafka source options.
+#[derive(Debug, Clone)]
+pub struct KafkaPlan {
+    pub topic: String,
+    pub brokers: String,
+    pub group: String,
+    pub start: StartAt,
+    pub client_options: Vec<(String, String)>,
+    pub until_idle_ms: Option<i64>,
+    pub max_events: Option<u64>,
+}
+
 /// Validated --follow options.
 #[derive(Debug, Clone, Copy)]
 pub struct FollowPlan {
@@ -266,9 +308,21 @@ impl RunArgs {
         let source = a
             .source
             .ok_or_else(|| usage("--source is required (ndjson:PATH)"))?;
-        let source = match source.split_once(':') {
-            Some(("ndjson", path)) if !path.is_empty() => PathBuf::from(path),
-            _ => return Err(usage(format!("--source {source:?}: expected ndjson:PATH"))),
+        let (source, topic) = match source.split_once(':') {
+            Some(("ndjson", path)) if !path.is_empty() => (PathBuf::from(path), None),
+            Some(("kafka", topic)) if valid_topic(topic) => {
+                (PathBuf::new(), Some(topic.to_string()))
+            }
+            Some(("kafka", _)) => {
+                return Err(usage(format!(
+                    "--source {source:?}: a Kafka topic name has 1 to 249 letters, digits, '.', '_' or '-'"
+                )))
+            }
+            _ => {
+                return Err(usage(format!(
+                    "--source {source:?}: expected ndjson:PATH or kafka:TOPIC"
+                )))
+            }
         };
         let table = a.table.ok_or_else(|| usage("--table is required"))?;
         let pipeline = a.pipeline.unwrap_or_else(|| "sluice".into());
@@ -365,6 +419,58 @@ impl RunArgs {
         let poll_ms = duration_option("--poll-interval", a.poll_interval.as_deref())?;
         let idle_timeout_ms = duration_option("--idle-timeout", a.idle_timeout.as_deref())?;
         let until_idle_ms = duration_option("--until-idle", a.until_idle.as_deref())?;
+        let kafka = match topic {
+            None => {
+                let kafka_only = [
+                    ("--brokers", a.brokers.is_some()),
+                    ("--group", a.group.is_some()),
+                    ("--start", a.start.is_some()),
+                    ("--kafka-option", !a.kafka_options.is_empty()),
+                    ("--max-events", a.max_events.is_some()),
+                ];
+                if let Some((flag, _)) = kafka_only.iter().find(|(_, given)| *given) {
+                    return Err(usage(format!("{flag}: only with a kafka:TOPIC source")));
+                }
+                None
+            }
+            Some(topic) => {
+                let brokers = a
+                    .brokers
+                    .clone()
+                    .ok_or_else(|| usage("--brokers HOST:PORT is required with a kafka: source"))?;
+                if a.follow {
+                    return Err(usage(
+                        "--follow: a Kafka source is always followed (end a run with --until-idle or --max-events)",
+                    ));
+                }
+                if !a.derive.is_empty() {
+                    return Err(usage(
+                        "--derive: derived tables are not kept for a Kafka source yet: its windows are written by several shards, and a derived window needs all of them (run `sluice derive` over the raw table instead)",
+                    ));
+                }
+                let start = StartAt::parse(a.start.as_deref().unwrap_or("earliest"))
+                    .ok_or_else(|| usage("--start: use earliest or latest"))?;
+                let mut client_options = Vec::new();
+                for kv in &a.kafka_options {
+                    let (k, v) = kv.split_once('=').ok_or_else(|| {
+                        usage(format!("--kafka-option {kv:?}: expected KEY=VALUE"))
+                    })?;
+                    client_options.push((k.to_string(), v.to_string()));
+                }
+                if a.max_events == Some(0) {
+                    return Err(usage("--max-events: must be at least 1"));
+                }
+                Some(KafkaPlan {
+                    topic,
+                    brokers,
+                    group: a.group.clone().unwrap_or_else(|| pipeline.clone()),
+                    start,
+                    client_options,
+                    until_idle_ms,
+                    max_events: a.max_events,
+                })
+            }
+        };
         let follow = if a.follow {
             let poll_ms = poll_ms.unwrap_or(1000);
             if poll_ms < 1 {
@@ -381,6 +487,12 @@ impl RunArgs {
                 ("--idle-timeout", idle_timeout_ms),
                 ("--until-idle", until_idle_ms),
             ];
+            // A Kafka run is always followed: it takes --until-idle.
+            let given = if kafka.is_some() {
+                &given[..2]
+            } else {
+                &given[..]
+            };
             if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
                 return Err(usage(format!(
                     "{flag}: only with --follow (a bounded run seals every window at the end of its input)"
@@ -400,6 +512,7 @@ impl RunArgs {
         crate::derive::check(&a.derive, &[&table, &dlq])?;
         Ok(RunPlan {
             source,
+            kafka,
             table,
             pipeline,
             time_field,
@@ -427,6 +540,14 @@ impl RunArgs {
             derive: a.derive,
         })
     }
+}
+
+/// Kafka's rule for topic names.
+fn valid_topic(topic: &str) -> bool {
+    (1..=249).contains(&topic.len())
+        && topic
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 fn default_dlq_location(table: &str) -> String {

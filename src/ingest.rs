@@ -3,12 +3,14 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use sluice_ingest::{Clock, Follow, IngestConfig, Ingester};
+use sluice_ingest::{Clock, Follow, IngestConfig, Ingester, KafkaRun};
 use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
+use sluice_source::kafka::KafkaOptions;
 use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
 use sluice_stage::StageOptions;
+use sluice_window::Shard;
 
-use crate::args::{RunArgs, RunPlan};
+use crate::args::{KafkaPlan, RunArgs, RunPlan};
 use crate::derive::open_deriver;
 use crate::usage;
 
@@ -24,11 +26,24 @@ impl Clock for SystemClock {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let plan = args.plan()?;
     let started = Instant::now();
-    let summary = ingest(&plan).await?;
+    let (summary, kafka) = match &plan.kafka {
+        None => (ingest(&plan).await?, None),
+        Some(k) => {
+            let (s, version) = ingest_kafka(&plan, k).await?;
+            ((s.run.clone(), version), Some(s))
+        }
+    };
     let secs = started.elapsed().as_secs_f64();
     let s = &summary.0;
+    let from = match &kafka {
+        Some(k) => format!(
+            " from {} messages of {} partition assignments ({} revoked)",
+            k.messages, k.partitions_assigned, k.partitions_revoked
+        ),
+        None => String::new(),
+    };
     println!(
-        "sluice run: {} records; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}{}; {:.1} MB in {:.2} s ({:.0} records/s)",
+        "sluice run: {} records{from}; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}{}; {:.1} MB in {:.2} s ({:.0} records/s)",
         s.rows - s.replayed,
         s.windows_published,
         s.commits,
@@ -65,33 +80,59 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
         NdjsonSource::open(&plan.source)
     }
     .map_err(|e| usage(format!("--source: {e}")))?;
+    let options = table_options(plan);
+    let table = open_raw(plan, &options, Some(&source)).await?;
+    let (decoder, config) = runner(plan, &table)?;
+    Ok(Wired {
+        source,
+        table,
+        decoder,
+        config,
+        options,
+    })
+}
+
+/// Opens the raw table, or creates it with the schema file's schema, or else the schema
+/// inferred from `infer_from`.
+async fn open_raw(
+    plan: &RunPlan,
+    options: &TableOptions,
+    infer_from: Option<&NdjsonSource>,
+) -> anyhow::Result<WindowTable> {
     let record_schema = match &plan.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
     };
-    let options = table_options(plan);
     // Infer only for a new table: an existing table's schema is the contract.
-    let table = match WindowTable::open_or_create(
-        &options,
+    let opened = match WindowTable::open_or_create(
+        options,
         record_schema.as_ref(),
         plan.layout,
         plan.window,
     )
     .await
     {
-        Err(OpenError::NeedSchema(_)) => {
-            let inferred = infer(&source, plan.infer_lines)?;
-            WindowTable::open_or_create(&options, Some(&inferred), plan.layout, plan.window).await
+        Err(OpenError::NeedSchema(_)) if infer_from.is_some() => {
+            let source = infer_from.expect("checked by the match guard");
+            let inferred = infer(source, plan.infer_lines)?;
+            WindowTable::open_or_create(options, Some(&inferred), plan.layout, plan.window).await
         }
         other => other,
-    }
-    .map_err(|e| match e {
+    };
+    opened.map_err(|e| match e {
         OpenError::PartitionMismatch { .. } => usage(format!("--window/--address: {e}")),
         OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
             usage(format!("--schema: {e}"))
         }
+        OpenError::NeedSchema(_) => usage(format!(
+            "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
+        )),
         other => anyhow::Error::new(other).context(format!("opening table {}", plan.table)),
-    })?;
+    })
+}
+
+/// The decoder and the runner's configuration for `table`'s records.
+fn runner(plan: &RunPlan, table: &WindowTable) -> anyhow::Result<(LineDecoder, IngestConfig)> {
     let record = table.record_schema();
     if let Some(key) = &plan.key {
         for c in &key.columns {
@@ -129,13 +170,55 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
             ..StageOptions::default()
         },
     };
-    Ok(Wired {
-        source,
-        table,
-        decoder,
+    Ok((decoder, config))
+}
+
+/// A Kafka run: the processes of one consumer group share the topic's partitions, each
+/// partition a shard of the table.
+async fn ingest_kafka(
+    plan: &RunPlan,
+    kafka: &KafkaPlan,
+) -> anyhow::Result<(sluice_ingest::KafkaSummary, Option<u64>)> {
+    let mut options = table_options(plan);
+    options.shard = Some(Shard(0));
+    // Writers of one table race on every commit, on disjoint shards: retry over them.
+    options.commit_retries = 15;
+    let table = open_raw(plan, &options, None).await?;
+    let (decoder, config) = runner(plan, &table)?;
+    options.shard = None;
+    let run = KafkaRun {
         config,
-        options,
-    })
+        kafka: KafkaOptions {
+            brokers: kafka.brokers.clone(),
+            topic: kafka.topic.clone(),
+            group: kafka.group.clone(),
+            start: kafka.start,
+            client_options: kafka.client_options.clone(),
+            chunk_messages_max: 10_000,
+            chunk_ms_max: 200,
+        },
+        dlq: TableOptions {
+            location: plan.dlq.clone(),
+            ..options.clone()
+        },
+        table: options,
+        record_schema: Some(table.record_schema()),
+        decoder,
+        attempt: attempt(plan),
+        until_idle_ms: kafka.until_idle_ms,
+        max_events: kafka.max_events,
+        tick_ms: 200,
+    };
+    drop(table);
+    let summary = run
+        .run(&SystemClock, stop_on_signal())
+        .await
+        .context("ingesting from Kafka")?;
+    let version = sluice_publish::open_table(&plan.table, &plan.storage_options, None)
+        .await
+        .ok()
+        .and_then(|t| t.version());
+    Ok((summary, version))
 }
 
 /// How the plan's table is reached (the dead-letter and derived tables use the same options

@@ -76,7 +76,9 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!(
-            "{default_level},deltalake=warn,datafusion=warn,deltalake_core::operations::merge=error"
+            // deltalake warns of every commit retried over another writer's: routine for the
+            // writers of a sharded table, and only conflicts fail.
+            "{default_level},deltalake=warn,datafusion=warn,deltalake_core::operations::merge=error,deltalake_core::kernel::transaction=error"
         ))
     });
     tracing_subscriber::fmt()

@@ -23,6 +23,7 @@ mod config;
 mod dedupe;
 mod derive;
 mod follow;
+mod kafka;
 mod publish;
 mod run;
 
@@ -33,6 +34,7 @@ pub use config::{
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
+pub use kafka::{KafkaRun, KafkaRunError, KafkaSummary};
 pub use run::Ingester;
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use sluice_window::Window;
 
 use crate::config::{IngestError, LatePolicy, PublishMode};
 use crate::dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns};
-use crate::run::{Ingester, MAX_EVENT_TIME_TXN};
+use crate::run::Ingester;
 
 impl Ingester<'_> {
     pub(crate) async fn flush_largest(&mut self) -> Result<(), IngestError> {
@@ -24,7 +24,7 @@ impl Ingester<'_> {
             return Ok(());
         };
         let batches = self.buffers.take_batches(window);
-        let address = self.config.layout.address(window);
+        let address = self.table.address(window);
         let part = self
             .stager
             .stage(&address, self.table.file_schema(), batches)
@@ -80,14 +80,26 @@ impl Ingester<'_> {
         self.commit_dead_letters().await?;
         let buffer = self.buffers.remove(window);
         let republish = self.book.is_published(window);
-        let address = self.config.layout.address(window);
+        let address = self.table.address(window);
         let schema = self.table.file_schema().clone();
         let resume = self.resume_excluding(window);
         let mut txns = advances(&self.source, &self.committed, resume);
+        if self.table.shard().is_some() {
+            // Every commit of a shard carries its partition's txn, moved or not: a zombie
+            // writer of the same partition, or this writer's own earlier attempt that landed
+            // unreported, then always conflicts with it (commits of sharded tables retry
+            // over non-conflicting commits).
+            for f in self.source.files() {
+                if !txns.iter().any(|(n, _)| n.as_str() == f.name.as_ref()) {
+                    let at = self.committed.get(f.name.as_ref()).copied().unwrap_or(0);
+                    txns.push((f.name.to_string(), at));
+                }
+            }
+        }
         let max_event_us = self.max_event_before(resume, window);
         if let Some(us) = max_event_us {
             if self.committed_max_event_us.is_none_or(|c| us > c) {
-                txns.push((MAX_EVENT_TIME_TXN.to_string(), us));
+                txns.push((self.watermark_txn.clone(), us));
             }
         }
         let mut ranges: Vec<_> = buffer.ranges.iter().collect();
@@ -201,7 +213,7 @@ impl Ingester<'_> {
         let committed = version_before != Some(published.version);
         if committed {
             for (name, offset) in txns {
-                if name == MAX_EVENT_TIME_TXN {
+                if name == self.watermark_txn {
                     self.committed_max_event_us = Some(offset);
                 } else {
                     self.committed.insert(name, offset);

@@ -54,6 +54,10 @@ pub struct Ingester<'a> {
     pub(crate) draining: bool,
     /// The pipeline's derived tables, recomputed after each raw commit.
     pub(crate) deriver: Option<Deriver>,
+    /// The `txn` partition name of the watermark's input ([`MAX_EVENT_TIME_TXN`]); in a
+    /// sharded table, each shard has its own (`<source partition>/.max_event_time_us`), as
+    /// each has its own watermark.
+    pub(crate) watermark_txn: String,
     pub(crate) summary: RunSummary,
 }
 
@@ -73,6 +77,10 @@ impl<'a> Ingester<'a> {
             return Err(IngestError::MergeNeedsKey);
         }
         let stager = Stager::new(table.store(), attempt, config.stage.clone());
+        let watermark_txn = match (table.shard(), source.files().first()) {
+            (Some(_), Some(f)) => format!("{}/{MAX_EVENT_TIME_TXN}", f.name),
+            _ => MAX_EVENT_TIME_TXN.to_string(),
+        };
         let mut ingester = Ingester {
             watermark: Watermark::new(config.lateness_ms.saturating_mul(1000)),
             buffers: Buffers::new(config.flush_bytes_max),
@@ -87,6 +95,7 @@ impl<'a> Ingester<'a> {
             late_since_ms: HashMap::new(),
             draining: false,
             deriver: None,
+            watermark_txn,
             config,
             source,
             decoder,
@@ -114,12 +123,12 @@ impl<'a> Ingester<'a> {
             .dlq
             .committed_offsets(&self.config.pipeline, &names)
             .await?;
-        names.push(MAX_EVENT_TIME_TXN.to_string());
+        names.push(self.watermark_txn.clone());
         let mut committed = self
             .table
             .resume_offsets(&self.config.pipeline, &names)
             .await?;
-        self.committed_max_event_us = committed.remove(MAX_EVENT_TIME_TXN);
+        self.committed_max_event_us = committed.remove(&self.watermark_txn);
         self.source.check_append_only(&committed)?;
         self.cursors = committed.clone();
         self.committed = committed;
@@ -211,7 +220,7 @@ impl<'a> Ingester<'a> {
         }
     }
 
-    async fn reload(&mut self) -> Result<(), IngestError> {
+    pub(crate) async fn reload(&mut self) -> Result<(), IngestError> {
         self.table.reload().await?;
         self.dlq.reload().await?;
         self.read_table_state().await?;
@@ -266,14 +275,7 @@ impl<'a> Ingester<'a> {
         while let Some(item) = rx.recv().await {
             let (decoded, chunk) = item?;
             bytes += chunk.data.len() as u64;
-            if let Some(name) = self.source.name(chunk.file) {
-                self.cursors.insert(name.to_string(), chunk.end());
-            }
-            self.route(decoded, &chunk)?;
-            while self.buffers.over_budget() {
-                self.flush_largest().await?;
-            }
-            self.publish_sealed().await?;
+            self.take(decoded, &chunk).await?;
             if stop.is_some_and(|s| *s.borrow()) {
                 break;
             }
@@ -283,6 +285,23 @@ impl<'a> Ingester<'a> {
         thread.join().map_err(|_| IngestError::ReaderGone)?;
         self.summary.bytes += bytes;
         Ok(bytes)
+    }
+
+    /// Takes one decoded chunk: routes its rows to their windows, stages parts while the
+    /// buffers are over budget, and publishes the windows that sealed.
+    pub(crate) async fn take(
+        &mut self,
+        decoded: Decoded,
+        chunk: &Chunk,
+    ) -> Result<(), IngestError> {
+        if let Some(name) = self.source.name(chunk.file) {
+            self.cursors.insert(name.to_string(), chunk.end());
+        }
+        self.route(decoded, chunk)?;
+        while self.buffers.over_budget() {
+            self.flush_largest().await?;
+        }
+        self.publish_sealed().await
     }
 
     fn route(&mut self, decoded: Decoded, chunk: &Chunk) -> Result<(), IngestError> {
@@ -344,7 +363,7 @@ impl<'a> Ingester<'a> {
                         Some(reason) => {
                             self.summary.late_dead_lettered += 1;
                             if *offset >= dead_below {
-                                let label = self.config.layout.address(window).label();
+                                let label = self.table.address(window).label();
                                 self.dead_pending.push(DeadLetter {
                                     source: name.to_string(),
                                     offset: *offset,
@@ -415,9 +434,7 @@ impl<'a> Ingester<'a> {
 
 /// The line at `offset` of `chunk`, as text (lossy), cut at the dead-letter raw limit.
 fn raw_line(chunk: &Chunk, offset: i64) -> String {
-    let at = (offset - chunk.start).clamp(0, chunk.data.len() as i64) as usize;
-    let rest = &chunk.data[at..];
-    let line = &rest[..rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len())];
+    let line = chunk.line_at(offset);
     String::from_utf8_lossy(&line[..line.len().min(RAW_BYTES_MAX)]).into_owned()
 }
 

@@ -97,7 +97,7 @@ pub enum PublishError {
 impl WindowTable {
     /// Commits one window: removes (for a swap), adds, txns and metadata, atomically.
     pub async fn publish(&mut self, p: Publication) -> Result<Published, PublishError> {
-        let address = self.layout.address(p.window);
+        let address = self.address(p.window);
         let window_label = address.label();
         let invalid = |reason: String| PublishError::Invalid {
             window: window_label.clone(),
@@ -226,7 +226,7 @@ impl WindowTable {
             .join(" AND ");
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
-        let properties = commit_properties(snapshot, c.txns, Some(c.info));
+        let properties = commit_properties(snapshot, c.txns, Some(c.info), self.commit_retries);
         let operation = DeltaOperation::Write {
             mode: match c.replace {
                 Replace::Window => SaveMode::Overwrite,
@@ -248,6 +248,12 @@ impl WindowTable {
         let finalized = result.map_err(|e| commit_error(window_label.clone(), read_version, e))?;
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
+        if version != read_version + 1 && self.shard.is_none() {
+            // Retried over other writers' commits: their files are not in the index. (In a
+            // sharded table the index stays exact for this writer's own addresses, the only
+            // ones it reads: no other writer adds or removes files in its shard.)
+            self.index = None;
+        }
         if let Some(index) = &mut self.index {
             let added: Vec<PublishedFile> = c
                 .files
@@ -283,7 +289,7 @@ impl WindowTable {
         };
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
-        let properties = commit_properties(snapshot, txns, Some(info));
+        let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: None,
@@ -341,10 +347,14 @@ impl WindowTable {
     }
 }
 
-/// The properties of every sluice commit on top of `snapshot`: attempted once, no blind
-/// retries (if the table moved since this writer read it — a concurrent writer, or this
-/// writer's own earlier attempt that landed but reported failure — the caller re-reads the
-/// table and decides from its state, E1, E3); `txns`; sluice's commit metadata `info`, if any;
+/// The properties of every sluice commit on top of `snapshot`: attempted once with
+/// `retries` = 0, no blind retries (if the table moved since this writer read it — a
+/// concurrent writer, or this writer's own earlier attempt that landed but reported failure —
+/// the caller re-reads the table and decides from its state, E1, E3). With `retries` > 0 (the
+/// writers of a sharded table), deltalake's conflict checker retries over commits that touch
+/// neither this commit's address nor its `txn` appIds; every such commit carries its shard's
+/// `txn`, so this writer's own earlier attempt, or a zombie's commit, always conflicts.
+/// Then `txns`; sluice's commit metadata `info`, if any;
 /// and expired-log cleanup only with the commits that write a checkpoint. (deltalake cleans
 /// up after every commit by default, listing the whole `_delta_log` each time, a cost growing
 /// with the table's history; sluice pays it once per checkpoint interval, as Spark does.)
@@ -352,6 +362,7 @@ pub(crate) fn commit_properties(
     snapshot: &deltalake::table::state::DeltaTableState,
     txns: Vec<Transaction>,
     info: Option<serde_json::Value>,
+    retries: usize,
 ) -> CommitProperties {
     use deltalake::table::config::TablePropertiesExt;
     let config = snapshot.table_config();
@@ -359,7 +370,7 @@ pub(crate) fn commit_properties(
     let cleanup =
         config.enable_expired_log_cleanup() && (snapshot.version() + 1).is_multiple_of(interval);
     let properties = CommitProperties::default()
-        .with_max_retries(0)
+        .with_max_retries(retries)
         .with_application_transactions(txns)
         .with_cleanup_expired_logs(Some(cleanup));
     match info {

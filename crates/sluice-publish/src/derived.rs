@@ -148,7 +148,7 @@ impl DerivedTable {
         p: DerivedPublication,
         files: Vec<StagedFile>,
     ) -> Result<Published, PublishError> {
-        let address = self.inner.layout.address(p.window);
+        let address = self.inner.address(p.window);
         let prefix = format!("{}/", address.hive_path());
         if let Some(f) = files.iter().find(|f| !f.path.starts_with(&prefix)) {
             return Err(PublishError::Invalid {
@@ -193,7 +193,7 @@ impl DerivedTable {
         rows: RecordBatch,
         key: &[String],
     ) -> Result<Published, PublishError> {
-        let address = self.inner.layout.address(p.window);
+        let address = self.inner.address(p.window);
         let label = address.label();
         let delta = |source| PublishError::Delta {
             window: label.clone(),
@@ -228,7 +228,7 @@ impl DerivedTable {
         let snapshot = self.inner.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
         let info = self.info(&p, &address, "merge", n);
-        let properties = commit_properties(snapshot, txn_actions, Some(info));
+        let properties = commit_properties(snapshot, txn_actions, Some(info), 0);
         let result = merge_builder(&self.inner.table, &ctx, df, predicate, properties)
             .when_matched_update(|u| names.iter().fold(u, |u, c| u.update(c.as_str(), source(c))))
             .and_then(|b| {

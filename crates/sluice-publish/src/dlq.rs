@@ -65,6 +65,9 @@ pub enum DeadLetterError {
 pub struct DeadLetterTable {
     table: DeltaTable,
     url: String,
+    /// See [`TableOptions::commit_retries`]: dead letters of different shards are appends
+    /// with different `txn` appIds, so they never conflict.
+    commit_retries: usize,
 }
 
 impl std::fmt::Debug for DeadLetterTable {
@@ -127,6 +130,7 @@ impl DeadLetterTable {
         Ok(DeadLetterTable {
             table,
             url: url_text,
+            commit_retries: options.commit_retries,
         })
     }
 
@@ -239,7 +243,8 @@ impl DeadLetterTable {
                 records: n,
                 source,
             })?;
-        let properties = crate::commit::commit_properties(snapshot, txns, None);
+        let properties =
+            crate::commit::commit_properties(snapshot, txns, None, self.commit_retries);
         let result = self
             .table
             .clone()

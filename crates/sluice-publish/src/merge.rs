@@ -172,7 +172,7 @@ impl WindowTable {
         offered: &RecordBatch,
         columns: &[String],
     ) -> Result<Vec<RecordBatch>, PublishError> {
-        let address = self.layout.address(window);
+        let address = self.address(window);
         let delta = |source: DeltaTableError| PublishError::Delta {
             window: address.label(),
             source,
@@ -224,7 +224,7 @@ impl WindowTable {
     /// rows must be unique by key. With no offered row nothing is committed (the returned
     /// version is the loaded one and `files_added` is 0).
     pub async fn merge(&mut self, m: MergePublication) -> Result<Published, PublishError> {
-        let address = self.layout.address(m.window);
+        let address = self.address(m.window);
         let label = address.label();
         let delta = |source| PublishError::Delta {
             window: label.clone(),
@@ -284,7 +284,7 @@ impl WindowTable {
         });
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
-        let properties = commit_properties(snapshot, txns, Some(info));
+        let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
         let mut builder = merge_builder(&self.table, &ctx, df, predicate, properties);
         if m.action == MergeAction::Upsert {
             builder = builder

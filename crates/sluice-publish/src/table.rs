@@ -9,7 +9,7 @@ use deltalake::operations::create::CreateBuilder;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
-use sluice_window::{Address, AddressLayout, Window, WindowSize};
+use sluice_window::{Address, AddressLayout, Shard, Window, WindowSize};
 use url::Url;
 
 use crate::commit::Coverage;
@@ -62,6 +62,15 @@ pub struct TableOptions {
     pub store: Option<Arc<dyn ObjectStore>>,
     /// Retries of transient store failures, applied to every operation of the writer.
     pub retry: RetryPolicy,
+    /// This writer's shard of a table that several writers share (the `shard` partition
+    /// column); `None`: the table has one writer per pipeline and no shard column.
+    pub shard: Option<Shard>,
+    /// Attempts at a commit whose version another writer took first, when the commits in
+    /// between do not conflict with it (deltalake's conflict checker: other windows or
+    /// shards, other `txn` appIds). 0 for a table with one writer: any commit in between
+    /// means the table must be re-read. Writers of a sharded table need retries: their
+    /// commits race all the time, on disjoint addresses.
+    pub commit_retries: usize,
 }
 
 impl TableOptions {
@@ -74,6 +83,8 @@ impl TableOptions {
             checkpoint_interval: 10,
             store: None,
             retry: RetryPolicy::default(),
+            shard: None,
+            commit_retries: 0,
         }
     }
 }
@@ -179,6 +190,10 @@ pub struct WindowTable {
     /// with the number of windows). It is exact because a commit only lands on top of the
     /// version this writer read (no blind retries); a reload or a MERGE drops it.
     pub(crate) index: Option<AddressIndex>,
+    /// See [`TableOptions::shard`].
+    pub(crate) shard: Option<Shard>,
+    /// See [`TableOptions::commit_retries`].
+    pub(crate) commit_retries: usize,
 }
 
 impl std::fmt::Debug for WindowTable {
@@ -226,8 +241,7 @@ impl WindowTable {
             source,
         };
         let exists = table.verify_deltatable_existence().await.map_err(delta)?;
-        let partition_columns: Vec<String> =
-            layout.columns().iter().map(|c| c.to_string()).collect();
+        let partition_columns = layout.table_columns(options.shard.is_some());
         if let Some(schema) = record_schema {
             for f in schema.fields() {
                 if partition_columns.contains(f.name())
@@ -282,7 +296,7 @@ impl WindowTable {
             let kernel: StructType = (&Schema::new(fields))
                 .try_into_kernel()
                 .map_err(|e| OpenError::Schema(e.to_string()))?;
-            table = CreateBuilder::new()
+            let created = CreateBuilder::new()
                 .with_log_store(table.log_store())
                 .with_columns(kernel.fields().cloned())
                 .with_partition_columns(partition_columns.clone())
@@ -290,8 +304,26 @@ impl WindowTable {
                     TableProperty::CheckpointInterval,
                     Some(options.checkpoint_interval.max(1).to_string()),
                 )
-                .await
-                .map_err(delta)?;
+                .await;
+            match created {
+                Ok(t) => table = t,
+                Err(e) => {
+                    // Another writer created it first (the writers of a sharded table start
+                    // together): open theirs, checked like any existing table.
+                    let (theirs, _) = unloaded_table(options)?;
+                    if !theirs.verify_deltatable_existence().await.map_err(delta)? {
+                        return Err(delta(e));
+                    }
+                    return Box::pin(Self::open_or_create_with(
+                        options,
+                        record_schema,
+                        layout,
+                        size,
+                        positions,
+                    ))
+                    .await;
+                }
+            }
             file_schema
         };
         Ok(WindowTable {
@@ -302,6 +334,8 @@ impl WindowTable {
             file_schema,
             txns: HashMap::new(),
             index: None,
+            shard: options.shard,
+            commit_retries: options.commit_retries,
         })
     }
 
@@ -333,6 +367,26 @@ impl WindowTable {
 
     pub fn layout(&self) -> AddressLayout {
         self.layout
+    }
+
+    /// This writer's shard, for a sharded table.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+    }
+
+    /// The address of `window` in this writer's share of the table.
+    pub fn address(&self, window: Window) -> Address {
+        let address = self.layout.address(window);
+        match self.shard {
+            Some(shard) => address.in_shard(shard),
+            None => address,
+        }
+    }
+
+    /// Whether a file with these partition values is this writer's (in its shard, or any
+    /// file of an unsharded table).
+    pub(crate) fn owns(&self, partition_values: &[(String, String)]) -> bool {
+        self.shard.is_none() || Shard::of(partition_values) == self.shard
     }
 
     pub fn size(&self) -> WindowSize {
@@ -419,19 +473,20 @@ impl WindowTable {
     /// Every window that has files in the table (any pipeline), in time order; addresses
     /// that are not windows of this table's layout and size are left out.
     pub async fn windows(&mut self) -> Result<Vec<Window>, DeltaTableError> {
-        let (layout, size) = (self.layout, self.size);
+        let (layout, size, shard) = (self.layout, self.size, self.shard);
         let mut windows: Vec<Window> = self
             .index()
             .await?
             .iter()
             .filter(|(_, files)| !files.is_empty())
+            .filter(|(key, _)| shard.is_none() || Shard::of(key) == shard)
             .filter_map(|(key, _)| layout.window_of(size, key).ok())
             .collect();
         windows.sort();
         Ok(windows)
     }
 
-    /// Every window of `pipeline` in the table, with its coverage.
+    /// Every window of `pipeline` in the table (in this writer's shard), with its coverage.
     pub async fn published_windows(
         &self,
         pipeline: &str,
@@ -441,7 +496,7 @@ impl WindowTable {
             let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
                 continue;
             };
-            if p != pipeline {
+            if p != pipeline || !self.owns(&file.partition_values) {
                 continue;
             }
             let Ok(window) = self.layout.window_of(self.size, &file.partition_values) else {

@@ -318,7 +318,31 @@ mod tests {
             file: 1,
             start: 100,
             data: text.as_bytes().to_vec(),
+            message_offsets: None,
         }
+    }
+
+    #[test]
+    fn every_message_is_a_row_or_a_reject_at_its_offset() {
+        let d = LineDecoder::new(schema(), "ts", TimeFormat::Rfc3339).unwrap();
+        let messages: Vec<(i64, &[u8])> = vec![
+            (7, br#"{"ts":"2026-10-03T14:00:00Z","n":1}"#),
+            (8, b""),
+            (9, b"{\"ts\":\n\"2026-10-03T14:00:01Z\",\"n\":2}"),
+            (12, b"not json"),
+        ];
+        let out = d.decode(&Chunk::messages(1, messages)).unwrap();
+        assert_eq!(out.offsets, vec![7, 9]);
+        let rejected: Vec<(i64, &str)> = out
+            .rejects
+            .iter()
+            .map(|r| (r.offset, r.reason.as_str()))
+            .collect();
+        assert_eq!(
+            rejected,
+            vec![(8, "not_one_object"), (12, "not_one_object")]
+        );
+        assert_eq!(Chunk::messages(1, [(12i64, &b"x"[..])]).end(), 13);
     }
 
     #[test]

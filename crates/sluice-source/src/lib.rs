@@ -6,10 +6,13 @@
 //!   to per-line decoding only for chunks that hold a bad line. Bad lines become [`Reject`]s
 //!   with their position and reason; good lines are never lost with them.
 //! - [`schema`]: the record schema, from a small JSON/TOML schema file or inferred.
+//! - [`kafka`]: a Kafka topic read by a consumer group whose assignments start at the
+//!   table's positions; each partition is a source of its own (one writer shard).
 //! - [`generate`]: a deterministic event stream (seeded) for the demo, tests and benchmarks.
 
 pub mod decode;
 pub mod generate;
+pub mod kafka;
 pub mod ndjson;
 pub mod schema;
 

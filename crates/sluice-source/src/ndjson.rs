@@ -80,6 +80,21 @@ impl NdjsonSource {
         })
     }
 
+    /// One partition of a message log (a Kafka topic partition) named `name`: positions are
+    /// `(1, message offset)`, and its messages come as [`Chunk::messages`] from the log's
+    /// consumer, not from a reader of this source. The partition has no end.
+    pub fn log_partition(name: &str) -> Self {
+        NdjsonSource {
+            root: PathBuf::from(name),
+            files: vec![SourceFile {
+                name: Arc::from(name),
+                path: PathBuf::from(name),
+                len: i64::MAX as u64,
+            }],
+            following: false,
+        }
+    }
+
     /// A followed source: like [`NdjsonSource::open`], but the last file is read only up to
     /// its last complete line, and [`NdjsonSource::refresh`] picks up what was appended.
     pub fn open_following(path: &Path) -> Result<Self, SourceError> {
@@ -316,31 +331,71 @@ fn complete_lines_len(path: &Path, len: u64) -> Result<u64, SourceError> {
 /// memory whatever the input holds.
 pub const LINE_BYTES_MAX: usize = 64 << 20;
 
-/// Complete lines of one file, read in one go.
+/// Complete lines of one file, read in one go; or messages of one log partition (Kafka), one
+/// per line.
 #[derive(Debug, Clone)]
 pub struct Chunk {
     /// Ordinal of the file (see [`Position`]).
     pub file: u32,
-    /// Byte offset of `data[0]` in the file.
+    /// Byte offset of `data[0]` in the file; for messages, the offset of the first one.
     pub start: i64,
     /// Whole lines; the last one may lack its newline only at the end of the file.
     pub data: Vec<u8>,
+    /// For messages: the log offset of each line of `data`, ascending. `None` for a file,
+    /// whose lines are at their byte offsets and whose blank lines are not records.
+    pub message_offsets: Option<Vec<i64>>,
 }
 
 impl Chunk {
-    /// The offset after the chunk: where the next chunk of this file starts.
-    pub fn end(&self) -> i64 {
-        self.start + self.data.len() as i64
+    /// Messages of one log partition as a chunk: one line each. A line break inside a
+    /// message is read as a space (JSON allows it only as whitespace between tokens; inside
+    /// a string it is invalid JSON either way); an empty message (a Kafka tombstone) stays an
+    /// empty line, which decoding rejects: no message is skipped silently.
+    pub fn messages<'m>(file: u32, messages: impl IntoIterator<Item = (i64, &'m [u8])>) -> Chunk {
+        let mut data = Vec::new();
+        let mut offsets = Vec::new();
+        for (offset, payload) in messages {
+            offsets.push(offset);
+            data.extend(
+                payload
+                    .iter()
+                    .map(|b| if *b == b'\n' || *b == b'\r' { b' ' } else { *b }),
+            );
+            data.push(b'\n');
+        }
+        Chunk {
+            file,
+            start: offsets.first().copied().unwrap_or(0),
+            data,
+            message_offsets: Some(offsets),
+        }
     }
 
-    /// `(offset in file, line without its newline)` for every non-blank line.
+    /// The offset after the chunk: where the next chunk of this file starts (for messages:
+    /// the offset after the last one).
+    pub fn end(&self) -> i64 {
+        match &self.message_offsets {
+            Some(offsets) => offsets.last().map_or(self.start, |o| o + 1),
+            None => self.start + self.data.len() as i64,
+        }
+    }
+
+    /// `(offset, line without its newline)` for every record: every non-blank line of a
+    /// file, every message.
     pub fn lines(&self) -> impl Iterator<Item = (i64, &[u8])> + '_ {
         let mut at = 0usize;
+        let mut k = 0usize;
         std::iter::from_fn(move || {
             while at < self.data.len() {
                 let rest = &self.data[at..];
                 let len = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
                 let line = &rest[..len];
+                if let Some(offsets) = &self.message_offsets {
+                    let offset = *offsets.get(k)?;
+                    k += 1;
+                    at += len + 1;
+                    return Some((offset, line));
+                }
                 let offset = self.start + at as i64;
                 at += len + 1;
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -350,6 +405,19 @@ impl Chunk {
             }
             None
         })
+    }
+
+    /// The record at `offset` (empty if there is none).
+    pub fn line_at(&self, offset: i64) -> &[u8] {
+        if self.message_offsets.is_some() {
+            return self
+                .lines()
+                .find(|(o, _)| *o == offset)
+                .map_or(&[][..], |(_, l)| l);
+        }
+        let at = (offset - self.start).clamp(0, self.data.len() as i64) as usize;
+        let rest = &self.data[at..];
+        &rest[..rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len())]
     }
 }
 
@@ -430,6 +498,7 @@ impl NdjsonReader {
                 file: 2 * self.index as u32 + 1,
                 start: *at,
                 data,
+                message_offsets: None,
             };
             *at = chunk.end();
             return Ok(Some(chunk));

@@ -72,7 +72,17 @@ impl AddressLayout {
         })
     }
 
-    /// The partition columns, in path order.
+    /// The partition columns of a table with this layout, in path order, with the shard
+    /// column last if the table is sharded.
+    pub fn table_columns(self, sharded: bool) -> Vec<String> {
+        let mut columns: Vec<String> = self.columns().iter().map(|c| c.to_string()).collect();
+        if sharded {
+            columns.push(SHARD_COLUMN.to_string());
+        }
+        columns
+    }
+
+    /// The partition columns of a window, in path order.
     pub fn columns(self) -> &'static [&'static str] {
         match self {
             AddressLayout::DtHour => &["dt", "hour"],
@@ -95,6 +105,7 @@ impl AddressLayout {
         Address {
             columns: self.columns(),
             values,
+            shard: None,
         }
     }
 
@@ -146,19 +157,60 @@ fn date_text(t: &NaiveDateTime) -> String {
     format!("{:04}-{:02}-{:02}", t.year(), t.month(), t.day())
 }
 
-/// The partition values of one window: column names and their string values.
+/// The partition column naming the writer shard (the source partition) of a sharded table.
+pub const SHARD_COLUMN: &str = "shard";
+
+/// One writer's share of a table written by several: its files at every window carry this
+/// shard in their address, so a swap by one writer never removes another writer's files.
+/// For a Kafka source the shard is the topic partition (each partition has one owner at a
+/// time in a consumer group, and a zombie owner is fenced by the partition's `txn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Shard(pub u32);
+
+impl Shard {
+    /// The shard's partition value: its number in decimal (digits only: path-safe).
+    pub fn value(self) -> String {
+        self.0.to_string()
+    }
+
+    /// The shard named by a file's partition values, if any.
+    pub fn of(values: &[(String, String)]) -> Option<Shard> {
+        values
+            .iter()
+            .find(|(k, _)| k == SHARD_COLUMN)
+            .and_then(|(_, v)| v.parse().ok())
+            .map(Shard)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The partition values of one window: column names and their string values, and the
+/// writer shard for sharded tables (always the last column).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Address {
     columns: &'static [&'static str],
     values: Vec<String>,
+    shard: Option<String>,
 }
 
 impl Address {
+    /// The same window's address in `shard`'s share of a sharded table.
+    pub fn in_shard(mut self, shard: Shard) -> Address {
+        self.shard = Some(shard.value());
+        self
+    }
+
     pub fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> + '_ {
         self.columns
             .iter()
             .copied()
             .zip(self.values.iter().map(String::as_str))
+            .chain(self.shard.as_deref().map(|s| (SHARD_COLUMN, s)))
     }
 
     /// `dt=2026-10-03/hour=14`. Values are digits, `-`, `T` and `Z` only, so no escaping is
@@ -170,10 +222,11 @@ impl Address {
             .join("/")
     }
 
-    /// `20261003T14`: a compact tag for file names.
+    /// `20261003T14` (`20261003T14T3` in shard 3): a compact tag for file names.
     pub fn tag(&self) -> String {
         self.values
             .iter()
+            .chain(self.shard.as_ref())
             .map(|v| v.replace('-', ""))
             .collect::<Vec<_>>()
             .join("T")

@@ -23,7 +23,7 @@ mod time;
 mod watermark;
 mod window;
 
-pub use address::{Address, AddressError, AddressLayout};
+pub use address::{Address, AddressError, AddressLayout, Shard, SHARD_COLUMN};
 pub use book::{Route, WindowBook};
 pub use duration::{parse_duration_ms, DurationError};
 pub use time::{parse_instant, EventTime, TimeError, TimeFormat};

@@ -301,3 +301,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_shard_is_the_last_address_column_and_keeps_the_window() {
+    let hour = WindowSize::parse("1h").unwrap();
+    let t = TimeFormat::Rfc3339
+        .parse_str("2026-10-03T14:25:00Z")
+        .unwrap();
+    let w = Window::containing(hour, t);
+    let a = AddressLayout::DtHour.address(w).in_shard(Shard(3));
+    assert_eq!(a.hive_path(), "dt=2026-10-03/hour=14/shard=3");
+    assert_eq!(a.tag(), "20261003T14T3");
+    assert_ne!(a, AddressLayout::DtHour.address(w).in_shard(Shard(4)));
+    let pairs: Vec<(String, String)> = a
+        .pairs()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(AddressLayout::DtHour.window_of(hour, &pairs).unwrap(), w);
+    assert_eq!(Shard::of(&pairs), Some(Shard(3)));
+    assert_eq!(
+        AddressLayout::DtHour.table_columns(true),
+        vec!["dt", "hour", SHARD_COLUMN]
+    );
+}

@@ -1,0 +1,438 @@
+//! A run over a Kafka topic: one [`Ingester`] per assigned partition, each a writer shard.
+//!
+//! Each topic partition is read as a source of its own: its own windows, watermark, resume
+//! offset (`txn <pipeline>/<topic>/<partition>`) and files, at addresses carrying the
+//! partition as their `shard`. So processes of one consumer group never remove each other's
+//! files, their commits race only on the log's version (retried by deltalake's conflict
+//! checker), and a zombie — a process still publishing a partition the group gave to another
+//! — conflicts on the partition's `txn`, re-reads the table, and publishes nothing stale (E3).
+//!
+//! On assignment, a partition's state is rebuilt from the table alone, exactly as a restarted
+//! process would; on revocation it is dropped (the new owner replays from the table).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use deltalake::arrow::datatypes::SchemaRef;
+use sluice_publish::{DeadLetterTable, TableOptions, WindowTable};
+use sluice_source::kafka::{
+    partition_name, KafkaConsumer, KafkaEvent, KafkaOptions, KafkaSourceError, ResumeLookup,
+};
+use sluice_source::{Chunk, LineDecoder, NdjsonSource};
+use sluice_window::Shard;
+use tokio::sync::watch;
+
+use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
+use crate::run::Ingester;
+
+/// Everything a Kafka run needs besides the clock.
+#[derive(Clone)]
+pub struct KafkaRun {
+    pub config: IngestConfig,
+    pub kafka: KafkaOptions,
+    /// The table, without a shard: each partition's writer opens it in its own shard.
+    pub table: TableOptions,
+    pub dlq: TableOptions,
+    /// The record schema, to create the table if it does not exist.
+    pub record_schema: Option<SchemaRef>,
+    pub decoder: LineDecoder,
+    /// Names this run's staged files (each partition's writer adds its shard).
+    pub attempt: String,
+    /// End the run, publishing every window held, after this long without a message or a
+    /// new assignment.
+    pub until_idle_ms: Option<i64>,
+    /// End the run, publishing every window held, after this many messages.
+    pub max_events: Option<u64>,
+    /// How often held late batches and dead letters are checked while no message arrives.
+    pub tick_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaRunError {
+    #[error(transparent)]
+    Source(#[from] KafkaSourceError),
+    #[error("partition {partition}: {source}")]
+    Partition { partition: i32, source: IngestError },
+    #[error("opening the table failed: {0}")]
+    Open(#[from] sluice_publish::OpenError),
+    #[error("opening the dead-letter table failed: {0}")]
+    DeadLetters(#[from] sluice_publish::DeadLetterError),
+}
+
+/// One assigned partition: its writer and where its messages stand.
+struct Owned<'a> {
+    ingester: Ingester<'a>,
+    name: String,
+    /// Messages of an older generation were fetched before the last seek: dropped.
+    generation: u64,
+    /// Messages below this offset are already in the table or in the writer: dropped.
+    next: Option<i64>,
+    /// The first offset read, for a partition the table had no position of (where a seek
+    /// after a rebuild must go back to).
+    origin: Option<i64>,
+    /// Commits before the last failure: a failure after no new commit counts toward
+    /// [`IngestConfig::restarts_max`].
+    failures: u32,
+}
+
+/// What a finished run reports: the sum over every partition this process owned.
+#[derive(Debug, Clone, Default)]
+pub struct KafkaSummary {
+    pub run: RunSummary,
+    /// Messages received (including replays skipped).
+    pub messages: u64,
+    pub partitions_assigned: u64,
+    pub partitions_revoked: u64,
+}
+
+impl KafkaRun {
+    /// Runs until `stop`, idle for [`KafkaRun::until_idle_ms`], or
+    /// [`KafkaRun::max_events`] messages. Ending by idle or count publishes every window held
+    /// (as a bounded run's end of input); ending by `stop` only commits pending dead letters
+    /// (the next run replays the rest from the table's positions).
+    pub async fn run(
+        &self,
+        clock: &dyn Clock,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<KafkaSummary, KafkaRunError> {
+        // Create the table (any shard's writer would); the lookup reads positions from it.
+        let lookup_table = WindowTable::open_or_create(
+            &self.sharded(Shard(0)),
+            self.record_schema.as_ref(),
+            self.config.layout,
+            self.config.window,
+        )
+        .await?;
+        DeadLetterTable::open_or_create(&self.dlq).await?;
+        let lookup = TableLookup {
+            runtime: tokio::runtime::Handle::current(),
+            table: lookup_table,
+            pipeline: self.config.pipeline.clone(),
+            topic: self.kafka.topic.clone(),
+        };
+        let mut consumer = KafkaConsumer::start(self.kafka.clone(), Box::new(lookup))?;
+        let mut owned: HashMap<i32, Owned<'_>> = HashMap::new();
+        // Revoked partitions' writers, kept until the next assignment: a rebalance that
+        // gives a partition straight back (the eager protocol revokes everything first) then
+        // keeps its unpublished state instead of replaying it from the table.
+        let mut parked: HashMap<i32, Owned<'_>> = HashMap::new();
+        let mut summary = KafkaSummary::default();
+        let mut last_input_ms = clock.now_ms();
+        let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let ended = loop {
+            let event = tokio::select! {
+                // What the consumer handed over goes first: a tick must not find the run idle
+                // while events wait.
+                biased;
+                e = consumer.events.recv() => e,
+                _ = tick.tick() => None,
+                _ = stop.changed() => None,
+            };
+            if *stop.borrow() {
+                break false;
+            }
+            match event {
+                Some(KafkaEvent::Assigned(partitions)) => {
+                    // Newly assigned partitions may hold messages: idle counts from here.
+                    if !partitions.is_empty() {
+                        last_input_ms = clock.now_ms();
+                    }
+                    for (p, table_offset) in partitions {
+                        summary.partitions_assigned += 1;
+                        let shard = match parked.remove(&p) {
+                            // Nobody published this partition since: its state is current.
+                            // (Were it not, its next commit would conflict on the
+                            // partition's txn and rebuild it from the table.)
+                            Some(kept) if kept.committed() == table_offset => {
+                                tracing::info!(partition = p, "assigned back: keeping its state");
+                                kept
+                            }
+                            stale => {
+                                if let Some(old) = stale {
+                                    add(&mut summary.run, &old.ingester.summary);
+                                }
+                                self.open_partition(p, clock).await?
+                            }
+                        };
+                        if let Some(old) = owned.insert(p, shard) {
+                            add(&mut summary.run, &old.ingester.summary);
+                        }
+                    }
+                    for (p, old) in parked.drain() {
+                        tracing::info!(partition = p, "revoked: dropped its unpublished state");
+                        add(&mut summary.run, &old.ingester.summary);
+                    }
+                }
+                Some(KafkaEvent::Revoked(partitions)) => {
+                    for p in partitions {
+                        if let Some(old) = owned.remove(&p) {
+                            summary.partitions_revoked += 1;
+                            parked.insert(p, old);
+                        }
+                    }
+                }
+                Some(KafkaEvent::Failed(e)) => return Err(e.into()),
+                Some(KafkaEvent::Messages {
+                    partition,
+                    generation,
+                    chunk,
+                }) => {
+                    last_input_ms = clock.now_ms();
+                    let Some(shard) = owned.get_mut(&partition) else {
+                        continue; // not ours (any more)
+                    };
+                    if generation < shard.generation {
+                        continue;
+                    }
+                    shard.generation = generation;
+                    let budget = self.max_events.map(|m| m.saturating_sub(summary.messages));
+                    let (chunk, count) = shard.admit(chunk, budget);
+                    summary.messages += count;
+                    if let Some(chunk) = chunk {
+                        let commits = shard.ingester.summary.commits;
+                        let taken = self.take(shard, chunk).await;
+                        self.settle(partition, shard, taken, &consumer).await?;
+                        if shard.ingester.summary.commits > commits {
+                            consumer.commit_for_monitoring(vec![(
+                                partition,
+                                shard.committed().unwrap_or(0),
+                            )]);
+                        }
+                    }
+                    if self.max_events.is_some_and(|m| summary.messages >= m) {
+                        break true;
+                    }
+                }
+                None => {
+                    // Quiet: late batches that are due, pending dead letters.
+                    for (p, shard) in owned.iter_mut() {
+                        let done = async {
+                            shard.ingester.publish_sealed().await?;
+                            shard.ingester.commit_dead_letters().await
+                        }
+                        .await;
+                        self.settle(*p, shard, done, &consumer).await?;
+                    }
+                    if self
+                        .until_idle_ms
+                        .is_some_and(|t| clock.now_ms().saturating_sub(last_input_ms) >= t)
+                    {
+                        break true;
+                    }
+                }
+            }
+        };
+        // The run ends: every partition whose state this process holds is published, the
+        // ones it owns and the ones a rebalance in progress took away (no other process
+        // has them yet, or its commits fence ours: a conflict here means the partition
+        // has a new owner, who replays what this process held). The consumer stays in the
+        // group meanwhile, so the partitions move only once this is done.
+        let held = owned.into_iter().chain(parked);
+        for (p, mut shard) in held {
+            let result = if ended {
+                shard.ingester.drain().await
+            } else {
+                shard.ingester.commit_dead_letters().await
+            };
+            match result {
+                Ok(()) => {}
+                Err(e) if taken_over(&e) => {
+                    tracing::info!(partition = p, error = %e, "the partition has a new owner: leaving it to them");
+                }
+                Err(source) => {
+                    return Err(KafkaRunError::Partition {
+                        partition: p,
+                        source,
+                    })
+                }
+            }
+            add(&mut summary.run, &shard.ingester.summary);
+        }
+        consumer.stop();
+        Ok(summary)
+    }
+
+    fn sharded(&self, shard: Shard) -> TableOptions {
+        let mut options = self.table.clone();
+        options.shard = Some(shard);
+        options
+    }
+
+    /// A partition's writer, rebuilt from the table alone.
+    async fn open_partition<'c>(
+        &self,
+        partition: i32,
+        clock: &'c dyn Clock,
+    ) -> Result<Owned<'c>, KafkaRunError> {
+        let name = partition_name(&self.kafka.topic, partition);
+        let shard = Shard(partition.max(0) as u32);
+        let table = WindowTable::open_or_create(
+            &self.sharded(shard),
+            self.record_schema.as_ref(),
+            self.config.layout,
+            self.config.window,
+        )
+        .await?;
+        let dlq = DeadLetterTable::open_or_create(&self.dlq).await?;
+        let ingester = Ingester::recover(
+            self.config.clone(),
+            NdjsonSource::log_partition(&name),
+            self.decoder.clone(),
+            table,
+            dlq,
+            format!("{}-s{partition}", self.attempt),
+            clock,
+        )
+        .await
+        .map_err(|source| KafkaRunError::Partition { partition, source })?;
+        let mut owned = Owned {
+            ingester,
+            name,
+            generation: 0,
+            next: None,
+            origin: None,
+            failures: 0,
+        };
+        owned.next = owned.committed();
+        Ok(owned)
+    }
+
+    /// Decodes and takes one chunk of a partition.
+    async fn take(&self, shard: &mut Owned<'_>, chunk: Chunk) -> Result<(), IngestError> {
+        let decoded = self.decoder.decode(&chunk)?;
+        shard.next = Some(chunk.end());
+        shard.ingester.summary.bytes += chunk.data.len() as u64;
+        shard.ingester.take(decoded, &chunk).await
+    }
+
+    /// After a partition's step: on a resumable failure, rebuilds its writer from the table
+    /// and re-reads the partition from the table's position (as a restarted process would);
+    /// anything else ends the run.
+    async fn settle(
+        &self,
+        partition: i32,
+        shard: &mut Owned<'_>,
+        result: Result<(), IngestError>,
+        consumer: &KafkaConsumer,
+    ) -> Result<(), KafkaRunError> {
+        let fail = |source| KafkaRunError::Partition { partition, source };
+        let Err(mut error) = result else {
+            shard.failures = 0;
+            return Ok(());
+        };
+        loop {
+            if !error.is_resumable() || shard.failures >= self.config.restarts_max {
+                return Err(fail(error));
+            }
+            shard.failures += 1;
+            shard.ingester.summary.restarts += 1;
+            tracing::warn!(partition, error = %error, "re-reading the table and resuming the partition from it");
+            match shard.ingester.reload().await {
+                Ok(()) => break,
+                Err(e) => error = e,
+            }
+        }
+        let from = shard.committed().or(shard.origin);
+        shard.next = from;
+        shard.generation += 1;
+        if let Some(offset) = from {
+            consumer.seek(partition, offset);
+        } else {
+            // Nothing was read yet; the consumer's position is still the start.
+            shard.generation -= 1;
+        }
+        Ok(())
+    }
+}
+
+impl Owned<'_> {
+    /// The table's resume offset of this partition, as the writer last read or wrote it.
+    fn committed(&self) -> Option<i64> {
+        self.ingester.committed.get(&self.name).copied()
+    }
+
+    /// The part of `chunk` this writer has not seen (replays of what the table or the writer
+    /// already holds are dropped), cut to `budget` messages; and the number of messages
+    /// kept.
+    fn admit(&mut self, chunk: Chunk, budget: Option<u64>) -> (Option<Chunk>, u64) {
+        let next = self.next.unwrap_or(i64::MIN);
+        let lines: Vec<(i64, &[u8])> = chunk
+            .lines()
+            .filter(|(o, _)| *o >= next)
+            .take(budget.map_or(usize::MAX, |b| b as usize))
+            .collect();
+        let count = lines.len() as u64;
+        if lines.is_empty() {
+            return (None, 0);
+        }
+        if self.origin.is_none() && self.committed().is_none() {
+            self.origin = Some(lines[0].0);
+        }
+        if count as usize == chunk.message_offsets.as_ref().map_or(0, Vec::len) {
+            return (Some(chunk), count);
+        }
+        (Some(Chunk::messages(chunk.file, lines)), count)
+    }
+}
+
+/// Reads the table's resume offsets for newly assigned partitions (on the consumer thread).
+struct TableLookup {
+    runtime: tokio::runtime::Handle,
+    table: WindowTable,
+    pipeline: String,
+    topic: String,
+}
+
+impl ResumeLookup for TableLookup {
+    fn resume_offsets(
+        &mut self,
+        partitions: &[i32],
+    ) -> Result<HashMap<i32, i64>, Box<dyn std::error::Error + Send + Sync>> {
+        let names: Vec<String> = partitions
+            .iter()
+            .map(|p| partition_name(&self.topic, *p))
+            .collect();
+        let table = &mut self.table;
+        let pipeline = &self.pipeline;
+        let found = self.runtime.block_on(async {
+            table.reload().await?;
+            table.resume_offsets(pipeline, &names).await
+        })?;
+        Ok(partitions
+            .iter()
+            .zip(&names)
+            .filter_map(|(p, n)| found.get(n).map(|o| (*p, *o)))
+            .collect())
+    }
+}
+
+/// Whether a failed publication means another writer published the partition since this one
+/// read the table (a conflict on the partition's `txn`, or a table that moved).
+fn taken_over(e: &IngestError) -> bool {
+    match e {
+        IngestError::Publish(p) => matches!(
+            **p,
+            sluice_publish::PublishError::Conflict { .. }
+                | sluice_publish::PublishError::TableMoved { .. }
+        ),
+        _ => false,
+    }
+}
+
+fn add(total: &mut RunSummary, s: &RunSummary) {
+    total.bytes += s.bytes;
+    total.rows += s.rows;
+    total.replayed += s.replayed;
+    total.late += s.late;
+    total.late_dead_lettered += s.late_dead_lettered;
+    total.rejected += s.rejected;
+    total.windows_published += s.windows_published;
+    total.commits += s.commits;
+    total.dead_letter_commits += s.dead_letter_commits;
+    total.parts_flushed += s.parts_flushed;
+    total.restarts += s.restarts;
+    total.idle_seals += s.idle_seals;
+    total.merges_unchanged += s.merges_unchanged;
+    total.last_version = total.last_version.max(s.last_version);
+}

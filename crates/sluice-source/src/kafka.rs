@@ -1,0 +1,519 @@
+//! A Kafka topic as a source: librdkafka's consumer group assigns partitions, the table keeps
+//! the offsets.
+//!
+//! The consumer group is used for one thing only: deciding which process reads which
+//! partitions. Where a partition's reading starts is never the group's committed offset: on
+//! every assignment, the [`ResumeLookup`] reads the partition's resume position from the table
+//! (its `txn`), and the partition is assigned at exactly that offset; a partition the table
+//! has never seen starts at [`StartAt`]. Offsets are committed to Kafka only for monitoring
+//! (lag dashboards), after the table holds them ([`KafkaConsumer::commit_for_monitoring`]).
+//!
+//! The consumer runs on its own thread, which polls and hands the caller [`KafkaEvent`]s in
+//! order: assignments and revocations as they happen, and messages grouped per partition as
+//! [`Chunk::messages`]. Rebalance callbacks run on that thread (inside `poll`), so the
+//! blocking table lookup never runs on an async worker.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::ClientContext;
+use tokio::sync::mpsc;
+
+use crate::ndjson::Chunk;
+
+/// Where a partition that the table has no position for starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    Earliest,
+    Latest,
+}
+
+impl StartAt {
+    pub fn parse(text: &str) -> Option<StartAt> {
+        match text {
+            "earliest" => Some(StartAt::Earliest),
+            "latest" => Some(StartAt::Latest),
+            _ => None,
+        }
+    }
+}
+
+/// How to reach the topic and how to read it.
+#[derive(Debug, Clone)]
+pub struct KafkaOptions {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    pub topic: String,
+    /// `group.id`: the processes of one group share the topic's partitions.
+    pub group: String,
+    pub start: StartAt,
+    /// librdkafka settings (`--kafka-option k=v`), applied last: they override sluice's.
+    pub client_options: Vec<(String, String)>,
+    /// At most this many messages per [`KafkaEvent::Messages`].
+    pub chunk_messages_max: usize,
+    /// At most this long between two deliveries of what was polled.
+    pub chunk_ms_max: u64,
+}
+
+impl KafkaOptions {
+    /// The source partition name of a topic partition: the suffix of its `txn` appId
+    /// (`<pipeline>/<topic>/<partition>`).
+    pub fn partition_name(&self, partition: i32) -> String {
+        partition_name(&self.topic, partition)
+    }
+}
+
+/// See [`KafkaOptions::partition_name`].
+pub fn partition_name(topic: &str, partition: i32) -> String {
+    format!("{topic}/{partition}")
+}
+
+/// Reads the resume offsets of `partitions` from the table (blocking; called on the
+/// consumer thread whenever partitions are assigned). A partition absent from the answer has
+/// no position in the table.
+pub trait ResumeLookup: Send + 'static {
+    fn resume_offsets(
+        &mut self,
+        partitions: &[i32],
+    ) -> Result<HashMap<i32, i64>, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// What the consumer thread hands over, in the order it happened.
+#[derive(Debug)]
+pub enum KafkaEvent {
+    /// These partitions are now this process's, each read from the table position given
+    /// (`None`: the table has none; read from [`StartAt`]).
+    Assigned(Vec<(i32, Option<i64>)>),
+    /// These partitions are no longer this process's: drop their unpublished state.
+    Revoked(Vec<i32>),
+    /// Messages of one partition, in offset order. `generation` counts the seeks of the
+    /// partition ([`KafkaConsumer::seek`]): messages of an older generation were fetched
+    /// before the last seek and must be dropped.
+    Messages {
+        partition: i32,
+        generation: u64,
+        chunk: Chunk,
+    },
+    /// The consumer failed and stopped.
+    Failed(KafkaSourceError),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaSourceError {
+    #[error("cannot create the Kafka consumer for {brokers}: {source}")]
+    Create {
+        brokers: String,
+        source: Box<KafkaError>,
+    },
+    #[error("cannot subscribe to topic {topic}: {source}")]
+    Subscribe {
+        topic: String,
+        source: Box<KafkaError>,
+    },
+    #[error(
+        "reading the table's positions of assigned partitions {partitions:?} failed: {source}"
+    )]
+    Resume {
+        partitions: Vec<i32>,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("assigning partitions {partitions:?} of {topic} failed: {source}")]
+    Assign {
+        topic: String,
+        partitions: Vec<i32>,
+        source: Box<KafkaError>,
+    },
+    #[error("the Kafka consumer thread could not start")]
+    Thread,
+}
+
+/// Requests from the caller to the consumer thread.
+enum Command {
+    Seek { partition: i32, offset: i64 },
+    Commit(Vec<(i32, i64)>),
+}
+
+/// A running consumer: its thread, its events, and the requests it takes.
+pub struct KafkaConsumer {
+    pub events: mpsc::Receiver<KafkaEvent>,
+    commands: std::sync::mpsc::Sender<Command>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KafkaConsumer {
+    /// Joins the group and starts the consumer thread.
+    pub fn start(
+        options: KafkaOptions,
+        lookup: Box<dyn ResumeLookup>,
+    ) -> Result<KafkaConsumer, KafkaSourceError> {
+        let (events_tx, events) = mpsc::channel(16);
+        let context = Rebalancer {
+            topic: options.topic.clone(),
+            start: options.start,
+            lookup: Mutex::new(lookup),
+            pending: Mutex::new(Vec::new()),
+        };
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &options.brokers)
+            .set("group.id", &options.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false")
+            .set(
+                "auto.offset.reset",
+                match options.start {
+                    StartAt::Earliest => "earliest",
+                    StartAt::Latest => "latest",
+                },
+            )
+            .set("session.timeout.ms", "6000")
+            // Incremental rebalances: members keep their partitions (and this process its
+            // unpublished state) when others join or leave; eager ones revoke everything.
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            // Fetched but not yet handed over, per partition: bounds memory while paused.
+            .set("queued.max.messages.kbytes", "16384");
+        for (k, v) in &options.client_options {
+            config.set(k, v);
+        }
+        let consumer: BaseConsumer<Rebalancer> =
+            config
+                .create_with_context(context)
+                .map_err(|source| KafkaSourceError::Create {
+                    brokers: options.brokers.clone(),
+                    source: Box::new(source),
+                })?;
+        consumer
+            .subscribe(&[&options.topic])
+            .map_err(|source| KafkaSourceError::Subscribe {
+                topic: options.topic.clone(),
+                source: Box::new(source),
+            })?;
+        let (commands_tx, commands) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("sluice-kafka".into())
+            .spawn(move || poll_loop(consumer, options, events_tx, commands, thread_stop))
+            .map_err(|_| KafkaSourceError::Thread)?;
+        Ok(KafkaConsumer {
+            events,
+            commands: commands_tx,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Re-reads `partition` from `offset` (after its state was rebuilt from the table).
+    /// Messages fetched before arrive with an older generation.
+    pub fn seek(&self, partition: i32, offset: i64) {
+        // A stopped thread takes no requests and hands over no more messages: nothing to do.
+        let _ = self.commands.send(Command::Seek { partition, offset });
+    }
+
+    /// Commits offsets to the group for monitoring only (lag dashboards); recovery never
+    /// reads them.
+    pub fn commit_for_monitoring(&self, offsets: Vec<(i32, i64)>) {
+        let _ = self.commands.send(Command::Commit(offsets));
+    }
+
+    /// Leaves the group and stops the thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.events.close();
+        while self.events.try_recv().is_ok() {}
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for KafkaConsumer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The consumer's context: assigns partitions at the table's positions.
+struct Rebalancer {
+    topic: String,
+    start: StartAt,
+    lookup: Mutex<Box<dyn ResumeLookup>>,
+    /// Events of rebalances that ran inside the last `poll`, handed over after it returns
+    /// (after the messages polled before them).
+    pending: Mutex<Vec<KafkaEvent>>,
+}
+
+impl ClientContext for Rebalancer {
+    /// librdkafka's own log, in sluice's (target `librdkafka`).
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", facility, "{message}")
+            }
+            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", facility, "{message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", facility, "{message}")
+            }
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", facility, "{message}"),
+        }
+    }
+}
+
+impl ConsumerContext for Rebalancer {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let partitions: Vec<i32> = tpl
+            .elements_for_topic(&self.topic)
+            .iter()
+            .map(|e| e.partition())
+            .collect();
+        let event = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.assign(consumer, partitions)
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let unassigned = if matches!(
+                    consumer.rebalance_protocol(),
+                    rdkafka::consumer::RebalanceProtocol::Cooperative
+                ) {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(e) = unassigned {
+                    tracing::warn!(error = %e, "unassigning revoked partitions failed");
+                }
+                KafkaEvent::Revoked(partitions)
+            }
+            other => {
+                tracing::warn!(error = ?other, "Kafka rebalance error");
+                // librdkafka leaves the assignment as it was; the group retries.
+                let _ = consumer.unassign();
+                KafkaEvent::Revoked(partitions)
+            }
+        };
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.push(event);
+        }
+    }
+}
+
+impl Rebalancer {
+    fn assign(&self, consumer: &BaseConsumer<Self>, partitions: Vec<i32>) -> KafkaEvent {
+        let found = match self.lookup.lock() {
+            Ok(mut lookup) => lookup.resume_offsets(&partitions),
+            Err(_) => Err("the resume lookup panicked earlier".into()),
+        };
+        let offsets = match found {
+            Ok(offsets) => offsets,
+            Err(source) => {
+                // Nothing is assigned: this process reads nothing rather than guessing.
+                return KafkaEvent::Failed(KafkaSourceError::Resume { partitions, source });
+            }
+        };
+        let mut tpl = TopicPartitionList::new();
+        for p in &partitions {
+            let offset = match offsets.get(p) {
+                Some(o) => Offset::Offset(*o),
+                None => match self.start {
+                    StartAt::Earliest => Offset::Beginning,
+                    StartAt::Latest => Offset::End,
+                },
+            };
+            if let Err(source) = tpl.add_partition_offset(&self.topic, *p, offset) {
+                return self.assign_failed(partitions, source);
+            }
+        }
+        if !partitions.is_empty() {
+            tracing::info!(
+                ?partitions,
+                ?offsets,
+                "assigned partitions at the table's positions"
+            );
+        }
+        let assigned = if matches!(
+            consumer.rebalance_protocol(),
+            rdkafka::consumer::RebalanceProtocol::Cooperative
+        ) {
+            consumer.incremental_assign(&tpl)
+        } else {
+            consumer.assign(&tpl)
+        };
+        match assigned {
+            Ok(()) => KafkaEvent::Assigned(
+                partitions
+                    .iter()
+                    .map(|p| (*p, offsets.get(p).copied()))
+                    .collect(),
+            ),
+            Err(source) => self.assign_failed(partitions, source),
+        }
+    }
+
+    fn assign_failed(&self, partitions: Vec<i32>, source: KafkaError) -> KafkaEvent {
+        KafkaEvent::Failed(KafkaSourceError::Assign {
+            topic: self.topic.clone(),
+            partitions,
+            source: Box::new(source),
+        })
+    }
+}
+
+/// The consumer thread: polls, groups messages per partition, hands them over with the
+/// rebalance events in order, and serves seeks and monitoring commits.
+///
+/// It never blocks on the caller: rebalances and heartbeats are served only while it polls,
+/// and a member that stops polling during a rebalance stalls the whole group (or is thrown
+/// out of it, and rejoins, and stalls it again). When the caller is behind, events wait in a
+/// backlog and the assignment is paused (librdkafka stops fetching) until it drains.
+fn poll_loop(
+    consumer: BaseConsumer<Rebalancer>,
+    options: KafkaOptions,
+    events: mpsc::Sender<KafkaEvent>,
+    commands: std::sync::mpsc::Receiver<Command>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut generations: HashMap<i32, u64> = HashMap::new();
+    let mut polled: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
+    let mut polled_count = 0usize;
+    let mut since = Instant::now();
+    let mut backlog: VecDeque<KafkaEvent> = VecDeque::new();
+    let mut paused = false;
+    while !stop.load(Ordering::SeqCst) {
+        while let Ok(command) = commands.try_recv() {
+            match command {
+                Command::Seek { partition, offset } => {
+                    // Whatever was polled of it is older than the seek.
+                    polled.remove(&partition);
+                    *generations.entry(partition).or_default() += 1;
+                    if let Err(e) = consumer.seek(
+                        &options.topic,
+                        partition,
+                        Offset::Offset(offset),
+                        Duration::from_secs(10),
+                    ) {
+                        tracing::warn!(partition, offset, error = %e, "seek failed");
+                    }
+                }
+                Command::Commit(offsets) => {
+                    let mut tpl = TopicPartitionList::new();
+                    for (p, o) in offsets {
+                        let _ = tpl.add_partition_offset(&options.topic, p, Offset::Offset(o));
+                    }
+                    if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+                        tracing::debug!(error = %e, "monitoring commit failed");
+                    }
+                }
+            }
+        }
+        let message = consumer.poll(Duration::from_millis(options.chunk_ms_max.clamp(1, 100)));
+        let rebalanced = consumer
+            .context()
+            .pending
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default();
+        if !rebalanced.is_empty() {
+            // Messages polled before the rebalance go first, under the old assignment.
+            flush(&mut polled, &generations, &mut backlog);
+            polled_count = 0;
+            for event in rebalanced {
+                if let KafkaEvent::Assigned(ps) = &event {
+                    for (p, _) in ps {
+                        *generations.entry(*p).or_default() += 1;
+                    }
+                }
+                backlog.push_back(event);
+            }
+            // A new assignment starts unpaused.
+            paused = false;
+        }
+        match message {
+            Some(Ok(m)) if m.topic() == options.topic => {
+                polled
+                    .entry(m.partition())
+                    .or_default()
+                    .push((m.offset(), m.payload().unwrap_or_default().to_vec()));
+                polled_count += 1;
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => tracing::warn!(error = %e, "Kafka consumer error"),
+            None => {}
+        }
+        let due = since.elapsed() >= Duration::from_millis(options.chunk_ms_max);
+        if polled_count >= options.chunk_messages_max.max(1) || (due && polled_count > 0) {
+            flush(&mut polled, &generations, &mut backlog);
+            polled_count = 0;
+            since = Instant::now();
+        } else if due {
+            since = Instant::now();
+        }
+        // Hand over what the caller has room for.
+        while let Some(event) = backlog.pop_front() {
+            let failed = matches!(event, KafkaEvent::Failed(_));
+            match events.try_send(event) {
+                Ok(()) if failed => return,
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(event)) => {
+                    backlog.push_front(event);
+                    break;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+            }
+        }
+        let behind = !backlog.is_empty();
+        if behind != paused {
+            if let Ok(assignment) = consumer.assignment() {
+                let toggled = if behind {
+                    consumer.pause(&assignment)
+                } else {
+                    consumer.resume(&assignment)
+                };
+                match toggled {
+                    Ok(()) => paused = behind,
+                    Err(e) => tracing::debug!(error = %e, "pausing or resuming fetches failed"),
+                }
+            }
+        }
+    }
+    consumer.unsubscribe();
+}
+
+/// Moves the polled messages into the backlog as one chunk per partition.
+fn flush(
+    polled: &mut BTreeMap<i32, Vec<(i64, Vec<u8>)>>,
+    generations: &HashMap<i32, u64>,
+    backlog: &mut VecDeque<KafkaEvent>,
+) {
+    for (partition, messages) in std::mem::take(polled) {
+        // File ordinal 1: each partition is read as a source of its own, of one "file".
+        let chunk = Chunk::messages(1, messages.iter().map(|(o, p)| (*o, p.as_slice())));
+        backlog.push_back(KafkaEvent::Messages {
+            partition,
+            generation: generations.get(&partition).copied().unwrap_or(0),
+            chunk,
+        });
+    }
+}

@@ -1,0 +1,332 @@
+//! Kafka source and scale-out, end to end: real `sluice run` processes of one consumer group
+//! on a real Kafka-protocol broker (tansu), writing one table locally or on S3 (moto).
+
+mod common;
+mod servers;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{stream_slices, Rng, BIN};
+use servers::{create_topic, moto, produce, s3_env, tansu, Server};
+
+const PARTITIONS: u32 = 6;
+const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/schema.toml");
+/// The record columns and the window address: what must equal the oracle.
+const COLUMNS: &str = "event_id, ts, user_id, country, kind, amount, dt, hour";
+
+/// One scale-out scenario: where the table lives and how the processes reach it.
+struct Scenario<'a> {
+    dir: &'a Path,
+    table: String,
+    env: Vec<(&'static str, String)>,
+    broker: &'a Server,
+}
+
+impl Scenario<'_> {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())));
+        c
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().expect("sluice runs");
+        assert!(
+            out.status.success(),
+            "sluice {args:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A `sluice run` process of the group, its output in `dir/<name>.out|.err`.
+    fn spawn(&self, name: &str, until_idle: &str) -> Child {
+        let out = std::fs::File::create(self.dir.join(format!("{name}.out"))).unwrap();
+        let err = std::fs::File::create(self.dir.join(format!("{name}.err"))).unwrap();
+        self.command(&[
+            "run",
+            "--source",
+            "kafka:events",
+            "--brokers",
+            &self.broker.address,
+            "--group",
+            "landers",
+            "--table",
+            &self.table,
+            "--schema",
+            SCHEMA,
+            "--key",
+            "event_id",
+            "--until-idle",
+            until_idle,
+        ])
+        // Assignments, revocations and publications in the log, for a look after a failure.
+        .env(
+            "SLUICE_LOG",
+            std::env::var("SLUICE_TEST_LOG")
+                .unwrap_or_else(|_| "warn,sluice_ingest=info,sluice_source=info".into()),
+        )
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("sluice run starts")
+    }
+
+    fn output(&self, name: &str) -> String {
+        let read = |ext| std::fs::read_to_string(self.dir.join(format!("{name}.{ext}")));
+        format!(
+            "{}{}",
+            read("out").unwrap_or_default(),
+            read("err").unwrap_or_default()
+        )
+    }
+
+    /// Windows published so far (0 before the table exists).
+    fn windows(&self) -> usize {
+        let out = self
+            .command(&["windows", "--table", &self.table, "--format", "csv"])
+            .output()
+            .expect("sluice windows runs");
+        if !out.status.success() {
+            return 0;
+        }
+        String::from_utf8_lossy(&out.stdout).lines().skip(1).count()
+    }
+
+    fn count(&self, oracle: &Path, sql: &str) -> u64 {
+        let o = format!("o={}", oracle.display());
+        let t = format!("t={}", self.table);
+        let out = self.ok(&[
+            "query", "--table", &o, "--table", &t, "--format", "csv", sql,
+        ]);
+        out.lines()
+            .nth(1)
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or_else(|e| panic!("{sql}: {e}: {out}"))
+    }
+
+    /// The newest version in the table's log (read from the store, not through sluice).
+    fn version(&self) -> i64 {
+        let Some(path) = self.table.strip_prefix("s3://") else {
+            return common::version(Path::new(&self.table));
+        };
+        let (bucket, prefix) = path.split_once('/').unwrap();
+        let endpoint = &self
+            .env
+            .iter()
+            .find(|(k, _)| *k == "AWS_ENDPOINT_URL")
+            .unwrap()
+            .1;
+        let out = Command::new("curl")
+            .args([
+                "-sf",
+                &format!("{endpoint}/{bucket}?list-type=2&prefix={prefix}/_delta_log/"),
+            ])
+            .output()
+            .expect("curl runs");
+        assert!(out.status.success(), "listing the log on S3 failed");
+        String::from_utf8_lossy(&out.stdout)
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|k| k.split('<').next())
+            .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".json")?.parse().ok())
+            .max()
+            .unwrap_or(-1)
+    }
+}
+
+fn wait_for(child: &mut Child, name: &str, scenario: &Scenario, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait().unwrap() {
+            Some(status) => {
+                assert!(
+                    status.success(),
+                    "{name} failed ({status}):\n{}",
+                    scenario.output(name)
+                );
+                return true;
+            }
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                panic!(
+                    "{name} did not end within {limit:?}:\n{}",
+                    scenario.output(name)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// 3 processes on one group, a 6-partition topic, `events` generated events (3% delivered
+/// twice), one process SIGKILLed mid-run and restarted later; the table must equal one clean
+/// NDJSON run of the same events (the oracle); then a restart with no new events must
+/// commit nothing.
+fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
+    let dir = scenario.dir;
+    let mut rng = Rng(seed);
+    let (_, bytes) = stream_slices(events, 24, seed, 1, 0).remove(0);
+    let lines: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let messages: Vec<(String, Vec<u8>)> = lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_slice(l).unwrap();
+            (v["event_id"].as_str().unwrap().to_string(), l.to_vec())
+        })
+        .collect();
+    let distinct = {
+        let mut ids: Vec<&str> = messages.iter().map(|(k, _)| k.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    let duplicates = messages.len() - distinct;
+    create_topic(scenario.broker, "events", PARTITIONS);
+    let started = Instant::now();
+    produce(scenario.broker, "events", &messages);
+    eprintln!(
+        "produced {} messages ({distinct} events, {duplicates} duplicate deliveries) in {:.1} s",
+        messages.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    // The oracle: one clean run over the same events as a file.
+    let input = dir.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("events.ndjson"), &bytes).unwrap();
+    let oracle = dir.join("oracle");
+    common::ok(&[
+        "run",
+        "--source",
+        &format!("ndjson:{}", input.display()),
+        "--table",
+        oracle.to_str().unwrap(),
+        "--schema",
+        SCHEMA,
+        "--key",
+        "event_id",
+    ]);
+
+    let started = Instant::now();
+    let mut procs: Vec<(String, Child)> = (0..3)
+        .map(|i| (format!("p{i}"), scenario.spawn(&format!("p{i}"), "15s")))
+        .collect();
+    // SIGKILL one process holding partitions, once every process has had some and a seeded
+    // number of windows is in the table.
+    let kill_at = 20 + rng.below(40) as usize;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let assigned = |name: &str| scenario.output(name).contains("assigned partitions");
+    while scenario.windows() < kill_at || !procs.iter().all(|(n, _)| assigned(n)) {
+        assert!(
+            Instant::now() < deadline,
+            "no progress:\n{}",
+            scenario.output("p0")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let victim = rng.below(3) as usize;
+    procs[victim].1.kill().unwrap();
+    procs[victim].1.wait().unwrap();
+    eprintln!(
+        "SIGKILLed p{victim} with {}+ windows in the table after {:.1} s",
+        scenario.windows(),
+        started.elapsed().as_secs_f64()
+    );
+    // Restart it after the group has moved its partitions to the others.
+    std::thread::sleep(Duration::from_secs(8 + rng.below(5)));
+    let restarted = format!("p{victim}-restarted");
+    procs.push((restarted.clone(), scenario.spawn(&restarted, "15s")));
+    for (i, (name, child)) in procs.iter_mut().enumerate() {
+        if i != victim {
+            wait_for(child, name, scenario, Duration::from_secs(600));
+        }
+    }
+    eprintln!(
+        "all processes ended after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    for (i, (name, _)) in procs.iter().enumerate() {
+        if i != victim {
+            let out = scenario.output(name);
+            let summary = out
+                .lines()
+                .find(|l| l.starts_with("sluice run:"))
+                .unwrap_or("?");
+            eprintln!("{name}: {summary}");
+        }
+    }
+
+    let q = |sql: &str| scenario.count(&oracle, sql);
+    let rows = q("SELECT count(*) FROM t");
+    let lost = q(&format!(
+        "SELECT count(*) FROM (SELECT {COLUMNS} FROM o EXCEPT ALL SELECT {COLUMNS} FROM t)"
+    ));
+    let extra = q(&format!(
+        "SELECT count(*) FROM (SELECT {COLUMNS} FROM t EXCEPT ALL SELECT {COLUMNS} FROM o)"
+    ));
+    let dup_rows = q("SELECT count(*) - count(DISTINCT event_id) FROM t");
+    let shards = q("SELECT count(DISTINCT shard) FROM t");
+    eprintln!(
+        "scale-out: {} messages, 3 processes, 1 SIGKILL; table {rows} rows in {shards} shards, oracle {distinct}; duplicates {dup_rows}, lost {lost}, extra {extra}",
+        messages.len()
+    );
+    assert_eq!((dup_rows, lost, extra), (0, 0, 0));
+    assert_eq!(rows, distinct as u64);
+    assert_eq!(shards, PARTITIONS as u64);
+
+    // A restart with no new events commits nothing.
+    let before = scenario.version();
+    let mut again = scenario.spawn("again", "5s");
+    wait_for(&mut again, "again", scenario, Duration::from_secs(120));
+    assert_eq!(scenario.version(), before, "{}", scenario.output("again"));
+    eprintln!("restart with no new events: table version unchanged ({before})");
+}
+
+#[test]
+fn three_processes_on_six_partitions_equal_one_clean_run_through_a_sigkill() {
+    let seed = common::seed("kafka scale-out");
+    let mut dir = tempfile::tempdir().unwrap();
+    // SLUICE_KEEP_DIR=1 keeps the tables and the processes' logs for a look after a failure.
+    dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
+    eprintln!("working in {}", dir.path().display());
+    let broker = tansu();
+    let scenario = Scenario {
+        dir: dir.path(),
+        table: dir.path().join("events").to_str().unwrap().to_string(),
+        env: Vec::new(),
+        broker: &broker,
+    };
+    scale_out(&scenario, events(), seed);
+}
+
+/// 100k events, or `SLUICE_KAFKA_EVENTS` (quicker local runs).
+fn events() -> u64 {
+    std::env::var("SLUICE_KAFKA_EVENTS")
+        .ok()
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(100_000)
+}
+
+#[test]
+fn three_processes_on_six_partitions_equal_one_clean_run_on_s3() {
+    let seed = common::seed("kafka scale-out on S3");
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    let s3 = moto("lake");
+    let scenario = Scenario {
+        dir: dir.path(),
+        table: "s3://lake/events".to_string(),
+        env: s3_env(&s3),
+        broker: &broker,
+    };
+    scale_out(&scenario, events(), seed);
+}

@@ -1,0 +1,192 @@
+//! Real servers for end-to-end tests, one private instance per test on a free loopback port,
+//! stopped when dropped: a Kafka-protocol broker (tansu) and an S3 server (moto).
+//!
+//! `scripts/servers install` puts both under `~/.cache/sluice` (the test command runs it);
+//! `SLUICE_TANSU` / `SLUICE_MOTO` name other binaries.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+/// A server process, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub address: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cache() -> PathBuf {
+    PathBuf::from(std::env::var("HOME").expect("HOME is set")).join(".cache/sluice")
+}
+
+fn binary(env: &str, default: PathBuf) -> PathBuf {
+    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or(default);
+    assert!(
+        path.exists(),
+        "{} not found: run `scripts/servers install` (the test command does), or set {env}",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+fn wait_listening(port: u16, what: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before listening: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not listen on {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn tansu_binary() -> PathBuf {
+    binary("SLUICE_TANSU", cache().join("tansu/bin/tansu"))
+}
+
+/// A tansu broker keeping everything in memory.
+pub fn tansu() -> Server {
+    let port = free_port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut child = Command::new(tansu_binary())
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+            "--storage-engine",
+            "memory://tansu/",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tansu starts");
+    wait_listening(port, "tansu", &mut child);
+    Server {
+        child,
+        address: format!("127.0.0.1:{port}"),
+    }
+}
+
+/// Creates `topic` with `partitions` partitions on the broker.
+pub fn create_topic(broker: &Server, topic: &str, partitions: u32) {
+    let out = Command::new(tansu_binary())
+        .args([
+            "topic",
+            "create",
+            "--broker",
+            &format!("tcp://{}", broker.address),
+            "--partitions",
+            &partitions.to_string(),
+            topic,
+        ])
+        .output()
+        .expect("tansu topic create runs");
+    assert!(
+        out.status.success(),
+        "tansu topic create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Produces `messages` (key, payload) in order, each in a record batch of its own: tansu
+/// loses the rest of a batch when a fetch starts inside it (../shared/notes/test-servers.md),
+/// which a resumed consumer does.
+pub fn produce(broker: &Server, topic: &str, messages: &[(String, Vec<u8>)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .create()
+        .expect("a producer");
+    for (key, payload) in messages {
+        let mut record = BaseRecord::to(topic).key(key).payload(payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, r)) => {
+                    // A full local queue: let deliveries drain, then retry.
+                    assert!(
+                        matches!(
+                            e.rdkafka_error_code(),
+                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "producing failed: {e}"
+                    );
+                    record = r;
+                    producer.poll(Duration::from_millis(50));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer
+        .flush(Duration::from_secs(120))
+        .expect("every message delivered");
+}
+
+/// A moto S3 server with one bucket.
+pub fn moto(bucket: &str) -> Server {
+    let port = free_port();
+    let mut child = Command::new(binary("SLUICE_MOTO", cache().join("venv/bin/moto_server")))
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    wait_listening(port, "moto", &mut child);
+    // Create the bucket (moto takes unsigned requests).
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("moto answers");
+    write!(
+        stream,
+        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("HTTP/1.1 200"),
+        "creating bucket {bucket}: {reply}"
+    );
+    Server {
+        child,
+        address: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// The environment that points object_store and deltalake at a moto server.
+pub fn s3_env(moto: &Server) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL", moto.address.clone()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ]
+}
