@@ -615,4 +615,47 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("sorce"), "{err}");
     }
+
+    #[test]
+    fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
+        let plan = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
+            let mut args = RunArgs {
+                source: Some(source.into()),
+                table: Some("t".into()),
+                ..Default::default()
+            };
+            extra(&mut args);
+            args.plan()
+        };
+        let p = plan("kafka:events", &|a| {
+            a.brokers = Some("127.0.0.1:9092".into());
+            a.until_idle = Some("30s".into());
+            a.kafka_options = vec!["fetch.min.bytes=1".into()];
+        })
+        .unwrap();
+        let k = p.kafka.unwrap();
+        assert_eq!((k.topic.as_str(), k.group.as_str()), ("events", "sluice"));
+        assert_eq!(k.until_idle_ms, Some(30_000));
+        assert_eq!(k.start, StartAt::Earliest);
+        assert_eq!(
+            k.client_options,
+            vec![("fetch.min.bytes".into(), "1".into())]
+        );
+        let err = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
+            plan(source, extra).unwrap_err().to_string()
+        };
+        assert!(err("kafka:events", &|_| {}).contains("--brokers"));
+        assert!(err("kafka:a/b", &|a| a.brokers = Some("b:1".into())).contains("topic name"));
+        assert!(err("ndjson:in", &|a| a.max_events = Some(5)).contains("--max-events"));
+        let follow = err("kafka:events", &|a| {
+            a.brokers = Some("b:1".into());
+            a.follow = true;
+        });
+        assert!(follow.contains("always followed"), "{follow}");
+        let start = err("kafka:events", &|a| {
+            a.brokers = Some("b:1".into());
+            a.start = Some("middle".into());
+        });
+        assert!(start.contains("--start"), "{start}");
+    }
 }

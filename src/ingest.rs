@@ -104,20 +104,15 @@ async fn open_raw(
         None => None,
     };
     // Infer only for a new table: an existing table's schema is the contract.
-    let opened = match WindowTable::open_or_create(
-        options,
-        record_schema.as_ref(),
-        plan.layout,
-        plan.window,
-    )
-    .await
-    {
-        Err(OpenError::NeedSchema(_)) if infer_from.is_some() => {
-            let source = infer_from.expect("checked by the match guard");
+    let opened =
+        WindowTable::open_or_create(options, record_schema.as_ref(), plan.layout, plan.window)
+            .await;
+    let opened = match (opened, infer_from) {
+        (Err(OpenError::NeedSchema(_)), Some(source)) => {
             let inferred = infer(source, plan.infer_lines)?;
             WindowTable::open_or_create(options, Some(&inferred), plan.layout, plan.window).await
         }
-        other => other,
+        (other, _) => other,
     };
     opened.map_err(|e| match e {
         OpenError::PartitionMismatch { .. } => usage(format!("--window/--address: {e}")),

@@ -25,8 +25,12 @@ fn invalid_options_exit_2_with_one_line_naming_the_option() {
     let cases = vec![
         owned(&["run", "--table", &table], "--source"),
         owned(
-            &["run", "--source", "kafka:x", "--table", &table],
+            &["run", "--source", "pulsar:x", "--table", &table],
             "--source",
+        ),
+        owned(
+            &["run", "--source", "kafka:x", "--table", &table],
+            "--brokers",
         ),
         run("--store-attempts-max", "0"),
         run("--window", "7m"),

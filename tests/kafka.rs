@@ -220,24 +220,34 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     let mut procs: Vec<(String, Child)> = (0..3)
         .map(|i| (format!("p{i}"), scenario.spawn(&format!("p{i}"), "15s")))
         .collect();
-    // SIGKILL one process holding partitions, once every process has had some and a seeded
-    // number of windows is in the table.
+    // SIGKILL a running process that has had partitions, once a seeded number of windows is
+    // in the table.
     let kill_at = 20 + rng.below(40) as usize;
     let deadline = Instant::now() + Duration::from_secs(300);
-    let assigned = |name: &str| scenario.output(name).contains("assigned partitions");
-    while scenario.windows() < kill_at || !procs.iter().all(|(n, _)| assigned(n)) {
+    let victim = loop {
         assert!(
             Instant::now() < deadline,
             "no progress:\n{}",
             scenario.output("p0")
         );
+        if scenario.windows() >= kill_at {
+            let candidates: Vec<usize> = (0..procs.len())
+                .filter(|i| {
+                    let (name, child) = &mut procs[*i];
+                    child.try_wait().unwrap().is_none()
+                        && scenario.output(name).contains("assigned partitions")
+                })
+                .collect();
+            if !candidates.is_empty() {
+                break candidates[rng.below(candidates.len() as u64) as usize];
+            }
+        }
         std::thread::sleep(Duration::from_millis(200));
-    }
-    let victim = rng.below(3) as usize;
+    };
     procs[victim].1.kill().unwrap();
     procs[victim].1.wait().unwrap();
     eprintln!(
-        "SIGKILLed p{victim} with {}+ windows in the table after {:.1} s",
+        "SIGKILLed p{victim} (it held partitions) with {}+ windows in the table after {:.1} s",
         scenario.windows(),
         started.elapsed().as_secs_f64()
     );

@@ -215,3 +215,77 @@ async fn schema_and_layout_mismatches_are_refused() {
         .unwrap_err();
     assert!(matches!(err, OpenError::ReservedColumn(_)), "{err}");
 }
+
+/// Writers of a sharded table (one per Kafka partition): a commit on another shard is retried
+/// over, but a zombie writer of a shard — one that read the table before the shard's new owner
+/// published — is refused by the conflict on the partition's `txn`, whatever window it
+/// publishes.
+#[tokio::test]
+async fn sharded_writers_race_on_other_shards_but_a_zombie_of_one_shard_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = WindowSize::parse("1h").unwrap();
+    let at = |t: &str| Window::containing(size, TimeFormat::Rfc3339.parse_str(t).unwrap());
+    let (w14, w15) = (at("2026-10-03T14:00:00Z"), at("2026-10-03T15:00:00Z"));
+    let open = |shard: u32| {
+        let options = TableOptions {
+            location: dir.path().to_str().unwrap().to_string(),
+            shard: Some(sluice_window::Shard(shard)),
+            commit_retries: 15,
+            ..TableOptions::new("")
+        };
+        async move {
+            WindowTable::open_or_create(
+                &options,
+                Some(&record_schema()),
+                AddressLayout::DtHour,
+                size,
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let mut zombie = open(3).await;
+    let mut owner = open(3).await;
+    let mut neighbour = open(4).await;
+    let publish = |table: &mut WindowTable, window: Window, partition: &str, offset: i64| {
+        let address = table.address(window);
+        let schema = table.file_schema().clone();
+        let batch = rows(table, 2, offset);
+        let mut stager = Stager::new(table.store(), "a", StageOptions::default());
+        let partition = partition.to_string();
+        async move {
+            let file = stager.stage(&address, &schema, vec![batch]).await.unwrap();
+            let mut p = publication(window, vec![file], offset);
+            p.coverage.partition = partition.clone();
+            p.txns = vec![(partition, offset)];
+            p
+        }
+    };
+    let p = publish(&mut owner, w15, "events/3", 20).await;
+    assert_eq!(owner.publish(p).await.unwrap().version, 1);
+    // Another shard, from a stale read: retried over the owner's commit.
+    let p = publish(&mut neighbour, w14, "events/4", 7).await;
+    assert_eq!(neighbour.publish(p).await.unwrap().version, 2);
+    // The zombie of shard 3 publishes another window: refused.
+    let p = publish(&mut zombie, w14, "events/3", 10).await;
+    let err = zombie.publish(p).await.unwrap_err();
+    assert!(matches!(err, PublishError::Conflict { .. }), "{err}");
+
+    let mut reader = open(3).await;
+    assert!(reader
+        .files_at(&reader.address(w14))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        reader.files_at(&reader.address(w15)).await.unwrap().len(),
+        1
+    );
+    let offsets = reader
+        .resume_offsets("p", &["events/3".to_string(), "events/4".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(offsets.get("events/3"), Some(&20));
+    assert_eq!(offsets.get("events/4"), Some(&7));
+    assert_eq!(reader.version(), Some(2));
+}
