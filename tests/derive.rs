@@ -69,6 +69,9 @@ fn derived_tables_stay_exact_through_sigkills_and_late_data_and_equal_the_batch_
 
     // The stream, SIGKILLed 20 times at random instants, then run to the end.
     let mut killed_running = 0;
+    // Kills land within `delay_ms_max` of the start; when a run finished before its kill,
+    // the window shrinks, so most kills interrupt a run however fast the machine is.
+    let mut delay_ms_max = 400;
     for (name, bytes) in &slices {
         std::fs::write(input.join(name), bytes).unwrap();
         let mut child = Command::new(BIN)
@@ -77,9 +80,11 @@ fn derived_tables_stay_exact_through_sigkills_and_late_data_and_equal_the_batch_
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(50 + rng.below(400)));
+        std::thread::sleep(Duration::from_millis(20 + rng.below(delay_ms_max)));
         if child.try_wait().unwrap().is_none() {
             killed_running += 1;
+        } else {
+            delay_ms_max = (delay_ms_max / 2).max(20);
         }
         let _ = child.kill();
         child.wait().unwrap();
