@@ -57,6 +57,8 @@ pub enum KafkaRunError {
     Open(#[from] sluice_publish::OpenError),
     #[error("opening the dead-letter table failed: {0}")]
     DeadLetters(#[from] sluice_publish::DeadLetterError),
+    #[error("the Kafka consumer thread stopped unexpectedly")]
+    ConsumerGone,
 }
 
 /// One assigned partition: its writer and where its messages stand.
@@ -120,14 +122,24 @@ impl KafkaRun {
         let mut last_input_ms = clock.now_ms();
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A dropped stop sender means nobody can stop the run any more (not a stop).
+        let mut stoppable = true;
         let ended = loop {
             let event = tokio::select! {
                 // What the consumer handed over goes first: a tick must not find the run idle
                 // while events wait.
                 biased;
-                e = consumer.events.recv() => e,
+                e = consumer.events.recv() => match e {
+                    Some(e) => Some(e),
+                    // The consumer thread ended without saying why (it only ends on a stop,
+                    // which this run has not asked for, or after a `Failed` event).
+                    None => return Err(KafkaRunError::ConsumerGone),
+                },
                 _ = tick.tick() => None,
-                _ = stop.changed() => None,
+                changed = stop.changed(), if stoppable => {
+                    stoppable = changed.is_ok();
+                    None
+                }
             };
             if *stop.borrow() {
                 break false;
