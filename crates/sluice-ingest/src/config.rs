@@ -212,3 +212,24 @@ pub struct RunSummary {
     pub derived: crate::derive::DeriveSummary,
     pub last_version: Option<u64>,
 }
+
+impl RunSummary {
+    /// Adds another run's counts (a Kafka run sums its partitions' writers); the last
+    /// version is the newest of both.
+    pub fn absorb(&mut self, s: &RunSummary) {
+        self.bytes += s.bytes;
+        self.rows += s.rows;
+        self.replayed += s.replayed;
+        self.late += s.late;
+        self.late_dead_lettered += s.late_dead_lettered;
+        self.rejected += s.rejected;
+        self.windows_published += s.windows_published;
+        self.commits += s.commits;
+        self.dead_letter_commits += s.dead_letter_commits;
+        self.parts_flushed += s.parts_flushed;
+        self.restarts += s.restarts;
+        self.idle_seals += s.idle_seals;
+        self.merges_unchanged += s.merges_unchanged;
+        self.last_version = self.last_version.max(s.last_version);
+    }
+}

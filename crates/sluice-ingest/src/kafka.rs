@@ -162,18 +162,18 @@ impl KafkaRun {
                             }
                             stale => {
                                 if let Some(old) = stale {
-                                    add(&mut summary.run, &old.ingester.summary);
+                                    summary.run.absorb(&old.ingester.summary);
                                 }
                                 self.open_partition(p, clock).await?
                             }
                         };
                         if let Some(old) = owned.insert(p, shard) {
-                            add(&mut summary.run, &old.ingester.summary);
+                            summary.run.absorb(&old.ingester.summary);
                         }
                     }
                     for (p, old) in parked.drain() {
                         tracing::info!(partition = p, "revoked: dropped its unpublished state");
-                        add(&mut summary.run, &old.ingester.summary);
+                        summary.run.absorb(&old.ingester.summary);
                     }
                 }
                 Some(KafkaEvent::Revoked(partitions)) => {
@@ -259,7 +259,7 @@ impl KafkaRun {
                     })
                 }
             }
-            add(&mut summary.run, &shard.ingester.summary);
+            summary.run.absorb(&shard.ingester.summary);
         }
         consumer.stop();
         Ok(summary)
@@ -430,21 +430,4 @@ fn taken_over(e: &IngestError) -> bool {
         ),
         _ => false,
     }
-}
-
-fn add(total: &mut RunSummary, s: &RunSummary) {
-    total.bytes += s.bytes;
-    total.rows += s.rows;
-    total.replayed += s.replayed;
-    total.late += s.late;
-    total.late_dead_lettered += s.late_dead_lettered;
-    total.rejected += s.rejected;
-    total.windows_published += s.windows_published;
-    total.commits += s.commits;
-    total.dead_letter_commits += s.dead_letter_commits;
-    total.parts_flushed += s.parts_flushed;
-    total.restarts += s.restarts;
-    total.idle_seals += s.idle_seals;
-    total.merges_unchanged += s.merges_unchanged;
-    total.last_version = total.last_version.max(s.last_version);
 }
