@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use deltalake::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
+use deltalake::arrow::array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, UInt64Array,
+};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use sluice_sql::{Format, TableRef};
 
@@ -138,17 +140,19 @@ pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
     print(&sluice_sql::format(&[batch], format)?)
 }
 
-/// The listing as a record batch, so it prints like query results.
+/// The listing as a record batch, so it prints like query results. A sharded table's listing
+/// (one row per window and shard) also says whether the row's shard has sealed the window and
+/// how many of the table's shards have: the window is complete when all of them have.
 pub fn listing_batch(listing: &[sluice_publish::WindowListing]) -> anyhow::Result<RecordBatch> {
-    let schema = Arc::new(Schema::new(vec![
+    let mut fields = vec![
         Field::new("window", DataType::Utf8, false),
         Field::new("files", DataType::UInt64, false),
         Field::new("rows", DataType::Int64, false),
         Field::new("version", DataType::UInt64, true),
         Field::new("publications", DataType::UInt64, false),
         Field::new("published_at", DataType::Utf8, false),
-    ]));
-    let columns: Vec<ArrayRef> = vec![
+    ];
+    let mut columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(
             listing.iter().map(|w| w.address.as_str()),
         )),
@@ -166,7 +170,24 @@ pub fn listing_batch(listing: &[sluice_publish::WindowListing]) -> anyhow::Resul
                 .unwrap_or_default()
         }))),
     ];
-    Ok(RecordBatch::try_new(schema, columns)?)
+    if listing.iter().any(|w| w.seal.is_some()) {
+        fields.push(Field::new("sealed", DataType::Boolean, true));
+        fields.push(Field::new("shards_sealed", DataType::Utf8, true));
+        fields.push(Field::new("complete", DataType::Boolean, true));
+        columns.push(Arc::new(BooleanArray::from_iter(
+            listing.iter().map(|w| w.seal.map(|s| s.sealed)),
+        )));
+        columns.push(Arc::new(StringArray::from_iter(listing.iter().map(|w| {
+            w.seal.map(|s| format!("{}/{}", s.shards_sealed, s.shards))
+        }))));
+        columns.push(Arc::new(BooleanArray::from_iter(
+            listing.iter().map(|w| w.seal.map(|s| s.complete())),
+        )));
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 fn print(text: &str) -> anyhow::Result<()> {

@@ -85,6 +85,30 @@ impl Scenario<'_> {
         )
     }
 
+    /// `sluice windows` of the sharded table: per window (address without the shard), its
+    /// rows' `sealed` flags and their `shards_sealed` and `complete` columns.
+    fn seals(&self) -> std::collections::BTreeMap<String, Vec<(bool, String, bool)>> {
+        let out = self.ok(&["windows", "--table", &self.table, "--format", "csv"]);
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "window,files,rows,version,publications,published_at,sealed,shards_sealed,complete"
+            )
+        );
+        let mut seals: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+        for line in lines {
+            let f: Vec<&str> = line.split(',').collect();
+            let (window, _shard) = f[0].rsplit_once("/shard=").expect("a sharded address");
+            seals.entry(window.to_string()).or_default().push((
+                f[6] == "true",
+                f[7].to_string(),
+                f[8] == "true",
+            ));
+        }
+        seals
+    }
+
     /// Windows published so far (0 before the table exists).
     fn windows(&self) -> usize {
         let out = self
@@ -312,6 +336,26 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     assert_eq!((dup_rows, lost, extra), (0, 0, 0));
     assert_eq!(rows, distinct as u64);
     assert_eq!(shards, PARTITIONS as u64);
+
+    // Each shard has sealed every hour its input has moved 10 minutes (the lateness) past:
+    // all but the last hour, whose end no event reaches.
+    let seals = scenario.seals();
+    let last = seals.keys().next_back().cloned().unwrap();
+    for (window, rows) in &seals {
+        let complete = *window != last;
+        let expected = if complete { PARTITIONS } else { 0 };
+        assert_eq!(rows.len(), PARTITIONS as usize, "{window}: {rows:?}");
+        assert!(
+            rows.iter()
+                .all(|r| *r == (complete, format!("{expected}/{PARTITIONS}"), complete)),
+            "{window}: {rows:?}"
+        );
+    }
+    eprintln!(
+        "sluice windows: {} of {} windows complete (sealed by all {PARTITIONS} shards); {last} sealed by none",
+        seals.len() - 1,
+        seals.len()
+    );
 
     // A restart with no new events commits nothing.
     let before = scenario.version();

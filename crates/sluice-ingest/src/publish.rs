@@ -101,6 +101,14 @@ impl Ingester<'_> {
             if self.committed_max_event_us.is_none_or(|c| us > c) {
                 txns.push((self.watermark_txn.clone(), us));
             }
+            // Every window ending by the committed input's watermark is published (rows of
+            // it after the resume position are late), so this shard has sealed it.
+            let through = us.saturating_sub(self.watermark.lateness_us());
+            if let Some(name) = &self.sealed_txn {
+                if self.committed_sealed_us.is_none_or(|c| through > c) {
+                    txns.push((name.clone(), through));
+                }
+            }
         }
         let mut ranges: Vec<_> = buffer.ranges.iter().collect();
         ranges.sort();
@@ -215,6 +223,8 @@ impl Ingester<'_> {
             for (name, offset) in txns {
                 if name == self.watermark_txn {
                     self.committed_max_event_us = Some(offset);
+                } else if self.sealed_txn.as_ref() == Some(&name) {
+                    self.committed_sealed_us = Some(offset);
                 } else {
                     self.committed.insert(name, offset);
                 }

@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
-use sluice_publish::{DeadLetter, DeadLetterTable, WindowTable};
+use sluice_publish::{shard_sealed_txn, DeadLetter, DeadLetterTable, WindowTable};
 use sluice_source::{Chunk, Decoded, LineDecoder, NdjsonSource, Position, RAW_BYTES_MAX};
 use sluice_stage::Stager;
 use sluice_window::{EventTime, Route, Watermark, Window, WindowBook};
@@ -38,6 +38,10 @@ pub struct Ingester<'a> {
     pub(crate) committed: HashMap<String, i64>,
     /// The largest event time before the committed resume position, as stored in the table.
     pub(crate) committed_max_event_us: Option<i64>,
+    /// In a sharded table, the shard's sealed-through `txn` ([`shard_sealed_txn`]) and its
+    /// committed value: how far this shard has sealed, for readers of the table.
+    pub(crate) sealed_txn: Option<String>,
+    pub(crate) committed_sealed_us: Option<i64>,
     /// Per file name: every dead letter below this offset is in the dead-letter table.
     pub(crate) dead_committed: HashMap<String, i64>,
     /// Dead letters read but not yet committed.
@@ -88,6 +92,8 @@ impl<'a> Ingester<'a> {
             max_before_hold: HashMap::new(),
             committed: HashMap::new(),
             committed_max_event_us: None,
+            sealed_txn: table.shard().map(shard_sealed_txn),
+            committed_sealed_us: None,
             dead_committed: HashMap::new(),
             dead_pending: Vec::new(),
             read_position: first_unread(&source, &HashMap::new()),
@@ -124,11 +130,16 @@ impl<'a> Ingester<'a> {
             .committed_offsets(&self.config.pipeline, &names)
             .await?;
         names.push(self.watermark_txn.clone());
+        names.extend(self.sealed_txn.clone());
         let mut committed = self
             .table
             .resume_offsets(&self.config.pipeline, &names)
             .await?;
         self.committed_max_event_us = committed.remove(&self.watermark_txn);
+        self.committed_sealed_us = match &self.sealed_txn {
+            Some(name) => committed.remove(name),
+            None => None,
+        };
         self.source.check_append_only(&committed)?;
         self.cursors = committed.clone();
         self.committed = committed;

@@ -40,7 +40,9 @@ pub use commit::{Coverage, Publication, PublishError, Published, Replace};
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
-pub use listing::{addresses_changed, list_windows, ListError, WindowListing};
+pub use listing::{
+    addresses_changed, list_windows, shard_sealed_txn, ListError, ShardSeal, WindowListing,
+};
 pub use merge::{MergeAction, MergePublication, MergeScope};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{

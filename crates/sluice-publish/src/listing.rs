@@ -5,8 +5,19 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::ObjectStoreExt;
 
-use crate::table::file_of;
+use sluice_window::{parse_instant, EventTime, Shard};
+
+use crate::table::{app_id, file_of};
 use crate::COMMIT_INFO_KEY;
+
+/// The `txn` partition name under which a writer of `shard` records how far its shard has
+/// sealed: every window ending at or before that event time (microseconds) is sealed in this
+/// shard, so rows of it that arrive later are late data. The app id is
+/// `<pipeline>/.shard/<n>/sealed_through_us`; it depends only on the shard, so a reader of the
+/// table finds it without knowing the source (`sluice windows`).
+pub fn shard_sealed_txn(shard: Shard) -> String {
+    format!(".shard/{shard}/sealed_through_us")
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListError {
@@ -32,6 +43,27 @@ pub struct WindowListing {
     pub publications: usize,
     /// The publisher's clock at publication, milliseconds since the epoch.
     pub published_at_ms: i64,
+    /// In a sharded table: how far the window is sealed across the shards.
+    pub seal: Option<ShardSeal>,
+}
+
+/// A window's state across the shards of a sharded table. The window is complete when every
+/// shard has sealed it: no shard still holds rows of it that are not in the table, and rows of
+/// it read from now on are late data (published by the late policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardSeal {
+    /// This listing's shard has sealed the window.
+    pub sealed: bool,
+    /// How many shards have sealed the window...
+    pub shards_sealed: usize,
+    /// ...of the shards that have published rows to the table.
+    pub shards: usize,
+}
+
+impl ShardSeal {
+    pub fn complete(&self) -> bool {
+        self.shards_sealed == self.shards
+    }
 }
 
 /// Lists every address of the table with its files, rows and publishing version.
@@ -46,8 +78,11 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
     let mut windows: BTreeMap<String, WindowListing> = BTreeMap::new();
     // Keep the table's partition column order, not alphabetical order.
     let columns = table.snapshot()?.metadata().partition_columns().to_vec();
+    let mut shard_of: BTreeMap<String, Shard> = BTreeMap::new();
+    let mut pipelines: BTreeSet<String> = BTreeSet::new();
     for view in &views {
         let file = file_of(view);
+        pipelines.extend(file.pipeline.clone());
         let address = file
             .partition_values
             .iter()
@@ -66,6 +101,9 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
             ordered.push("(unpartitioned)".into());
         }
         let key = ordered.join("/");
+        if let Some(shard) = Shard::of(&file.partition_values) {
+            shard_of.insert(key.clone(), shard);
+        }
         let entry = windows.entry(key.clone()).or_insert(WindowListing {
             address: key,
             files: 0,
@@ -73,6 +111,7 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
             version: None,
             publications: 0,
             published_at_ms: 0,
+            seal: None,
         });
         entry.files += 1;
         entry.rows += file.rows.unwrap_or(0);
@@ -80,6 +119,8 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
     }
     let store = table.object_store();
     let current = table.version().unwrap_or(0);
+    // Window ends, from the newest commit that published each window (any layout).
+    let mut ends: BTreeMap<String, EventTime> = BTreeMap::new();
     for version in (0..=current).rev() {
         let Some(bytes) = read_commit(store.as_ref(), version).await? else {
             break;
@@ -99,10 +140,76 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
             if let Some(entry) = windows.get_mut(window) {
                 entry.publications += 1;
                 entry.version.get_or_insert(version);
+                let end = value
+                    .get("commitInfo")
+                    .and_then(|c| c.get(COMMIT_INFO_KEY))
+                    .and_then(|s| s.get("window_end"))
+                    .and_then(|w| w.as_str())
+                    .and_then(|w| parse_instant(w).ok());
+                if let (Some(end), false) = (end, ends.contains_key(window)) {
+                    ends.insert(window.to_string(), end);
+                }
             }
         }
     }
+    if !shard_of.is_empty() {
+        let sealed = sealed_through(table, &pipelines, shard_of.values().copied()).await?;
+        mark_seals(&mut windows, &shard_of, &ends, &sealed);
+    }
     Ok(windows.into_values().collect())
+}
+
+/// Each shard's sealed-through event time ([`shard_sealed_txn`]), the latest over the
+/// table's pipelines; `None` for a shard that has recorded none.
+async fn sealed_through(
+    table: &DeltaTable,
+    pipelines: &BTreeSet<String>,
+    shards: impl Iterator<Item = Shard>,
+) -> Result<BTreeMap<Shard, Option<EventTime>>, ListError> {
+    let snapshot = table.snapshot()?;
+    let log_store = table.log_store();
+    let mut sealed: BTreeMap<Shard, Option<EventTime>> = BTreeMap::new();
+    for shard in shards {
+        if sealed.contains_key(&shard) {
+            continue;
+        }
+        let mut through: Option<i64> = None;
+        for pipeline in pipelines {
+            let id = app_id(pipeline, &shard_sealed_txn(shard));
+            if let Some(v) = snapshot
+                .transaction_version(log_store.as_ref(), &id)
+                .await?
+            {
+                through = Some(through.map_or(v, |t| t.max(v)));
+            }
+        }
+        sealed.insert(shard, through.map(EventTime::from_micros));
+    }
+    Ok(sealed)
+}
+
+/// Sets each sharded listing's [`ShardSeal`]: the shards that published rows to the table,
+/// and which of them have sealed the listing's window (its end at or before their
+/// sealed-through time). A window whose end is unknown (its publishing commit was cleaned up
+/// from the log) gets no seal.
+fn mark_seals(
+    windows: &mut BTreeMap<String, WindowListing>,
+    shard_of: &BTreeMap<String, Shard>,
+    ends: &BTreeMap<String, EventTime>,
+    sealed: &BTreeMap<Shard, Option<EventTime>>,
+) {
+    let shards = sealed.len();
+    for (key, entry) in windows.iter_mut() {
+        let (Some(shard), Some(end)) = (shard_of.get(key), ends.get(key)) else {
+            continue;
+        };
+        let sealed_by = |s: &Shard| sealed.get(s).copied().flatten().is_some_and(|t| *end <= t);
+        entry.seal = Some(ShardSeal {
+            sealed: sealed_by(shard),
+            shards_sealed: sealed.keys().filter(|s| sealed_by(s)).count(),
+            shards,
+        });
+    }
 }
 
 /// The addresses (sorted `(column, value)` pairs) whose rows the commits after version

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use deltalake::arrow::array::{Int64Array, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use sluice_stage::{StageOptions, Stager};
-use sluice_window::{AddressLayout, TimeFormat, Window, WindowSize};
+use sluice_window::{AddressLayout, Shard, TimeFormat, Window, WindowSize};
 
 use super::*;
 
@@ -220,30 +220,31 @@ async fn schema_and_layout_mismatches_are_refused() {
 /// over, but a zombie writer of a shard — one that read the table before the shard's new owner
 /// published — is refused by the conflict on the partition's `txn`, whatever window it
 /// publishes.
+/// Shard `shard`'s writer of an hourly table at `dir`, created if missing, with retries on.
+async fn sharded_table(dir: &std::path::Path, shard: Shard, size: WindowSize) -> WindowTable {
+    let options = TableOptions {
+        location: dir.to_str().unwrap().to_string(),
+        shard: Some(shard),
+        commit_retries: 15,
+        ..TableOptions::new("")
+    };
+    WindowTable::open_or_create(
+        &options,
+        Some(&record_schema()),
+        AddressLayout::DtHour,
+        size,
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn sharded_writers_race_on_other_shards_but_a_zombie_of_one_shard_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let size = WindowSize::parse("1h").unwrap();
     let at = |t: &str| Window::containing(size, TimeFormat::Rfc3339.parse_str(t).unwrap());
     let (w14, w15) = (at("2026-10-03T14:00:00Z"), at("2026-10-03T15:00:00Z"));
-    let open = |shard: u32| {
-        let options = TableOptions {
-            location: dir.path().to_str().unwrap().to_string(),
-            shard: Some(sluice_window::Shard(shard)),
-            commit_retries: 15,
-            ..TableOptions::new("")
-        };
-        async move {
-            WindowTable::open_or_create(
-                &options,
-                Some(&record_schema()),
-                AddressLayout::DtHour,
-                size,
-            )
-            .await
-            .unwrap()
-        }
-    };
+    let open = |shard: u32| sharded_table(dir.path(), Shard(shard), size);
     let mut zombie = open(3).await;
     let mut owner = open(3).await;
     let mut neighbour = open(4).await;
@@ -288,4 +289,69 @@ async fn sharded_writers_race_on_other_shards_but_a_zombie_of_one_shard_is_refus
     assert_eq!(offsets.get("events/3"), Some(&20));
     assert_eq!(offsets.get("events/4"), Some(&7));
     assert_eq!(reader.version(), Some(2));
+}
+
+#[tokio::test]
+async fn a_window_of_a_sharded_table_is_complete_when_every_shard_has_sealed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = WindowSize::parse("1h").unwrap();
+    let time = |t: &str| TimeFormat::Rfc3339.parse_str(t).unwrap();
+    let (w14, w15) = (
+        Window::containing(size, time("2026-10-03T14:00:00Z")),
+        Window::containing(size, time("2026-10-03T15:00:00Z")),
+    );
+    let open = |shard: u32| sharded_table(dir.path(), Shard(shard), size);
+    // Shard `shard` publishes `window`, sealed through `through`.
+    let publish = |shard: u32, window: Window, offset: i64, through: &str| {
+        let through = time(through).as_micros();
+        async move {
+            let mut table = open(shard).await;
+            let address = table.address(window);
+            let schema = table.file_schema().clone();
+            let batch = rows(&table, 2, offset);
+            let mut stager = Stager::new(table.store(), "a", StageOptions::default());
+            let file = stager.stage(&address, &schema, vec![batch]).await.unwrap();
+            let partition = format!("events/{shard}");
+            let mut p = publication(window, vec![file], offset);
+            p.coverage.partition = partition.clone();
+            p.txns = vec![
+                (partition, offset),
+                (shard_sealed_txn(Shard(shard)), through),
+            ];
+            table.publish(p).await.unwrap();
+            table
+        }
+    };
+    let seals = |table: WindowTable| async move {
+        list_windows(table.delta_table())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|w| {
+                (
+                    w.address,
+                    w.seal.map(|s| (s.sealed, s.shards_sealed, s.shards)),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    publish(3, w14, 10, "2026-10-03T15:00:00Z").await;
+    let table = publish(4, w14, 20, "2026-10-03T14:59:00Z").await;
+    assert_eq!(
+        seals(table).await,
+        [
+            ("dt=2026-10-03/hour=14/shard=3".into(), Some((true, 1, 2))),
+            ("dt=2026-10-03/hour=14/shard=4".into(), Some((false, 1, 2))),
+        ]
+    );
+    // Shard 4 moves past hour 14: the window is complete; hour 15 is sealed by nobody yet.
+    let table = publish(4, w15, 30, "2026-10-03T15:10:00Z").await;
+    assert_eq!(
+        seals(table).await,
+        [
+            ("dt=2026-10-03/hour=14/shard=3".into(), Some((true, 2, 2))),
+            ("dt=2026-10-03/hour=14/shard=4".into(), Some((true, 2, 2))),
+            ("dt=2026-10-03/hour=15/shard=4".into(), Some((false, 0, 2))),
+        ]
+    );
 }
