@@ -11,6 +11,7 @@
 //! 1-day windows (24x larger), for the memory check. Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
+mod log;
 mod measure;
 
 use std::path::PathBuf;
@@ -46,6 +47,19 @@ enum Command {
         #[arg(long)]
         table: PathBuf,
     },
+    /// Only the long-log measurement: publish latency and restart-to-resume near version 10
+    /// and near `--versions`.
+    LogGrowth {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 10_000)]
+        versions: u64,
+        #[arg(long, default_value_t = 1_000)]
+        rows: usize,
+        /// The sluice binary; default: next to this one.
+        #[arg(long)]
+        sluice: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -58,6 +72,12 @@ fn main() -> ExitCode {
             threads,
         } => alternatives::floor(&input, &out, threads >= 2),
         Command::DeltaWrite { input, table } => alternatives::delta_write(&input, &table),
+        Command::LogGrowth {
+            dir,
+            versions,
+            rows,
+            sluice,
+        } => measure::log_only(&dir, versions, rows, sluice),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,6 +27,13 @@ pub struct CompareArgs {
     /// The sluice binary; default: next to this one.
     #[arg(long)]
     sluice: Option<PathBuf>,
+    /// Table versions of the log-growth measurement (publish latency and restart-to-resume
+    /// near version 10 and near this version); 0 skips it.
+    #[arg(long, default_value_t = 10_000)]
+    log_versions: u64,
+    /// Rows of each window published in the log-growth measurement.
+    #[arg(long, default_value_t = 1_000)]
+    log_window_rows: usize,
 }
 
 /// Builds the command of one alternative from the input directory and its output path.
@@ -172,7 +179,24 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             s.rss_kib.push(rss);
         }
     }
-    let report = report(&alternatives, &samples, lines, bytes, args.runs);
+    let log = if args.log_versions >= 200 {
+        let sluice = args
+            .sluice
+            .clone()
+            .unwrap_or_else(|| me.with_file_name("sluice"));
+        Some(crate::log::log_growth(
+            &work,
+            args.log_versions,
+            args.log_window_rows,
+            &sluice,
+        )?)
+    } else {
+        None
+    };
+    let mut report = report(&alternatives, &samples, lines, bytes, args.runs);
+    if let Some(log) = &log {
+        log_report(&mut report, log);
+    }
     println!("{report}");
     if let Some(parent) = args.results.parent() {
         std::fs::create_dir_all(parent)?;
@@ -317,4 +341,68 @@ fn report(
         wall("c") / wall("d")
     );
     r
+}
+
+fn log_report(r: &mut String, log: &crate::log::LogReport) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let _ = writeln!(
+        r,
+        "\nA long log: one local table, {} publications (each swaps one of 24 hourly windows with a \
+         {}-row file: 24 active files, one version per publication, a checkpoint every 10 as \
+         `sluice run` creates tables). Publish = stage + commit, until the commit is in the log \
+         (seal to visible: a reader listing the log from then on sees it); {} publications at each end. \
+         Restart = `sluice run` over a new empty source, process start to exit (table load, \
+         resume offsets, published windows), median of 3.\n",
+        log.versions, log.rows_per_window, crate::log::SAMPLES
+    );
+    let _ = writeln!(
+        r,
+        "| | at version ~10 | at version ~{} | ratio | target | |",
+        log.versions
+    );
+    let _ = writeln!(r, "| --- | --- | --- | --- | --- | --- |");
+    let ratio = ms(log.late.median) / ms(log.early.median);
+    let _ = writeln!(
+        r,
+        "| publish latency, median | {:.1} ms | {:.1} ms | {ratio:.2} | ≤ 1.2 | {} |",
+        ms(log.early.median),
+        ms(log.late.median),
+        verdict(ratio <= 1.2)
+    );
+    let worst = log.early.p99.max(log.late.p99);
+    let _ = writeln!(
+        r,
+        "| seal to visible, p99 | {:.1} ms | {:.1} ms | | ≤ 250 ms | {} |",
+        ms(log.early.p99),
+        ms(log.late.p99),
+        verdict(ms(worst) <= 250.0)
+    );
+    let _ = writeln!(
+        r,
+        "| restart to resume | {:.0} ms | {:.0} ms | {:.2} | < 1 s at the end | {} |",
+        ms(log.restart_early),
+        ms(log.restart_late),
+        ms(log.restart_late) / ms(log.restart_early),
+        verdict(log.restart_late < Duration::from_secs(1))
+    );
+}
+
+/// `sluice-bench log-growth`: the long-log measurement alone, printed.
+pub fn log_only(
+    dir: &Path,
+    versions: u64,
+    rows: usize,
+    sluice: Option<PathBuf>,
+) -> Result<(), BenchError> {
+    let sluice = match sluice {
+        Some(s) => s,
+        None => std::env::current_exe()?.with_file_name("sluice"),
+    };
+    std::fs::create_dir_all(dir)?;
+    let log = crate::log::log_growth(dir, versions, rows, &sluice)?;
+    let mut r = String::new();
+    log_report(&mut r, &log);
+    println!("{r}");
+    Ok(())
 }

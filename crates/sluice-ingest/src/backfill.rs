@@ -61,7 +61,7 @@ pub async fn backfill(
     progress: &mut dyn FnMut(BackfillProgress),
 ) -> Result<(BackfillSummary, WindowTable), IngestError> {
     let mut summary = BackfillSummary::default();
-    let mut stager = Stager::new(table.store(), attempt, config.stage.clone());
+    let mut stager = Stager::new(table.store(), attempt, config.stage_options());
     let schema = table.file_schema().clone();
     let mut buffers = Buffers::new(config.flush_bytes_max);
     let total: u64 = source.files().iter().map(|f| f.len).sum();

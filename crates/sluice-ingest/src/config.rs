@@ -1,7 +1,7 @@
 //! What a run does, how it fails, and what it reports.
 
 use deltalake::arrow::error::ArrowError;
-use sluice_publish::{DeadLetterError, MergeScope, PublishError};
+use sluice_publish::{DeadLetterError, MergeScope, PublishError, OFFSET_COLUMN};
 use sluice_source::SourceError;
 use sluice_stage::{StageError, StageOptions};
 use sluice_window::{AddressLayout, WindowSize};
@@ -106,6 +106,25 @@ pub struct IngestConfig {
     /// or store operation (a conflict with another writer, a commit whose outcome is unknown,
     /// store faults that outlasted their retries) before it gives up with the error.
     pub restarts_max: u32,
+}
+
+impl IngestConfig {
+    /// How this pipeline's files are encoded: [`IngestConfig::stage`], with the columns that
+    /// are unique in every published file written without a dictionary (the source offset,
+    /// and a one-column row key, unique per window after dedupe).
+    pub fn stage_options(&self) -> StageOptions {
+        let mut stage = self.stage.clone();
+        let mut plain = vec![OFFSET_COLUMN.to_string()];
+        if let Some(key) = self.key.as_ref().filter(|k| k.columns.len() == 1) {
+            plain.extend(key.columns.iter().cloned());
+        }
+        for c in plain {
+            if !stage.plain_columns.contains(&c) {
+                stage.plain_columns.push(c);
+            }
+        }
+        stage
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

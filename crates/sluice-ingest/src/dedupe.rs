@@ -1,10 +1,12 @@
 //! Row-key dedupe: one row per natural key, the deterministic winner being the latest event
 //! time, then the highest source position (DESIGN.md, E5).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use deltalake::arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray, UInt32Array};
+use deltalake::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt32Array,
+};
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::{
     DataType, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
@@ -30,23 +32,14 @@ pub fn dedupe(
     key: &KeySpec,
 ) -> Result<RecordBatch, ArrowError> {
     let all = concat_batches(schema, batches)?;
-    let key_indices: Vec<usize> = key
-        .columns
-        .iter()
-        .map(|c| schema.index_of(c))
-        .collect::<Result<_, _>>()?;
-    let converter = RowConverter::new(
-        key_indices
-            .iter()
-            .map(|i| SortField::new(schema.field(*i).data_type().clone()))
-            .collect(),
-    )?;
-    let key_columns: Vec<_> = key_indices.iter().map(|i| all.column(*i).clone()).collect();
+    let key_columns = columns_named(&all, &key.columns)?;
+    let converter = key_converter(&key_columns)?;
     let rows = converter.convert_columns(&key_columns)?;
     let times = event_times(&all, key)?;
     let (sources, offsets) = position_columns(schema, &all)?;
     let position = |i: usize| (sources.value(i), offsets.value(i));
-    let mut winners: HashMap<&[u8], usize> = HashMap::with_capacity(all.num_rows());
+    let mut winners: HashMap<&[u8], usize, FixedState> =
+        HashMap::with_capacity_and_hasher(all.num_rows(), fixed_state());
     for i in 0..all.num_rows() {
         let k = rows.row(i);
         winners
@@ -59,9 +52,37 @@ pub fn dedupe(
             .or_insert(i);
     }
     let mut keep: Vec<usize> = winners.into_values().collect();
-    keep.sort_by(|a, b| position(*a).cmp(&position(*b)));
+    sort_by_position(&mut keep, &sources, &offsets);
     let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
     take_record_batch(&all, &indices)
+}
+
+/// The hasher of dedupe's maps: fast on short keys, with fixed seeds (no process randomness;
+/// the output never depends on iteration order anyway, it is sorted by position).
+type FixedState = ahash::RandomState;
+
+fn fixed_state() -> FixedState {
+    ahash::RandomState::with_seeds(
+        0x736c_7569_6365_0001,
+        0x736c_7569_6365_0002,
+        0x736c_7569_6365_0003,
+        0x736c_7569_6365_0004,
+    )
+}
+
+/// Sorts row indices into source-position order. Rows arrive in read order, which is position
+/// order in every path that exists today (a window's published rows, then its parts, then its
+/// buffered rows), so one linear check usually proves that index order is position order and
+/// an integer sort suffices; comparing `(source name, offset)` pairs in the sort itself was
+/// the largest cost of dedupe. Any other order still sorts by position.
+fn sort_by_position(keep: &mut [usize], sources: &StringArray, offsets: &Int64Array) {
+    let position = |i: usize| (sources.value(i), offsets.value(i));
+    let n = sources.len();
+    if (1..n).all(|i| position(i - 1) <= position(i)) {
+        keep.sort_unstable();
+    } else {
+        keep.sort_by(|a, b| position(*a).cmp(&position(*b)));
+    }
 }
 
 /// Keeps one row per source position (the row key when no natural key is declared), in
@@ -72,16 +93,48 @@ pub fn dedupe_by_position(
 ) -> Result<RecordBatch, ArrowError> {
     let all = concat_batches(schema, batches)?;
     let (sources, offsets) = position_columns(schema, &all)?;
-    let mut first: HashMap<(&str, i64), usize> = HashMap::with_capacity(all.num_rows());
+    let mut first: HashMap<(&str, i64), usize, FixedState> =
+        HashMap::with_capacity_and_hasher(all.num_rows(), fixed_state());
     for i in 0..all.num_rows() {
         first
             .entry((sources.value(i), offsets.value(i)))
             .or_insert(i);
     }
-    let mut keep: Vec<((&str, i64), usize)> = first.into_iter().collect();
-    keep.sort_unstable();
-    let indices = UInt32Array::from(keep.into_iter().map(|(_, i)| i as u32).collect::<Vec<_>>());
+    let mut keep: Vec<usize> = first.into_values().collect();
+    sort_by_position(&mut keep, &sources, &offsets);
+    let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
     take_record_batch(&all, &indices)
+}
+
+/// Whether some row of `offered` has the same value in `columns` (the row key) as some row of
+/// `present`, which holds at least those columns (other physical types are cast to
+/// `offered`'s).
+pub fn any_key_in(
+    offered: &RecordBatch,
+    present: &[RecordBatch],
+    columns: &[String],
+) -> Result<bool, ArrowError> {
+    let offered_keys = columns_named(offered, columns)?;
+    let converter = key_converter(&offered_keys)?;
+    let offered_rows = converter.convert_columns(&offered_keys)?;
+    let mut keys: HashSet<&[u8], FixedState> =
+        HashSet::with_capacity_and_hasher(offered.num_rows(), fixed_state());
+    keys.extend(offered_rows.iter().map(|r| r.data()));
+    for batch in present.iter().filter(|b| b.num_rows() > 0) {
+        let batch_keys: Vec<_> = columns
+            .iter()
+            .zip(&offered_keys)
+            .map(|(c, o)| {
+                let column = batch.column(batch.schema().index_of(c)?);
+                deltalake::arrow::compute::cast(column, o.data_type())
+            })
+            .collect::<Result<_, ArrowError>>()?;
+        let rows = converter.convert_columns(&batch_keys)?;
+        if rows.iter().any(|r| keys.contains(r.data())) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The columns [`drop_losers`] needs from the table's current rows.
@@ -122,20 +175,9 @@ pub fn drop_losers(
         Arc::new(deltalake::arrow::datatypes::Schema::new(fields)),
         columns,
     )?;
-    let key_fields = |b: &RecordBatch| -> Result<Vec<_>, ArrowError> {
-        key.columns
-            .iter()
-            .map(|c| Ok(b.column(b.schema().index_of(c)?).clone()))
-            .collect()
-    };
-    let offered_keys = key_fields(offered)?;
-    let present_keys = key_fields(&present)?;
-    let converter = RowConverter::new(
-        offered_keys
-            .iter()
-            .map(|c| SortField::new(c.data_type().clone()))
-            .collect(),
-    )?;
+    let offered_keys = columns_named(offered, &key.columns)?;
+    let present_keys = columns_named(&present, &key.columns)?;
+    let converter = key_converter(&offered_keys)?;
     let offered_rows = converter.convert_columns(&offered_keys)?;
     let present_rows = converter.convert_columns(&present_keys)?;
     let present_times = event_times(&present, key)?;
@@ -170,6 +212,24 @@ pub fn drop_losers(
         return Ok(offered.clone());
     }
     take_record_batch(offered, &UInt32Array::from(keep))
+}
+
+/// `batch`'s columns of these names, in this order.
+fn columns_named(batch: &RecordBatch, names: &[String]) -> Result<Vec<ArrayRef>, ArrowError> {
+    names
+        .iter()
+        .map(|c| Ok(batch.column(batch.schema().index_of(c)?).clone()))
+        .collect()
+}
+
+/// Row-format keys of columns like `columns` (comparable as bytes).
+fn key_converter(columns: &[ArrayRef]) -> Result<RowConverter, ArrowError> {
+    RowConverter::new(
+        columns
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )
 }
 
 /// The source and offset columns of `batch`.

@@ -15,7 +15,7 @@ use sluice_stage::StagedFile;
 use sluice_window::Window;
 
 use crate::config::{IngestError, LatePolicy, PublishMode};
-use crate::dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns};
+use crate::dedupe::{any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns};
 use crate::run::Ingester;
 
 impl Ingester<'_> {
@@ -166,6 +166,7 @@ impl Ingester<'_> {
                 })
                 .await?
         } else {
+            let mut replace = Replace::Window;
             let files = if !republish && self.config.key.is_none() {
                 // A first publication keyed by position: the buffered rows are the window.
                 let mut files = buffer.parts;
@@ -176,21 +177,29 @@ impl Ingester<'_> {
             } else {
                 // Dedupe by row key; a republication (late rewrite) adds the current rows.
                 let mut inputs: Vec<RecordBatch> = Vec::new();
-                if republish {
-                    for f in self.table.files_at(&address).await? {
-                        inputs.extend(self.stager.read(&f.path).await?);
-                    }
-                }
                 for part in &buffer.parts {
                     inputs.extend(self.stager.read(&part.path).await?);
                 }
                 inputs.extend(buffer.batches);
-                let unique = match &self.config.key {
-                    Some(key) => dedupe(&schema, &inputs, key)?,
-                    None => dedupe_by_position(&schema, &inputs)?,
-                };
                 intermediates = buffer.parts;
-                vec![self.stager.stage(&address, &schema, vec![unique]).await?]
+                let unique = self.unique_rows(&schema, &inputs)?;
+                if republish && self.keys_absent(&address, &unique).await? {
+                    // No late row's key is in the window yet: the rewrite would keep every
+                    // published row and add these, so adding them as one more file gives the
+                    // same rows without reading and re-encoding the whole window.
+                    replace = Replace::Nothing;
+                    vec![self.stager.stage(&address, &schema, vec![unique]).await?]
+                } else if republish {
+                    let mut inputs: Vec<RecordBatch> = Vec::new();
+                    for f in self.table.files_at(&address).await? {
+                        inputs.extend(self.stager.read(&f.path).await?);
+                    }
+                    inputs.push(unique);
+                    let unique = self.unique_rows(&schema, &inputs)?;
+                    vec![self.stager.stage(&address, &schema, vec![unique]).await?]
+                } else {
+                    vec![self.stager.stage(&address, &schema, vec![unique]).await?]
+                }
             };
             let coverage_name = self
                 .source
@@ -202,7 +211,7 @@ impl Ingester<'_> {
                     pipeline: self.config.pipeline.clone(),
                     window,
                     files,
-                    replace: Replace::Window,
+                    replace,
                     coverage: Coverage {
                         partition: coverage_name,
                         offset: self.read_position.offset,
@@ -267,6 +276,38 @@ impl Ingester<'_> {
             .filter(|(w, _)| *w != window)
             .map(|(_, p)| *p)
             .fold(self.read_position, std::cmp::min)
+    }
+
+    /// The rows of `inputs` that win by row key (or source position, without a key).
+    fn unique_rows(
+        &self,
+        schema: &deltalake::arrow::datatypes::SchemaRef,
+        inputs: &[RecordBatch],
+    ) -> Result<RecordBatch, IngestError> {
+        Ok(match &self.config.key {
+            Some(key) => dedupe(schema, inputs, key)?,
+            None => dedupe_by_position(schema, inputs)?,
+        })
+    }
+
+    /// Whether none of `rows`' row keys is at `address` in the table yet: only the key
+    /// columns of the window's files are read. A key already there (a duplicate delivery, or
+    /// late rows re-read after a restart) means the window must be rewritten, so that the
+    /// key's winner is chosen among all its rows.
+    async fn keys_absent(
+        &mut self,
+        address: &sluice_window::Address,
+        rows: &RecordBatch,
+    ) -> Result<bool, IngestError> {
+        let columns = match &self.config.key {
+            Some(key) => key.columns.clone(),
+            None => vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()],
+        };
+        let mut present: Vec<RecordBatch> = Vec::new();
+        for f in self.table.files_at(address).await? {
+            present.extend(self.stager.read_columns(&f.path, &columns).await?);
+        }
+        Ok(!any_key_in(rows, &present, &columns)?)
     }
 
     /// The largest event time read before `resume`, in microseconds: everything read, when

@@ -80,7 +80,7 @@ impl<'a> Ingester<'a> {
         if matches!(config.mode, crate::config::PublishMode::Merge(_)) && config.key.is_none() {
             return Err(IngestError::MergeNeedsKey);
         }
-        let stager = Stager::new(table.store(), attempt, config.stage.clone());
+        let stager = Stager::new(table.store(), attempt, config.stage_options());
         let watermark_txn = match (table.shard(), source.files().first()) {
             (Some(_), Some(f)) => format!("{}/{MAX_EVENT_TIME_TXN}", f.name),
             _ => MAX_EVENT_TIME_TXN.to_string(),

@@ -207,3 +207,37 @@ async fn natural_keys_keep_one_row_per_window_and_key() {
         assert_eq!(winners, last);
     }
 }
+
+#[test]
+fn a_late_row_can_be_added_to_a_window_only_when_its_key_is_not_there_yet() {
+    use deltalake::arrow::array::{StringArray, StringViewArray};
+    use deltalake::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let batch = |ids: &[&str]| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, true)])),
+            vec![Arc::new(StringArray::from(ids.to_vec()))],
+        )
+        .unwrap()
+    };
+    // A reader may hand the table's rows back as string views.
+    let viewed = |ids: &[&str]| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "id",
+                DataType::Utf8View,
+                true,
+            )])),
+            vec![Arc::new(StringViewArray::from(ids.to_vec()))],
+        )
+        .unwrap()
+    };
+    let key = ["id".to_string()];
+    let late = batch(&["e7", "e9"]);
+    let any = |present: &[RecordBatch]| crate::dedupe::any_key_in(&late, present, &key).unwrap();
+    assert!(!any(&[]));
+    assert!(!any(&[batch(&["e1", "e2"]), batch(&[])]));
+    assert!(any(&[batch(&["e1"]), batch(&["e2", "e9"])]));
+    assert!(any(&[viewed(&["e7"])]));
+    assert!(!any(&[viewed(&["e8"])]));
+}

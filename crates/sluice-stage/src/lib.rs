@@ -14,10 +14,11 @@ use bytes::Bytes;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use deltalake::parquet::arrow::ArrowWriter;
+use deltalake::parquet::arrow::{ArrowWriter, ProjectionMask};
 use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::errors::ParquetError;
 use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use sluice_window::Address;
@@ -76,6 +77,11 @@ pub struct StageOptions {
     pub codec: Codec,
     /// Rows per Parquet row group: large enough for readers to scan efficiently.
     pub row_group_rows_max: usize,
+    /// Columns written without a dictionary: those whose values are (nearly) unique in a file,
+    /// such as a one-column row key after dedupe or the source offset. A dictionary can never
+    /// shrink them, and building one (hashing every value, then falling back to plain once the
+    /// dictionary page is full) was the largest single cost of encoding.
+    pub plain_columns: Vec<String>,
 }
 
 impl Default for StageOptions {
@@ -83,6 +89,7 @@ impl Default for StageOptions {
         StageOptions {
             codec: Codec::Snappy,
             row_group_rows_max: 1 << 20,
+            plain_columns: Vec::new(),
         }
     }
 }
@@ -121,10 +128,13 @@ impl Stager {
             Codec::Snappy => Compression::SNAPPY,
             Codec::Zstd => Compression::ZSTD(ZstdLevel::default()),
         };
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder()
             .set_compression(compression)
-            .set_max_row_group_row_count(Some(options.row_group_rows_max.max(1)))
-            .build();
+            .set_max_row_group_row_count(Some(options.row_group_rows_max.max(1)));
+        for column in &options.plain_columns {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false);
+        }
+        let props = props.build();
         Stager {
             store,
             attempt: attempt.into(),
@@ -201,6 +211,15 @@ impl Stager {
         read_parquet(self.store.as_ref(), path).await
     }
 
+    /// Reads only the top-level `columns` of a file (in the file's column order).
+    pub async fn read_columns(
+        &self,
+        path: &str,
+        columns: &[String],
+    ) -> Result<Vec<RecordBatch>, StageError> {
+        read_projected(self.store.as_ref(), path, Some(columns.to_vec())).await
+    }
+
     /// Deletes a staged file that will never be published. A missing file is not an error.
     pub async fn delete(&self, path: &str) -> Result<(), StageError> {
         match self.store.delete(&object_path(path)?).await {
@@ -218,6 +237,14 @@ impl Stager {
 pub async fn read_parquet(
     store: &dyn ObjectStore,
     path: &str,
+) -> Result<Vec<RecordBatch>, StageError> {
+    read_projected(store, path, None).await
+}
+
+async fn read_projected(
+    store: &dyn ObjectStore,
+    path: &str,
+    columns: Option<Vec<String>>,
 ) -> Result<Vec<RecordBatch>, StageError> {
     let location = object_path(path)?;
     let bytes = store
@@ -241,10 +268,21 @@ pub async fn read_parquet(
             path: path.clone(),
             source,
         };
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(decode)?
-            .build()
-            .map_err(decode)?;
+        let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(decode)?;
+        if let Some(columns) = &columns {
+            // By top-level field (a name may hold a '.').
+            let roots: Vec<usize> = builder
+                .schema()
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| columns.iter().any(|c| c == f.name()))
+                .map(|(i, _)| i)
+                .collect();
+            let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+            builder = builder.with_projection(mask);
+        }
+        let reader = builder.build().map_err(decode)?;
         reader
             .map(|b| b.map_err(|e| decode(ParquetError::ArrowError(e.to_string()))))
             .collect::<Result<Vec<_>, _>>()

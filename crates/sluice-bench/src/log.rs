@@ -1,0 +1,200 @@
+//! The cost of a long log: publish latency (seal to visible) at table version ~10 against
+//! version N, and restart-to-resume at both, on one local table built by sluice's own
+//! publish path (`sluice_publish::WindowTable`, checkpoints every 10 commits as `sluice run`
+//! creates tables).
+//!
+//! The table holds a bounded set of windows (each publication swaps one of 24 hourly windows),
+//! so the active file count stays at 24 while the log grows by one version per publication:
+//! what is measured is the log's length, not a growing file list.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deltalake::arrow::array::{Int64Array, RecordBatch, StringArray};
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use sluice_publish::{Coverage, Publication, Replace, TableOptions, WindowTable};
+use sluice_stage::{StageOptions, Stager};
+use sluice_window::{AddressLayout, EventTime, Window, WindowSize};
+
+use crate::alternatives::BenchError;
+
+/// Publications measured at each end of the log.
+pub(crate) const SAMPLES: usize = 100;
+/// Windows the publications cycle through.
+const WINDOWS: i64 = 24;
+
+/// What [`log_growth`] measured.
+pub struct LogReport {
+    pub versions: u64,
+    pub rows_per_window: usize,
+    /// Publish latency (stage + commit, until the commit is in the log) near version 10.
+    pub early: Latency,
+    /// The same near the last version.
+    pub late: Latency,
+    /// `sluice run` over a new, empty source: process start to exit, at version ~10 and at
+    /// the last version (medians of 3).
+    pub restart_early: Duration,
+    pub restart_late: Duration,
+}
+
+pub struct Latency {
+    pub median: Duration,
+    pub p99: Duration,
+}
+
+impl Latency {
+    fn of(mut samples: Vec<Duration>) -> Latency {
+        samples.sort();
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        Latency {
+            median: at(0.5),
+            p99: at(0.99),
+        }
+    }
+}
+
+/// Publishes `versions` windows of `rows` rows into a new table under `dir`.
+pub fn log_growth(
+    dir: &Path,
+    versions: u64,
+    rows: usize,
+    sluice: &Path,
+) -> Result<LogReport, BenchError> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let table_dir = dir.join("log-table");
+    if table_dir.exists() {
+        std::fs::remove_dir_all(&table_dir)?;
+    }
+    std::fs::create_dir_all(&table_dir)?;
+    let empty = dir.join("log-empty-source");
+    std::fs::create_dir_all(&empty)?;
+    std::fs::write(empty.join("new.ndjson"), b"")?;
+    let location = table_dir
+        .to_str()
+        .ok_or("table path is not UTF-8")?
+        .to_string();
+    let restart = || -> Result<Duration, BenchError> {
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let started = Instant::now();
+            let out = Command::new(sluice)
+                .args(["run", "--pipeline", "bench", "--window", "1h", "--source"])
+                .arg(format!("ndjson:{}", empty.display()))
+                .args(["--table", &location])
+                .output()?;
+            if !out.status.success() {
+                return Err(format!(
+                    "sluice run (restart) failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            times.push(started.elapsed());
+        }
+        times.sort();
+        Ok(times[1])
+    };
+    runtime.block_on(async {
+        let size = WindowSize::parse("1h")?;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("event_id", DataType::Utf8, true),
+            Field::new("ts", DataType::Utf8, true),
+        ]));
+        let mut table = WindowTable::open_or_create(
+            &TableOptions::new(location.clone()),
+            Some(&schema),
+            AddressLayout::DtHour,
+            size,
+        )
+        .await?;
+        let mut stager = Stager::new(table.store(), "bench", StageOptions::default());
+        let start = EventTime::from_micros(1_790_000_000_000_000 / 3_600_000_000 * 3_600_000_000);
+        let mut early = Vec::new();
+        let mut late = Vec::new();
+        let mut restart_early = Duration::ZERO;
+        let started = Instant::now();
+        for v in 1..=versions {
+            let hour = (v as i64) % WINDOWS;
+            let window = Window::containing(
+                size,
+                EventTime::from_micros(start.as_micros() + hour * 3_600_000_000),
+            );
+            let batch = window_rows(&table, rows, v, window)?;
+            let t = Instant::now();
+            let address = table.address(window);
+            let file = stager
+                .stage(&address, table.file_schema(), vec![batch])
+                .await?;
+            table
+                .publish(Publication {
+                    pipeline: "bench".into(),
+                    window,
+                    files: vec![file],
+                    replace: Replace::Window,
+                    coverage: Coverage {
+                        partition: "in.ndjson".into(),
+                        offset: v as i64,
+                    },
+                    txns: vec![("in.ndjson".into(), v as i64)],
+                    position_ranges: serde_json::json!([]),
+                    published_at_ms: v as i64,
+                })
+                .await?;
+            let took = t.elapsed();
+            if (10..10 + SAMPLES as u64).contains(&v) {
+                early.push(took);
+            }
+            if v > versions.saturating_sub(SAMPLES as u64) {
+                late.push(took);
+            }
+            if v == 10 {
+                restart_early = restart()?;
+            }
+            if v % 1000 == 0 {
+                eprintln!(
+                    "log: version {v} after {:.0} s (last publish {:.1} ms)",
+                    started.elapsed().as_secs_f64(),
+                    took.as_secs_f64() * 1e3
+                );
+            }
+        }
+        Ok::<_, BenchError>(LogReport {
+            versions,
+            rows_per_window: rows,
+            early: Latency::of(early),
+            late: Latency::of(late),
+            restart_early,
+            restart_late: restart()?,
+        })
+    })
+}
+
+/// `rows` rows of `window`, with positions after publication `v`'s.
+fn window_rows(
+    table: &WindowTable,
+    rows: usize,
+    v: u64,
+    window: Window,
+) -> Result<RecordBatch, BenchError> {
+    let ts = window.start().to_rfc3339();
+    let first = (v as i64) * rows as i64;
+    Ok(RecordBatch::try_new(
+        table.file_schema().clone(),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|i| format!("e{v}-{i}")),
+            )),
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                ts.as_str(),
+                rows,
+            ))),
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                "in.ndjson",
+                rows,
+            ))),
+            Arc::new(Int64Array::from_iter_values(first..first + rows as i64)),
+        ],
+    )?)
+}
