@@ -32,6 +32,7 @@ mod derived;
 mod dlq;
 mod gc;
 mod listing;
+mod local;
 mod merge;
 mod retry;
 mod table;

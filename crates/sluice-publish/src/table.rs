@@ -13,6 +13,7 @@ use sluice_window::{Address, AddressLayout, Shard, Window, WindowSize};
 use url::Url;
 
 use crate::commit::Coverage;
+use crate::local::LocalListing;
 use crate::retry::{RetryPolicy, RetryStore};
 use crate::tags;
 
@@ -99,7 +100,15 @@ pub(crate) fn unloaded_table(options: &TableOptions) -> Result<(DeltaTable, Url)
     };
     let root = match &options.store {
         Some(store) => store.clone(),
-        None => root_store(&url, &options.storage_options).map_err(delta)?,
+        None => {
+            let store = root_store(&url, &options.storage_options).map_err(delta)?;
+            // Only object_store's local file system rooted at `/` (what `file://` tables get).
+            if store.to_string() == "LocalFileSystem(file:///)" {
+                Arc::new(LocalListing::new(store))
+            } else {
+                store
+            }
+        }
     };
     let root: Arc<dyn ObjectStore> = Arc::new(RetryStore::new(root, options.retry));
     let table = DeltaTableBuilder::from_url(url.clone())
