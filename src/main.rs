@@ -117,7 +117,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice: error: {e}");
-            for cause in e.chain().skip(1) {
+            for cause in causes_to_print(&e) {
                 eprintln!("  caused by: {cause}");
             }
             ExitCode::FAILURE
@@ -125,8 +125,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// The error's causes worth a line of their own: many library errors repeat their source's
+/// text in their own message (deltalake's and object_store's do), and printing those again
+/// made one store error three identical lines.
+fn causes_to_print(e: &anyhow::Error) -> Vec<String> {
+    let mut shown = e.to_string();
+    let mut lines = Vec::new();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !shown.contains(&text) {
+            shown.push('\n');
+            shown.push_str(&text);
+            lines.push(text);
+        }
+    }
+    lines
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain()
         .filter_map(|c| c.downcast_ref::<std::io::Error>())
         .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cause_whose_text_was_already_printed_gets_no_line_of_its_own() {
+        let store = std::io::Error::other("GET http://host/t/_delta_log: 404 Not Found");
+        let e = anyhow::Error::new(store)
+            .context("opening the Delta table failed: GET http://host/t/_delta_log: 404 Not Found")
+            .context("sluice windows failed");
+        assert_eq!(
+            super::causes_to_print(&e),
+            ["opening the Delta table failed: GET http://host/t/_delta_log: 404 Not Found"]
+        );
+        let e = anyhow::anyhow!("a").context("b");
+        assert_eq!(super::causes_to_print(&e), ["a"]);
+    }
 }
