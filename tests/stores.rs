@@ -94,6 +94,18 @@ fn windows(table: &str, options: &[String]) -> Output {
         .expect("sluice runs")
 }
 
+/// `sluice windows` of a table its endpoint does not have: exit 1, naming the table.
+fn failed_open(table: &str, options: &[String]) -> Output {
+    let out = windows(table, options);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("opening the Delta table at {table}/")),
+        "{stderr}"
+    );
+    out
+}
+
 fn assert_no_secret(out: &Output, secrets: &[&str]) {
     let text = format!(
         "{}{}",
@@ -109,7 +121,7 @@ fn assert_no_secret(out: &Output, secrets: &[&str]) {
 #[test]
 fn azure_tables_are_reached_with_a_signed_request_and_the_key_is_never_printed() {
     let endpoint = NotFound::start();
-    let out = windows(
+    let out = failed_open(
         "az://landing/events",
         &[
             "azure_storage_account_name=sluiceacct".into(),
@@ -117,12 +129,6 @@ fn azure_tables_are_reached_with_a_signed_request_and_the_key_is_never_printed()
             format!("azure_endpoint={}", endpoint.address),
             "azure_allow_http=true".into(),
         ],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("opening the Delta table at az://landing/events/"),
-        "{stderr}"
     );
     let requests = endpoint.requests();
     assert!(
@@ -142,18 +148,12 @@ fn azure_tables_are_reached_with_a_signed_request_and_the_key_is_never_printed()
 #[test]
 fn gcs_tables_are_reached_through_the_gcs_api() {
     let endpoint = NotFound::start();
-    let out = windows(
+    failed_open(
         "gs://landing/events",
         &[
             format!("google_base_url={}", endpoint.address),
             "google_skip_signature=true".into(),
         ],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("opening the Delta table at gs://landing/events/"),
-        "{stderr}"
     );
     let requests = endpoint.requests();
     assert!(

@@ -182,24 +182,23 @@ impl Ingester<'_> {
                 }
                 inputs.extend(buffer.batches);
                 intermediates = buffer.parts;
-                let unique = self.unique_rows(&schema, &inputs)?;
-                if republish && self.keys_absent(&address, &unique).await? {
-                    // No late row's key is in the window yet: the rewrite would keep every
-                    // published row and add these, so adding them as one more file gives the
-                    // same rows without reading and re-encoding the whole window.
-                    replace = Replace::Nothing;
-                    vec![self.stager.stage(&address, &schema, vec![unique]).await?]
-                } else if republish {
-                    let mut inputs: Vec<RecordBatch> = Vec::new();
-                    for f in self.table.files_at(&address).await? {
-                        inputs.extend(self.stager.read(&f.path).await?);
+                let mut unique = self.unique_rows(&schema, &inputs)?;
+                if republish {
+                    if self.keys_absent(&address, &unique).await? {
+                        // No late row's key is in the window yet: the rewrite would keep
+                        // every published row and add these, so adding them as one more file
+                        // gives the same rows without reading and re-encoding the window.
+                        replace = Replace::Nothing;
+                    } else {
+                        let mut inputs: Vec<RecordBatch> = Vec::new();
+                        for f in self.table.files_at(&address).await? {
+                            inputs.extend(self.stager.read(&f.path).await?);
+                        }
+                        inputs.push(unique);
+                        unique = self.unique_rows(&schema, &inputs)?;
                     }
-                    inputs.push(unique);
-                    let unique = self.unique_rows(&schema, &inputs)?;
-                    vec![self.stager.stage(&address, &schema, vec![unique]).await?]
-                } else {
-                    vec![self.stager.stage(&address, &schema, vec![unique]).await?]
                 }
+                vec![self.stager.stage(&address, &schema, vec![unique]).await?]
             };
             let coverage_name = self
                 .source

@@ -169,10 +169,7 @@ async fn sealed_through(
     let snapshot = table.snapshot()?;
     let log_store = table.log_store();
     let mut sealed: BTreeMap<Shard, Option<EventTime>> = BTreeMap::new();
-    for shard in shards {
-        if sealed.contains_key(&shard) {
-            continue;
-        }
+    for shard in shards.collect::<BTreeSet<_>>() {
         let mut through: Option<i64> = None;
         for pipeline in pipelines {
             let id = app_id(pipeline, &shard_sealed_txn(shard));
