@@ -393,7 +393,9 @@ fn events() -> u64 {
 #[test]
 fn three_processes_on_six_partitions_equal_one_clean_run_on_s3() {
     let seed = common::seed("kafka scale-out on S3");
-    let dir = tempfile::tempdir().unwrap();
+    let mut dir = tempfile::tempdir().unwrap();
+    dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
+    eprintln!("working in {}", dir.path().display());
     let broker = tansu();
     let s3 = moto("lake");
     let scenario = Scenario {

@@ -81,14 +81,34 @@ pub fn tansu() -> Server {
             "--storage-engine",
             "memory://tansu/",
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // SLUICE_TANSU_LOG=<file> keeps the broker's own log (group membership, missed
+        // heartbeats; `SLUICE_TANSU_RUST_LOG` sets its filter) for a look after a failure.
+        .stdout(tansu_log())
+        .stderr(tansu_log())
+        .envs(std::env::var_os("SLUICE_TANSU_LOG").map(|_| {
+            let filter = std::env::var("SLUICE_TANSU_RUST_LOG")
+                .unwrap_or_else(|_| "warn,tansu_broker::coordinator=info".into());
+            ("RUST_LOG", filter)
+        }))
         .spawn()
         .expect("tansu starts");
     wait_listening(port, "tansu", &mut child);
     Server {
         child,
         address: format!("127.0.0.1:{port}"),
+    }
+}
+
+fn tansu_log() -> Stdio {
+    match std::env::var_os("SLUICE_TANSU_LOG") {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("tansu log file"),
+        ),
+        None => Stdio::null(),
     }
 }
 

@@ -39,7 +39,8 @@ pub struct KafkaRun {
     /// Names this run's staged files (each partition's writer adds its shard).
     pub attempt: String,
     /// End the run, publishing every window held, after this long without a message or a
-    /// new assignment.
+    /// new assignment, counted from the group's first assignment of this process (a member
+    /// still joining is not idle).
     pub until_idle_ms: Option<i64>,
     /// End the run, publishing every window held, after this many messages.
     pub max_events: Option<u64>,
@@ -120,6 +121,9 @@ impl KafkaRun {
         let mut parked: HashMap<i32, Owned<'_>> = HashMap::new();
         let mut summary = KafkaSummary::default();
         let mut last_input_ms = clock.now_ms();
+        // Idle time counts only once the group has given this process an assignment (empty
+        // or not): a member still joining has not been handed the partitions it may own.
+        let mut joined = false;
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
@@ -147,9 +151,10 @@ impl KafkaRun {
             match event {
                 Some(KafkaEvent::Assigned(partitions)) => {
                     // Newly assigned partitions may hold messages: idle counts from here.
-                    if !partitions.is_empty() {
+                    if !partitions.is_empty() || !joined {
                         last_input_ms = clock.now_ms();
                     }
+                    joined = true;
                     for (p, table_offset) in partitions {
                         summary.partitions_assigned += 1;
                         let shard = match parked.remove(&p) {
@@ -226,9 +231,10 @@ impl KafkaRun {
                         .await;
                         self.settle(*p, shard, done, &consumer).await?;
                     }
-                    if self
-                        .until_idle_ms
-                        .is_some_and(|t| clock.now_ms().saturating_sub(last_input_ms) >= t)
+                    if joined
+                        && self
+                            .until_idle_ms
+                            .is_some_and(|t| clock.now_ms().saturating_sub(last_input_ms) >= t)
                     {
                         break true;
                     }
@@ -245,7 +251,11 @@ impl KafkaRun {
             let result = if ended {
                 shard.ingester.drain().await
             } else {
-                shard.ingester.commit_dead_letters().await
+                // A sealed window already staging is committed; open ones stay unpublished.
+                match shard.ingester.finish_pending().await {
+                    Ok(()) => shard.ingester.commit_dead_letters().await,
+                    Err(e) => Err(e),
+                }
             };
             match result {
                 Ok(()) => {}

@@ -11,9 +11,10 @@ use sluice_publish::{
     SOURCE_COLUMN,
 };
 use sluice_source::Position;
-use sluice_stage::StagedFile;
+use sluice_stage::{StageError, StagedFile};
 use sluice_window::Window;
 
+use crate::buffer::WindowBuffer;
 use crate::config::{IngestError, LatePolicy, PublishMode};
 use crate::dedupe::{any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns};
 use crate::run::Ingester;
@@ -35,8 +36,23 @@ impl Ingester<'_> {
     }
 
     /// Publishes every sealed window, except late batches whose interval has not passed
-    /// (unless draining).
+    /// (unless draining); every publication is committed when this returns.
     pub(crate) async fn publish_sealed(&mut self) -> Result<(), IngestError> {
+        self.publish_sealed_with(false).await?;
+        self.finish_pending().await
+    }
+
+    /// As [`Ingester::publish_sealed`], but the last first publication may still be
+    /// staging (dedupe and encode on a task of its own) when this returns, so that routing
+    /// the next rows overlaps it. A publication whose staging is done is committed first.
+    pub(crate) async fn publish_sealed_overlapping(&mut self) -> Result<(), IngestError> {
+        if self.pending_ready() {
+            self.finish_pending().await?;
+        }
+        self.publish_sealed_with(true).await
+    }
+
+    async fn publish_sealed_with(&mut self, overlap: bool) -> Result<(), IngestError> {
         let now_ms = self.clock.now_ms();
         for window in self.book.sealed(self.watermark.current()) {
             let batching = self
@@ -46,7 +62,7 @@ impl Ingester<'_> {
             if batching && !self.draining {
                 continue;
             }
-            self.publish_window(window).await?;
+            self.publish_window(window, overlap).await?;
             self.late_since_ms.remove(&window);
         }
         Ok(())
@@ -76,61 +92,33 @@ impl Ingester<'_> {
         Ok(())
     }
 
-    async fn publish_window(&mut self, window: Window) -> Result<(), IngestError> {
+    /// Publishes `window`. A first publication in swap mode may, with `overlap`, leave its
+    /// dedupe and encode running on a task of its own ([`Pending`]); its commit then comes
+    /// with the next step of the run, before any other commit of it.
+    async fn publish_window(&mut self, window: Window, overlap: bool) -> Result<(), IngestError> {
+        self.finish_pending().await?;
         self.commit_dead_letters().await?;
         let buffer = self.buffers.remove(window);
         let republish = self.book.is_published(window);
         let address = self.table.address(window);
         let schema = self.table.file_schema().clone();
-        let resume = self.resume_excluding(window);
-        let mut txns = advances(&self.source, &self.committed, resume);
-        if self.table.shard().is_some() {
-            // Every commit of a shard carries its partition's txn, moved or not: a zombie
-            // writer of the same partition, or this writer's own earlier attempt that landed
-            // unreported, then always conflicts with it (commits of sharded tables retry
-            // over non-conflicting commits).
-            for f in self.source.files() {
-                if !txns.iter().any(|(n, _)| n.as_str() == f.name.as_ref()) {
-                    let at = self.committed.get(f.name.as_ref()).copied().unwrap_or(0);
-                    txns.push((f.name.to_string(), at));
-                }
-            }
-        }
-        let max_event_us = self.max_event_before(resume, window);
-        if let Some(us) = max_event_us {
-            if self.committed_max_event_us.is_none_or(|c| us > c) {
-                txns.push((self.watermark_txn.clone(), us));
-            }
-            // Every window ending by the committed input's watermark is published (rows of
-            // it after the resume position are late), so this shard has sealed it.
-            let through = us.saturating_sub(self.watermark.lateness_us());
-            if let Some(name) = &self.sealed_txn {
-                if self.committed_sealed_us.is_none_or(|c| through > c) {
-                    txns.push((name.clone(), through));
-                }
-            }
-        }
-        let mut ranges: Vec<_> = buffer.ranges.iter().collect();
-        ranges.sort();
-        let position_ranges = json!(ranges
-            .iter()
-            .map(|(p, (lo, hi))| json!({"partition": p, "first_offset": lo, "last_offset": hi}))
-            .collect::<Vec<_>>());
-        let now_ms = self.clock.now_ms();
-        let version_before = self.table.version();
+        let plan = self.plan(window, &buffer);
+        // From here on the window is published as far as routing goes: rows of it read while
+        // its staging runs are late rows, republished after this commit.
+        self.book.mark_published(window, self.read_position);
+        self.max_before_hold.remove(&window);
         let upsert = match (self.config.mode, &self.config.key) {
             (PublishMode::Merge(scope), Some(key)) => Some((scope, key.clone())),
             _ => None,
         };
         let merge = upsert.is_some() || (republish && self.config.late == LatePolicy::Merge);
-        let mut intermediates: Vec<StagedFile> = Vec::new();
-        let published = if merge {
+        if merge {
+            let version_before = self.table.version();
             let mut inputs: Vec<RecordBatch> = Vec::new();
             for part in &buffer.parts {
                 inputs.extend(self.stager.read(&part.path).await?);
             }
             inputs.extend(buffer.batches);
-            intermediates = buffer.parts;
             let (rows, key_columns) = match &self.config.key {
                 Some(key) => (dedupe(&schema, &inputs, key)?, key.columns.clone()),
                 None => (
@@ -152,7 +140,8 @@ impl Ingester<'_> {
                 }
                 None => (rows, MergeAction::InsertAbsent, MergeScope::Window),
             };
-            self.table
+            let published = self
+                .table
                 .merge(MergePublication {
                     pipeline: self.config.pipeline.clone(),
                     window,
@@ -160,75 +149,211 @@ impl Ingester<'_> {
                     scope,
                     rows,
                     key_columns,
-                    txns: txns.clone(),
-                    position_ranges,
-                    published_at_ms: now_ms,
+                    txns: plan.txns.clone(),
+                    position_ranges: plan.position_ranges.clone(),
+                    published_at_ms: plan.now_ms,
                 })
-                .await?
-        } else {
+                .await?;
+            let flags = Flags { republish, merge };
+            return self
+                .after_commit(window, plan, published, version_before, buffer.parts, flags)
+                .await;
+        }
+        if republish {
+            // Dedupe by row key; the late rows are added as one more file when none of their
+            // keys is in the window yet, else the window is rewritten with them.
+            let mut inputs: Vec<RecordBatch> = Vec::new();
+            for part in &buffer.parts {
+                inputs.extend(self.stager.read(&part.path).await?);
+            }
+            inputs.extend(buffer.batches);
+            let mut unique = unique_rows(&schema, &inputs, self.config.key.as_ref())?;
             let mut replace = Replace::Window;
-            let files = if !republish && self.config.key.is_none() {
-                // A first publication keyed by position: the buffered rows are the window.
-                let mut files = buffer.parts;
-                if !buffer.batches.is_empty() {
-                    files.push(self.stager.stage(&address, &schema, buffer.batches).await?);
-                }
-                files
+            if self.keys_absent(&address, &unique).await? {
+                // The rewrite would keep every published row and add these: adding them as
+                // one more file gives the same rows without reading and re-encoding the
+                // window.
+                replace = Replace::Nothing;
             } else {
-                // Dedupe by row key; a republication (late rewrite) adds the current rows.
                 let mut inputs: Vec<RecordBatch> = Vec::new();
-                for part in &buffer.parts {
-                    inputs.extend(self.stager.read(&part.path).await?);
+                for f in self.table.files_at(&address).await? {
+                    inputs.extend(self.stager.read(&f.path).await?);
                 }
-                inputs.extend(buffer.batches);
-                intermediates = buffer.parts;
-                let mut unique = self.unique_rows(&schema, &inputs)?;
-                if republish {
-                    if self.keys_absent(&address, &unique).await? {
-                        // No late row's key is in the window yet: the rewrite would keep
-                        // every published row and add these, so adding them as one more file
-                        // gives the same rows without reading and re-encoding the window.
-                        replace = Replace::Nothing;
-                    } else {
-                        let mut inputs: Vec<RecordBatch> = Vec::new();
-                        for f in self.table.files_at(&address).await? {
-                            inputs.extend(self.stager.read(&f.path).await?);
-                        }
-                        inputs.push(unique);
-                        unique = self.unique_rows(&schema, &inputs)?;
+                inputs.push(unique);
+                unique = unique_rows(&schema, &inputs, self.config.key.as_ref())?;
+            }
+            let files = vec![self.stager.stage(&address, &schema, vec![unique]).await?];
+            self.pending = Some(Pending {
+                window,
+                republish,
+                staging: None,
+                files,
+                replace,
+                intermediates: buffer.parts,
+                plan,
+            });
+            return self.finish_pending().await;
+        }
+        // A first publication: the window's rows (deduped by row key, if there is one).
+        let slot = self.stager.slot(&address);
+        let (files, intermediates, staging) = match self.config.key.clone() {
+            // Keyed by position: the buffered rows are the window, parts included.
+            None if buffer.batches.is_empty() => (buffer.parts, Vec::new(), None),
+            None => {
+                let batches = buffer.batches;
+                let staging = slot.write_computed(schema, move || Ok::<_, IngestError>(batches));
+                (buffer.parts, Vec::new(), Some(tokio::spawn(staging)))
+            }
+            Some(key) => {
+                let parts: Vec<String> = buffer.parts.iter().map(|p| p.path.clone()).collect();
+                let batches = buffer.batches;
+                let dedupe_schema = schema.clone();
+                let staging = async move {
+                    let mut inputs: Vec<RecordBatch> = Vec::new();
+                    for part in &parts {
+                        inputs.extend(slot.read(part).await?);
                     }
-                }
-                vec![self.stager.stage(&address, &schema, vec![unique]).await?]
-            };
-            let coverage_name = self
-                .source
-                .name(self.read_position.file)
-                .map(|n| n.to_string())
-                .unwrap_or_default();
-            self.table
-                .publish(Publication {
-                    pipeline: self.config.pipeline.clone(),
-                    window,
-                    files,
-                    replace,
-                    coverage: Coverage {
-                        partition: coverage_name,
-                        offset: self.read_position.offset,
-                    },
-                    txns: txns.clone(),
-                    position_ranges,
-                    published_at_ms: now_ms,
-                })
-                .await?
+                    inputs.extend(batches);
+                    slot.write_computed(schema, move || {
+                        Ok::<_, IngestError>(vec![dedupe(&dedupe_schema, &inputs, &key)?])
+                    })
+                    .await
+                };
+                (Vec::new(), buffer.parts, Some(tokio::spawn(staging)))
+            }
         };
-        self.book.mark_published(window, self.read_position);
-        self.max_before_hold.remove(&window);
+        self.pending = Some(Pending {
+            window,
+            republish,
+            staging: staging.map(AbortOnDrop),
+            files,
+            replace: Replace::Window,
+            intermediates,
+            plan,
+        });
+        if overlap {
+            Ok(())
+        } else {
+            self.finish_pending().await
+        }
+    }
+
+    /// Commits the publication left staging by [`Ingester::publish_window`], once its file
+    /// is written. Every commit of the run goes through here or through the merge path, in
+    /// the order the windows sealed.
+    pub(crate) async fn finish_pending(&mut self) -> Result<(), IngestError> {
+        let Some(mut pending) = self.pending.take() else {
+            return Ok(());
+        };
+        if let Some(staging) = pending.staging.as_mut() {
+            let staged = (&mut staging.0).await.map_err(StageError::from)??;
+            pending.files.push(staged);
+        }
+        let version_before = self.table.version();
+        let coverage_name = self
+            .source
+            .name(pending.plan.coverage.file)
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        let published = self
+            .table
+            .publish(Publication {
+                pipeline: self.config.pipeline.clone(),
+                window: pending.window,
+                files: std::mem::take(&mut pending.files),
+                replace: pending.replace,
+                coverage: Coverage {
+                    partition: coverage_name,
+                    offset: pending.plan.coverage.offset,
+                },
+                txns: pending.plan.txns.clone(),
+                position_ranges: pending.plan.position_ranges.clone(),
+                published_at_ms: pending.plan.now_ms,
+            })
+            .await?;
+        let flags = Flags {
+            republish: pending.republish,
+            merge: false,
+        };
+        let intermediates = std::mem::take(&mut pending.intermediates);
+        self.after_commit(
+            pending.window,
+            pending.plan,
+            published,
+            version_before,
+            intermediates,
+            flags,
+        )
+        .await
+    }
+
+    /// Whether a publication's staging has finished (its commit would not wait).
+    pub(crate) fn pending_ready(&self) -> bool {
+        self.pending
+            .as_ref()
+            .is_some_and(|p| p.staging.as_ref().is_none_or(|s| s.0.is_finished()))
+    }
+
+    /// What a publication of `window` commits along with its files, as of now.
+    fn plan(&self, window: Window, buffer: &WindowBuffer) -> Plan {
+        let resume = self.resume_excluding(window);
+        let mut txns = advances(&self.source, &self.committed, resume);
+        if self.table.shard().is_some() {
+            // Every commit of a shard carries its partition's txn, moved or not: a zombie
+            // writer of the same partition, or this writer's own earlier attempt that landed
+            // unreported, then always conflicts with it (commits of sharded tables retry
+            // over non-conflicting commits).
+            for f in self.source.files() {
+                if !txns.iter().any(|(n, _)| n.as_str() == f.name.as_ref()) {
+                    let at = self.committed.get(f.name.as_ref()).copied().unwrap_or(0);
+                    txns.push((f.name.to_string(), at));
+                }
+            }
+        }
+        if let Some(us) = self.max_event_before(resume, window) {
+            if self.committed_max_event_us.is_none_or(|c| us > c) {
+                txns.push((self.watermark_txn.clone(), us));
+            }
+            // Every window ending by the committed input's watermark is published (rows of
+            // it after the resume position are late), so this shard has sealed it.
+            let through = us.saturating_sub(self.watermark.lateness_us());
+            if let Some(name) = &self.sealed_txn {
+                if self.committed_sealed_us.is_none_or(|c| through > c) {
+                    txns.push((name.clone(), through));
+                }
+            }
+        }
+        let mut ranges: Vec<_> = buffer.ranges.iter().collect();
+        ranges.sort();
+        let position_ranges = json!(ranges
+            .iter()
+            .map(|(p, (lo, hi))| json!({"partition": p, "first_offset": lo, "last_offset": hi}))
+            .collect::<Vec<_>>());
+        Plan {
+            txns,
+            position_ranges,
+            coverage: self.read_position,
+            now_ms: self.clock.now_ms(),
+        }
+    }
+
+    /// The in-memory state after a publication's commit: the offsets it stored, its
+    /// intermediate parts deleted, derived tables, the summary.
+    async fn after_commit(
+        &mut self,
+        window: Window,
+        plan: Plan,
+        published: sluice_publish::Published,
+        version_before: Option<u64>,
+        intermediates: Vec<StagedFile>,
+        flags: Flags,
+    ) -> Result<(), IngestError> {
         // A MERGE that changes no row commits nothing (deltalake skips empty commits), and its
         // offsets stay unwritten: the in-memory state must not claim them, or a later commit
         // would leave them out.
         let committed = version_before != Some(published.version);
         if committed {
-            for (name, offset) in txns {
+            for (name, offset) in plan.txns {
                 if name == self.watermark_txn {
                     self.committed_max_event_us = Some(offset);
                 } else if self.sealed_txn.as_ref() == Some(&name) {
@@ -246,7 +371,7 @@ impl Ingester<'_> {
         }
         if committed {
             if let Some(d) = self.deriver.as_mut() {
-                d.published(&self.table, window, published.version, now_ms)
+                d.published(&self.table, window, published.version, plan.now_ms)
                     .await?;
             }
             self.summary.windows_published += 1;
@@ -256,13 +381,13 @@ impl Ingester<'_> {
             self.summary.merges_unchanged += 1;
         }
         tracing::info!(
-            window = %address.label(),
+            window = %self.table.address(window).label(),
             version = published.version,
             rows = published.rows,
             files_added = published.files_added,
             files_removed = published.files_removed,
-            republish,
-            merge,
+            republish = flags.republish,
+            merge = flags.merge,
             "published"
         );
         Ok(())
@@ -275,18 +400,6 @@ impl Ingester<'_> {
             .filter(|(w, _)| *w != window)
             .map(|(_, p)| *p)
             .fold(self.read_position, std::cmp::min)
-    }
-
-    /// The rows of `inputs` that win by row key (or source position, without a key).
-    fn unique_rows(
-        &self,
-        schema: &deltalake::arrow::datatypes::SchemaRef,
-        inputs: &[RecordBatch],
-    ) -> Result<RecordBatch, IngestError> {
-        Ok(match &self.config.key {
-            Some(key) => dedupe(schema, inputs, key)?,
-            None => dedupe_by_position(schema, inputs)?,
-        })
     }
 
     /// Whether none of `rows`' row keys is at `address` in the table yet: only the key
@@ -344,4 +457,58 @@ pub(crate) fn advances(
         }
     }
     moved
+}
+
+/// The rows of `inputs` that win by row key (or source position, without a key).
+fn unique_rows(
+    schema: &deltalake::arrow::datatypes::SchemaRef,
+    inputs: &[RecordBatch],
+    key: Option<&crate::dedupe::KeySpec>,
+) -> Result<RecordBatch, IngestError> {
+    Ok(match key {
+        Some(key) => dedupe(schema, inputs, key)?,
+        None => dedupe_by_position(schema, inputs)?,
+    })
+}
+
+/// What a publication commits besides its files, fixed when its window is published: the
+/// resume offsets (and watermark) as of then, the window's position ranges, the read
+/// position its coverage records.
+#[derive(Debug, Clone)]
+struct Plan {
+    txns: Vec<(String, i64)>,
+    position_ranges: serde_json::Value,
+    coverage: Position,
+    now_ms: i64,
+}
+
+/// What kind of publication a commit was, for the log.
+#[derive(Debug, Clone, Copy)]
+struct Flags {
+    republish: bool,
+    merge: bool,
+}
+
+/// A task staging a publication's file; dropping it (a reload, an abandoned partition)
+/// stops the task, and a file it wrote anyway is an orphan for gc.
+#[derive(Debug)]
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<Result<StagedFile, IngestError>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A publication decided but not committed yet: its files (one of them maybe still being
+/// staged) and what its commit records.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    window: Window,
+    republish: bool,
+    staging: Option<AbortOnDrop>,
+    files: Vec<StagedFile>,
+    replace: Replace,
+    intermediates: Vec<StagedFile>,
+    plan: Plan,
 }

@@ -63,6 +63,9 @@ pub struct Ingester<'a> {
     /// each has its own watermark.
     pub(crate) watermark_txn: String,
     pub(crate) summary: RunSummary,
+    /// A publication whose file is still being staged on a task of its own (at most one);
+    /// it commits before any other commit of the run.
+    pub(crate) pending: Option<crate::publish::Pending>,
 }
 
 impl<'a> Ingester<'a> {
@@ -110,6 +113,7 @@ impl<'a> Ingester<'a> {
             stager,
             clock,
             summary: RunSummary::default(),
+            pending: None,
         };
         ingester.read_table_state().await?;
         Ok(ingester)
@@ -232,6 +236,8 @@ impl<'a> Ingester<'a> {
     }
 
     pub(crate) async fn reload(&mut self) -> Result<(), IngestError> {
+        // A publication still staging is dropped (its task stopped): the table decides.
+        self.pending = None;
         self.table.reload().await?;
         self.dlq.reload().await?;
         self.read_table_state().await?;
@@ -312,7 +318,7 @@ impl<'a> Ingester<'a> {
         while self.buffers.over_budget() {
             self.flush_largest().await?;
         }
-        self.publish_sealed().await
+        self.publish_sealed_overlapping().await
     }
 
     fn route(&mut self, decoded: Decoded, chunk: &Chunk) -> Result<(), IngestError> {

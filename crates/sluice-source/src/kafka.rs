@@ -400,7 +400,10 @@ fn poll_loop(
     let mut polled_count = 0usize;
     let mut since = Instant::now();
     let mut backlog: VecDeque<KafkaEvent> = VecDeque::new();
-    let mut paused = false;
+    // Whether the whole assignment is paused; `None` after a rebalance: an incremental
+    // assignment leaves the partitions it kept paused or not as they were and adds new ones
+    // unpaused, so the state is applied to the whole assignment again.
+    let mut paused: Option<bool> = None;
     while !stop.load(Ordering::SeqCst) {
         while let Ok(command) = commands.try_recv() {
             match command {
@@ -447,8 +450,7 @@ fn poll_loop(
                 }
                 backlog.push_back(event);
             }
-            // A new assignment starts unpaused.
-            paused = false;
+            paused = None;
         }
         match message {
             Some(Ok(m)) if m.topic() == options.topic => {
@@ -484,7 +486,7 @@ fn poll_loop(
             }
         }
         let behind = !backlog.is_empty();
-        if behind != paused {
+        if paused != Some(behind) {
             if let Ok(assignment) = consumer.assignment() {
                 let toggled = if behind {
                     consumer.pause(&assignment)
@@ -492,7 +494,7 @@ fn poll_loop(
                     consumer.resume(&assignment)
                 };
                 match toggled {
-                    Ok(()) => paused = behind,
+                    Ok(()) => paused = Some(behind),
                     Err(e) => tracing::debug!(error = %e, "pausing or resuming fetches failed"),
                 }
             }

@@ -167,43 +167,20 @@ impl Stager {
         schema: &SchemaRef,
         batches: Vec<RecordBatch>,
     ) -> Result<StagedFile, StageError> {
-        let path = self.next_path(address);
-        let props = self.props.clone();
-        let schema = schema.clone();
-        let encode_path = path.clone();
-        // Encoding is CPU work: keep it off the async workers so reading and committing go on.
-        let (bytes, rows, stats) = tokio::task::spawn_blocking(move || {
-            let encode = |source| StageError::Encode {
-                path: encode_path.clone(),
-                source,
-            };
-            let stats = file_stats(&schema, &batches);
-            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            let mut writer =
-                ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(encode)?;
-            for batch in &batches {
-                writer.write(batch).map_err(encode)?;
-            }
-            let bytes = writer.into_inner().map_err(encode)?;
-            Ok::<_, StageError>((Bytes::from(bytes), rows as i64, stats))
-        })
-        .await??;
-        let size_bytes = bytes.len() as i64;
-        let location = object_path(&path)?;
-        self.store
-            .put(&location, PutPayload::from_bytes(bytes))
+        self.slot(address)
+            .write_computed(schema.clone(), move || Ok::<_, StageError>(batches))
             .await
-            .map_err(|source| StageError::Store {
-                op: "put",
-                path: path.clone(),
-                source,
-            })?;
-        Ok(StagedFile {
-            path,
-            size_bytes,
-            rows,
-            stats,
-        })
+    }
+
+    /// Takes the next file name under `address` now, for rows written later by
+    /// [`StageSlot::write_computed`], possibly on another task. Names keep the order in
+    /// which slots were taken, whatever order the writes finish in.
+    pub fn slot(&mut self, address: &Address) -> StageSlot {
+        StageSlot {
+            store: self.store.clone(),
+            path: self.next_path(address),
+            props: self.props.clone(),
+        }
     }
 
     /// Reads a staged or published data file back (for dedupe and rewrites).
@@ -230,6 +207,69 @@ impl Stager {
                 source,
             }),
         }
+    }
+}
+
+/// One staged file's name, taken from a [`Stager`], with what writing it needs. It owns its
+/// parts (no borrow of the stager), so a window's staging can run on a task of its own while
+/// the run routes the next rows.
+#[derive(Debug)]
+pub struct StageSlot {
+    store: Arc<dyn ObjectStore>,
+    path: String,
+    props: WriterProperties,
+}
+
+impl StageSlot {
+    /// Reads a staged or published data file of the same table back.
+    pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
+        read_parquet(self.store.as_ref(), path).await
+    }
+
+    /// Computes the rows with `compute` (dedupe, say) and encodes them, on one blocking
+    /// thread: both are CPU work that must not hold up the async workers; then writes the
+    /// file.
+    pub async fn write_computed<E, F>(self, schema: SchemaRef, compute: F) -> Result<StagedFile, E>
+    where
+        F: FnOnce() -> Result<Vec<RecordBatch>, E> + Send + 'static,
+        E: From<StageError> + Send + 'static,
+    {
+        let StageSlot { store, path, props } = self;
+        let encode_path = path.clone();
+        let (bytes, rows, stats) = tokio::task::spawn_blocking(move || {
+            let batches = compute()?;
+            let encode = |source| StageError::Encode {
+                path: encode_path.clone(),
+                source,
+            };
+            let stats = file_stats(&schema, &batches);
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let mut writer =
+                ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(encode)?;
+            for batch in &batches {
+                writer.write(batch).map_err(encode)?;
+            }
+            let bytes = writer.into_inner().map_err(encode)?;
+            Ok::<_, E>((Bytes::from(bytes), rows as i64, stats))
+        })
+        .await
+        .map_err(StageError::from)??;
+        let size_bytes = bytes.len() as i64;
+        let location = object_path(&path)?;
+        store
+            .put(&location, PutPayload::from_bytes(bytes))
+            .await
+            .map_err(|source| StageError::Store {
+                op: "put",
+                path: path.clone(),
+                source,
+            })?;
+        Ok(StagedFile {
+            path,
+            size_bytes,
+            rows,
+            stats,
+        })
     }
 }
 
