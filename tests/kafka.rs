@@ -43,8 +43,8 @@ impl Scenario<'_> {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// A `sluice run` process of the group, its output in `dir/<name>.out|.err`.
-    fn spawn(&self, name: &str, until_idle: &str) -> Child {
+    /// A `sluice run` process in `group`, its output in `dir/<name>.out|.err`.
+    fn spawn(&self, name: &str, group: &str, until_idle: &str) -> Child {
         let out = std::fs::File::create(self.dir.join(format!("{name}.out"))).unwrap();
         let err = std::fs::File::create(self.dir.join(format!("{name}.err"))).unwrap();
         self.command(&[
@@ -54,7 +54,7 @@ impl Scenario<'_> {
             "--brokers",
             &self.broker.address,
             "--group",
-            "landers",
+            group,
             "--table",
             &self.table,
             "--schema",
@@ -188,6 +188,9 @@ fn wait_for(child: &mut Child, name: &str, scenario: &Scenario, limit: Duration)
     }
 }
 
+/// The consumer group of the scale-out's processes.
+const GROUP: &str = "landers";
+
 /// 3 processes on one group, a 6-partition topic, `events` generated events (3% delivered
 /// twice), one process SIGKILLed mid-run and restarted later; the table must equal one clean
 /// NDJSON run of the same events (the oracle); then a restart with no new events must
@@ -242,7 +245,12 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
 
     let started = Instant::now();
     let mut procs: Vec<(String, Child)> = (0..3)
-        .map(|i| (format!("p{i}"), scenario.spawn(&format!("p{i}"), "15s")))
+        .map(|i| {
+            (
+                format!("p{i}"),
+                scenario.spawn(&format!("p{i}"), GROUP, "15s"),
+            )
+        })
         .collect();
     // SIGKILL a running process that has had partitions, once a seeded number of windows is
     // in the table.
@@ -278,7 +286,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     // Restart it after the group has moved its partitions to the others.
     std::thread::sleep(Duration::from_secs(8 + rng.below(5)));
     let restarted = format!("p{victim}-restarted");
-    procs.push((restarted.clone(), scenario.spawn(&restarted, "15s")));
+    procs.push((restarted.clone(), scenario.spawn(&restarted, GROUP, "15s")));
     for (i, (name, child)) in procs.iter_mut().enumerate() {
         if i != victim {
             wait_for(child, name, scenario, Duration::from_secs(600));
@@ -305,11 +313,16 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     // group past the survivors' idle time. What they left is still behind the table's
     // positions, not lost; a process started afterwards gets every partition and lands it.
     // Counted and printed: a catch-up run that changes rows means the group ended early.
+    // Later runs join groups of their own: tansu 0.6.0 can leave a group with no member
+    // stuck for good (a leader that leaves while the group is forming stays its leader, so a
+    // new member is never given an assignment: `leave` of `Inner<_, Forming>` in
+    // tansu-broker's coordinator/group/administrator.rs), and sluice resumes from the table,
+    // whatever the group.
     let mut catch_up_runs = 0;
     while q("SELECT count(*) FROM t") < distinct as u64 && catch_up_runs < 2 {
         catch_up_runs += 1;
         let name = format!("catch-up-{catch_up_runs}");
-        let mut child = scenario.spawn(&name, "15s");
+        let mut child = scenario.spawn(&name, &name, "15s");
         wait_for(&mut child, &name, scenario, Duration::from_secs(300));
         eprintln!(
             "{name}: {}",
@@ -359,7 +372,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
 
     // A restart with no new events commits nothing.
     let before = scenario.version();
-    let mut again = scenario.spawn("again", "5s");
+    let mut again = scenario.spawn("again", "again", "5s");
     wait_for(&mut again, "again", scenario, Duration::from_secs(120));
     assert_eq!(scenario.version(), before, "{}", scenario.output("again"));
     eprintln!("restart with no new events: table version unchanged ({before})");

@@ -25,6 +25,10 @@ use tokio::sync::watch;
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
 use crate::run::Ingester;
 
+/// How long `--until-idle` waits at least for the group's first assignment of the process:
+/// several session timeouts and a rebalance of a group whose members come and go.
+pub const JOIN_WAIT_MS: i64 = 60_000;
+
 /// Everything a Kafka run needs besides the clock.
 #[derive(Clone)]
 pub struct KafkaRun {
@@ -40,7 +44,7 @@ pub struct KafkaRun {
     pub attempt: String,
     /// End the run, publishing every window held, after this long without a message or a
     /// new assignment, counted from the group's first assignment of this process (a member
-    /// still joining is not idle).
+    /// still joining is not idle; see [`JOIN_WAIT_MS`]).
     pub until_idle_ms: Option<i64>,
     /// End the run, publishing every window held, after this many messages.
     pub max_events: Option<u64>,
@@ -122,8 +126,11 @@ impl KafkaRun {
         let mut summary = KafkaSummary::default();
         let mut last_input_ms = clock.now_ms();
         // Idle time counts only once the group has given this process an assignment (empty
-        // or not): a member still joining has not been handed the partitions it may own.
+        // or not): a member still joining has not been handed the partitions it may own. A
+        // group that assigns nothing for JOIN_WAIT_MS (or the idle time, if longer) ends the
+        // run all the same, with a warning: a scheduled job must not hang on a broken group.
         let mut joined = false;
+        let started_ms = clock.now_ms();
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
@@ -231,12 +238,20 @@ impl KafkaRun {
                         .await;
                         self.settle(*p, shard, done, &consumer).await?;
                     }
-                    if joined
-                        && self
-                            .until_idle_ms
-                            .is_some_and(|t| clock.now_ms().saturating_sub(last_input_ms) >= t)
-                    {
-                        break true;
+                    if let Some(t) = self.until_idle_ms {
+                        let now_ms = clock.now_ms();
+                        if joined && now_ms.saturating_sub(last_input_ms) >= t {
+                            break true;
+                        }
+                        let wait_ms = t.max(JOIN_WAIT_MS);
+                        if !joined && now_ms.saturating_sub(started_ms) >= wait_ms {
+                            tracing::warn!(
+                                group = %self.kafka.group,
+                                waited_ms = wait_ms,
+                                "the consumer group assigned this process nothing (not even an empty assignment); ending as idle"
+                            );
+                            break true;
+                        }
                     }
                 }
             }
