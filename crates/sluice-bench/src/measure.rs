@@ -201,6 +201,13 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     if let Some(parent) = args.results.parent() {
         std::fs::create_dir_all(parent)?;
     }
+    // The hand-written reading of a previous run stays, after the new tables, to be revised.
+    if let Ok(previous) = std::fs::read_to_string(&args.results) {
+        if let Some(at) = previous.find(READING_HEADING) {
+            report.push('\n');
+            report.push_str(&previous[at..]);
+        }
+    }
     std::fs::write(&args.results, report)?;
     eprintln!("written to {}", args.results.display());
     if args.work.is_none() {
@@ -406,3 +413,6 @@ pub fn log_only(
     println!("{r}");
     Ok(())
 }
+
+/// The heading of the hand-written part of `bench/RESULTS.md`, which a new run keeps.
+const READING_HEADING: &str = "## Reading this run";
