@@ -267,10 +267,11 @@ impl KafkaRun {
                 shard.ingester.drain().await
             } else {
                 // A sealed window already staging is committed; open ones stay unpublished.
-                match shard.ingester.finish_pending().await {
-                    Ok(()) => shard.ingester.commit_dead_letters().await,
-                    Err(e) => Err(e),
+                async {
+                    shard.ingester.finish_pending().await?;
+                    shard.ingester.commit_dead_letters().await
                 }
+                .await
             };
             match result {
                 Ok(()) => {}

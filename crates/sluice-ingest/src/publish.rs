@@ -195,16 +195,17 @@ impl Ingester<'_> {
             return self.finish_pending().await;
         }
         // A first publication: the window's rows (deduped by row key, if there is one).
-        let slot = self.stager.slot(&address);
         let (files, intermediates, staging) = match self.config.key.clone() {
             // Keyed by position: the buffered rows are the window, parts included.
             None if buffer.batches.is_empty() => (buffer.parts, Vec::new(), None),
             None => {
+                let slot = self.stager.slot(&address);
                 let batches = buffer.batches;
                 let staging = slot.write_computed(schema, move || Ok::<_, IngestError>(batches));
                 (buffer.parts, Vec::new(), Some(tokio::spawn(staging)))
             }
             Some(key) => {
+                let slot = self.stager.slot(&address);
                 let parts: Vec<String> = buffer.parts.iter().map(|p| p.path.clone()).collect();
                 let batches = buffer.batches;
                 let dedupe_schema = schema.clone();
@@ -474,7 +475,7 @@ fn unique_rows(
 /// What a publication commits besides its files, fixed when its window is published: the
 /// resume offsets (and watermark) as of then, the window's position ranges, the read
 /// position its coverage records.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Plan {
     txns: Vec<(String, i64)>,
     position_ranges: serde_json::Value,
