@@ -346,6 +346,24 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         "scale-out: {} messages, 3 processes, 1 SIGKILL, {catch_up_runs} catch-up runs; table {rows} rows in {shards} shards, oracle {distinct}; duplicates {dup_rows}, lost {lost}, extra {extra}",
         messages.len()
     );
+    if (dup_rows, lost, extra) != (0, 0, 0) {
+        where_lost(scenario, &oracle);
+    }
+    if !scenario.table.starts_with("s3://") {
+        // No data file name is ever added twice: a second file of a published name would
+        // replace that file's rows (a writer of a partition assigned again once numbered its
+        // files from 1 again, and its late rows replaced a published hour).
+        let mut added = std::collections::BTreeMap::new();
+        for (version, actions) in common::commits(Path::new(&scenario.table)) {
+            for a in actions {
+                if let Some(path) = a["add"]["path"].as_str() {
+                    if let Some(first) = added.insert(path.to_string(), version) {
+                        panic!("{path} added at version {first} and again at {version}");
+                    }
+                }
+            }
+        }
+    }
     assert_eq!((dup_rows, lost, extra), (0, 0, 0));
     assert_eq!(rows, distinct as u64);
     assert_eq!(shards, PARTITIONS as u64);
@@ -376,6 +394,55 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     wait_for(&mut again, "again", scenario, Duration::from_secs(120));
     assert_eq!(scenario.version(), before, "{}", scenario.output("again"));
     eprintln!("restart with no new events: table version unchanged ({before})");
+}
+
+/// After a failed comparison: where the events missing from the table sit in the topic, as
+/// the broker serves it now (per partition: how many, their offset ranges, the partition's
+/// last offset), to tell messages the broker lost from positions the table got wrong.
+fn where_lost(scenario: &Scenario, oracle: &Path) {
+    let o = format!("o={}", oracle.display());
+    let t = format!("t={}", scenario.table);
+    let out = scenario.ok(&[
+        "query",
+        "--table",
+        &o,
+        "--table",
+        &t,
+        "--format",
+        "csv",
+        "SELECT event_id FROM o EXCEPT SELECT event_id FROM t",
+    ]);
+    let lost: std::collections::HashSet<&str> = out.lines().skip(1).collect();
+    let contents = servers::topic_contents(scenario.broker, "events", PARTITIONS);
+    let mut ends: std::collections::BTreeMap<i32, (i64, usize)> = Default::default();
+    let mut at: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+    let mut served = std::collections::HashSet::new();
+    for (key, p, offset) in &contents {
+        let end = ends.entry(*p).or_default();
+        end.0 = end.0.max(*offset);
+        end.1 += 1;
+        served.insert(key.as_str());
+        if lost.contains(key.as_str()) {
+            at.entry(*p).or_default().push(*offset);
+        }
+    }
+    let never_served = lost.iter().filter(|k| !served.contains(*k)).count();
+    eprintln!(
+        "lost events: {} (event ids), {never_served} of them not served by the broker now",
+        lost.len()
+    );
+    for (p, (last, count)) in &ends {
+        let mut offsets = at.remove(p).unwrap_or_default();
+        offsets.sort_unstable();
+        let mut runs: Vec<(i64, i64)> = Vec::new();
+        for o in offsets {
+            match runs.last_mut() {
+                Some((_, hi)) if *hi + 1 == o => *hi = o,
+                _ => runs.push((o, o)),
+            }
+        }
+        eprintln!("partition {p}: {count} messages, last offset {last}; lost at {runs:?}");
+    }
 }
 
 #[test]

@@ -210,3 +210,38 @@ pub fn s3_env(moto: &Server) -> Vec<(&'static str, String)> {
         ("AWS_REGION", "us-east-1".into()),
     ]
 }
+
+/// Every message of `topic` as the broker serves it now, as `(key, partition, offset)`: each
+/// partition read from its beginning until nothing arrives for 3 s (tansu under-reports high
+/// watermarks, so the end is never taken from them). For a look after a failed comparison.
+pub fn topic_contents(broker: &Server, topic: &str, partitions: u32) -> Vec<(String, i32, i64)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .set("group.id", "sluice-test-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("a consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("a partition");
+    }
+    consumer.assign(&tpl).expect("assigned");
+    let mut found = Vec::new();
+    let mut last = Instant::now();
+    while last.elapsed() < Duration::from_secs(3) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+                found.push((key, m.partition(), m.offset()));
+                last = Instant::now();
+            }
+            Some(Err(e)) => panic!("reading {topic} back: {e}"),
+            None => {}
+        }
+    }
+    found
+}

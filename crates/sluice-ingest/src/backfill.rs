@@ -98,7 +98,13 @@ pub async fn backfill(
             let batches = buffers.take_batches(window);
             let address = config.layout.address(window);
             let part = stager.stage(&address, &schema, batches).await?;
-            buffers.add_part(window, part);
+            buffers.add_part(
+                window,
+                crate::buffer::Part {
+                    file: part,
+                    bucket: None,
+                },
+            );
         }
         progress(BackfillProgress::Read {
             bytes: summary.bytes,
@@ -126,7 +132,7 @@ pub async fn backfill(
         } else {
             let address = config.layout.address(window);
             let mut inputs: Vec<RecordBatch> = Vec::new();
-            for part in &buffer.parts {
+            for part in buffer.part_files() {
                 inputs.extend(stager.read(&part.path).await?);
             }
             inputs.extend(buffer.batches);
@@ -156,7 +162,7 @@ pub async fn backfill(
             summary.last_version = Some(published.version);
             tracing::info!(window = %address.label(), version = published.version, rows = published.rows, "backfilled");
         }
-        for part in buffer.parts {
+        for part in buffer.parts.iter().map(|p| &p.file) {
             if let Err(e) = stager.delete(&part.path).await {
                 tracing::warn!(path = %part.path, error = %e, "could not delete an intermediate part");
             }

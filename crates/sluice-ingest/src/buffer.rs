@@ -13,9 +13,32 @@ pub(crate) struct WindowBuffer {
     pub bytes: usize,
     pub rows: u64,
     /// Parts staged for this window by budget flushes (not yet published).
-    pub parts: Vec<StagedFile>,
+    pub parts: Vec<Part>,
+    /// The in-memory bytes the parts held before they were staged.
+    pub parts_bytes: usize,
     /// First and last offset per source partition, for the commit metadata.
     pub ranges: HashMap<String, (i64, i64)>,
+}
+
+/// Rows of a window staged early, to stay within the memory budget.
+#[derive(Debug)]
+pub(crate) struct Part {
+    pub file: StagedFile,
+    /// With a row key: the key bucket ([`crate::dedupe::KEY_BUCKETS`]) of every row of the
+    /// part, so that the window's publication dedupes one group of buckets at a time.
+    pub bucket: Option<u32>,
+}
+
+impl WindowBuffer {
+    /// The staged files of the window's parts.
+    pub fn part_files(&self) -> impl Iterator<Item = &StagedFile> {
+        self.parts.iter().map(|p| &p.file)
+    }
+
+    /// The window's bytes, in memory and staged (as they were in memory).
+    pub fn total_bytes(&self) -> usize {
+        self.bytes + self.parts_bytes
+    }
 }
 
 /// All open windows' buffers and the memory they hold.
@@ -77,17 +100,18 @@ impl Buffers {
             .map(|(w, _)| *w)
     }
 
-    /// Takes the in-memory rows of `window` (to stage them as a part).
+    /// Takes the in-memory rows of `window` (to stage them as parts), counted as staged.
     pub fn take_batches(&mut self, window: Window) -> Vec<RecordBatch> {
         let Some(buffer) = self.windows.get_mut(&window) else {
             return Vec::new();
         };
         self.bytes -= buffer.bytes;
+        buffer.parts_bytes += buffer.bytes;
         buffer.bytes = 0;
         std::mem::take(&mut buffer.batches)
     }
 
-    pub fn add_part(&mut self, window: Window, part: StagedFile) {
+    pub fn add_part(&mut self, window: Window, part: Part) {
         self.windows.entry(window).or_default().parts.push(part);
     }
 

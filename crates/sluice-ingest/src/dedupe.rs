@@ -57,6 +57,55 @@ pub fn dedupe(
     take_record_batch(&all, &indices)
 }
 
+/// Key buckets of a window that outgrows the memory budget: its parts are staged one file per
+/// bucket, and its publication dedupes a group of buckets at a time (rows of one key always
+/// share a bucket), so the memory it needs is a fraction of the window.
+pub const KEY_BUCKETS: u32 = 16;
+
+/// Per row of `batch`, the bucket of its row key in `0..buckets` (within one process run:
+/// the hash has fixed seeds but may differ between builds and machines, and buckets are never
+/// persisted past the run that staged them).
+pub fn key_buckets(
+    batch: &RecordBatch,
+    key_columns: &[String],
+    buckets: u32,
+) -> Result<Vec<u32>, ArrowError> {
+    let columns = columns_named(batch, key_columns)?;
+    let rows = key_converter(&columns)?.convert_columns(&columns)?;
+    let state = fixed_state();
+    let buckets = u64::from(buckets.max(1));
+    Ok(rows
+        .iter()
+        .map(|r| (state.hash_one(r.data()) % buckets) as u32)
+        .collect())
+}
+
+/// Splits the rows of `batches` into `buckets` lists by [`key_buckets`], keeping their order;
+/// empty buckets get no batch. Each batch is dropped once split, so the rows are held about
+/// once, not twice.
+pub fn split_by_key(
+    batches: Vec<RecordBatch>,
+    key_columns: &[String],
+    buckets: u32,
+) -> Result<Vec<Vec<RecordBatch>>, ArrowError> {
+    let mut split: Vec<Vec<RecordBatch>> = (0..buckets.max(1)).map(|_| Vec::new()).collect();
+    for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
+        let of_row = key_buckets(&batch, key_columns, buckets)?;
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); split.len()];
+        for (i, b) in of_row.iter().enumerate() {
+            rows[*b as usize].push(i as u32);
+        }
+        for (b, rows) in rows.into_iter().enumerate() {
+            if rows.len() == batch.num_rows() {
+                split[b].push(batch.clone());
+            } else if !rows.is_empty() {
+                split[b].push(take_record_batch(&batch, &UInt32Array::from(rows))?);
+            }
+        }
+    }
+    Ok(split)
+}
+
 /// The hasher of dedupe's maps: fast on short keys, with fixed seeds (no process randomness;
 /// the output never depends on iteration order anyway, it is sorted by position).
 type FixedState = ahash::RandomState;

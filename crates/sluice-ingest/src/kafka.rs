@@ -40,7 +40,8 @@ pub struct KafkaRun {
     /// The record schema, to create the table if it does not exist.
     pub record_schema: Option<SchemaRef>,
     pub decoder: LineDecoder,
-    /// Names this run's staged files (each partition's writer adds its shard).
+    /// Names this run's staged files (each partition's writer adds its shard and how many
+    /// writers this run opened before it).
     pub attempt: String,
     /// End the run, publishing every window held, after this long without a message or a
     /// new assignment, counted from the group's first assignment of this process (a member
@@ -124,6 +125,9 @@ impl KafkaRun {
         // keeps its unpublished state instead of replaying it from the table.
         let mut parked: HashMap<i32, Owned<'_>> = HashMap::new();
         let mut summary = KafkaSummary::default();
+        // Writers opened so far: each one names its files apart from all earlier ones (a
+        // partition assigned again gets a new writer, whose file numbers start over).
+        let mut opened: u64 = 0;
         let mut last_input_ms = clock.now_ms();
         // Idle time counts only once the group has given this process an assignment (empty
         // or not): a member still joining has not been handed the partitions it may own. A
@@ -176,7 +180,8 @@ impl KafkaRun {
                                 if let Some(old) = stale {
                                     summary.run.absorb(&old.ingester.summary);
                                 }
-                                self.open_partition(p, clock).await?
+                                opened += 1;
+                                self.open_partition(p, opened, clock).await?
                             }
                         };
                         if let Some(old) = owned.insert(p, shard) {
@@ -297,10 +302,15 @@ impl KafkaRun {
         options
     }
 
-    /// A partition's writer, rebuilt from the table alone.
+    /// A partition's writer, rebuilt from the table alone; `incarnation` numbers the writers
+    /// this run opened. Its staged files are named `<attempt>-s<partition>w<incarnation>-…`:
+    /// a file name is never taken twice, not even by a writer of a partition that was revoked
+    /// and assigned back (its earlier writer's files may be published under the same window
+    /// address, and a second file of that name would replace a published file's rows).
     async fn open_partition<'c>(
         &self,
         partition: i32,
+        incarnation: u64,
         clock: &'c dyn Clock,
     ) -> Result<Owned<'c>, KafkaRunError> {
         let name = partition_name(&self.kafka.topic, partition);
@@ -319,7 +329,7 @@ impl KafkaRun {
             self.decoder.clone(),
             table,
             dlq,
-            format!("{}-s{partition}", self.attempt),
+            format!("{}-s{partition}w{incarnation}", self.attempt),
             clock,
         )
         .await

@@ -5,18 +5,22 @@
 use std::collections::HashMap;
 
 use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::datatypes::SchemaRef;
 use serde_json::json;
 use sluice_publish::{
     Coverage, MergeAction, MergePublication, MergeScope, Publication, Replace, OFFSET_COLUMN,
     SOURCE_COLUMN,
 };
 use sluice_source::Position;
-use sluice_stage::{StageError, StagedFile};
+use sluice_stage::{StageError, StageSlot, StagedFile};
 use sluice_window::Window;
 
-use crate::buffer::WindowBuffer;
+use crate::buffer::{Part, WindowBuffer};
 use crate::config::{IngestError, LatePolicy, PublishMode};
-use crate::dedupe::{any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns};
+use crate::dedupe::{
+    any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns, split_by_key,
+    KEY_BUCKETS,
+};
 use crate::run::Ingester;
 
 impl Ingester<'_> {
@@ -26,12 +30,23 @@ impl Ingester<'_> {
         };
         let batches = self.buffers.take_batches(window);
         let address = self.table.address(window);
-        let part = self
-            .stager
-            .stage(&address, self.table.file_schema(), batches)
-            .await?;
-        self.buffers.add_part(window, part);
-        self.summary.parts_flushed += 1;
+        let schema = self.table.file_schema().clone();
+        // With a row key, one file per key bucket: the window's publication then dedupes a
+        // group of buckets at a time instead of the whole window at once.
+        let split: Vec<(Option<u32>, Vec<RecordBatch>)> = match &self.config.key {
+            Some(key) => split_by_key(batches, &key.columns, KEY_BUCKETS)?
+                .into_iter()
+                .enumerate()
+                .filter(|(_, b)| !b.is_empty())
+                .map(|(i, b)| (Some(i as u32), b))
+                .collect(),
+            None => vec![(None, batches)],
+        };
+        for (bucket, batches) in split {
+            let file = self.stager.stage(&address, &schema, batches).await?;
+            self.buffers.add_part(window, Part { file, bucket });
+            self.summary.parts_flushed += 1;
+        }
         Ok(())
     }
 
@@ -115,7 +130,7 @@ impl Ingester<'_> {
         if merge {
             let version_before = self.table.version();
             let mut inputs: Vec<RecordBatch> = Vec::new();
-            for part in &buffer.parts {
+            for part in buffer.part_files() {
                 inputs.extend(self.stager.read(&part.path).await?);
             }
             inputs.extend(buffer.batches);
@@ -155,15 +170,16 @@ impl Ingester<'_> {
                 })
                 .await?;
             let flags = Flags { republish, merge };
+            let parts = buffer.parts.into_iter().map(|p| p.file).collect();
             return self
-                .after_commit(window, plan, published, version_before, buffer.parts, flags)
+                .after_commit(window, plan, published, version_before, parts, flags)
                 .await;
         }
         if republish {
             // Dedupe by row key; the late rows are added as one more file when none of their
             // keys is in the window yet, else the window is rewritten with them.
             let mut inputs: Vec<RecordBatch> = Vec::new();
-            for part in &buffer.parts {
+            for part in buffer.part_files() {
                 inputs.extend(self.stager.read(&part.path).await?);
             }
             inputs.extend(buffer.batches);
@@ -189,7 +205,7 @@ impl Ingester<'_> {
                 staging: None,
                 files,
                 replace,
-                intermediates: buffer.parts,
+                intermediates: buffer.parts.into_iter().map(|p| p.file).collect(),
                 plan,
             });
             return self.finish_pending().await;
@@ -197,30 +213,33 @@ impl Ingester<'_> {
         // A first publication: the window's rows (deduped by row key, if there is one).
         let (files, intermediates, staging) = match self.config.key.clone() {
             // Keyed by position: the buffered rows are the window, parts included.
-            None if buffer.batches.is_empty() => (buffer.parts, Vec::new(), None),
             None => {
-                let slot = self.stager.slot(&address);
-                let batches = buffer.batches;
-                let staging = slot.write_computed(schema, move || Ok::<_, IngestError>(batches));
-                (buffer.parts, Vec::new(), Some(tokio::spawn(staging)))
+                let parts: Vec<StagedFile> = buffer.parts.into_iter().map(|p| p.file).collect();
+                if buffer.batches.is_empty() {
+                    (parts, Vec::new(), None)
+                } else {
+                    let slot = self.stager.slot(&address);
+                    let batches = buffer.batches;
+                    let staging = async move {
+                        let file = slot
+                            .write_computed(schema, move || Ok::<_, IngestError>(batches))
+                            .await?;
+                        Ok(vec![file])
+                    };
+                    (parts, Vec::new(), Some(tokio::spawn(staging)))
+                }
             }
             Some(key) => {
-                let slot = self.stager.slot(&address);
-                let parts: Vec<String> = buffer.parts.iter().map(|p| p.path.clone()).collect();
-                let batches = buffer.batches;
-                let dedupe_schema = schema.clone();
-                let staging = async move {
-                    let mut inputs: Vec<RecordBatch> = Vec::new();
-                    for part in &parts {
-                        inputs.extend(slot.read(part).await?);
-                    }
-                    inputs.extend(batches);
-                    slot.write_computed(schema, move || {
-                        Ok::<_, IngestError>(vec![dedupe(&dedupe_schema, &inputs, &key)?])
-                    })
-                    .await
-                };
-                (Vec::new(), buffer.parts, Some(tokio::spawn(staging)))
+                let groups = dedupe_groups(&buffer, self.config.flush_bytes_max);
+                let slots = (0..groups).map(|_| self.stager.slot(&address)).collect();
+                let parts: Vec<(Option<u32>, String)> = buffer
+                    .parts
+                    .iter()
+                    .map(|p| (p.bucket, p.file.path.clone()))
+                    .collect();
+                let staging = stage_deduped(slots, schema, parts, buffer.batches, key);
+                let intermediates = buffer.parts.into_iter().map(|p| p.file).collect();
+                (Vec::new(), intermediates, Some(tokio::spawn(staging)))
             }
         };
         self.pending = Some(Pending {
@@ -248,7 +267,7 @@ impl Ingester<'_> {
         };
         if let Some(staging) = pending.staging.as_mut() {
             let staged = (&mut staging.0).await.map_err(StageError::from)??;
-            pending.files.push(staged);
+            pending.files.extend(staged);
         }
         let version_before = self.table.version();
         let coverage_name = self
@@ -439,6 +458,63 @@ impl Ingester<'_> {
     }
 }
 
+/// How many groups of key buckets a window's dedupe takes, one after the other: enough for
+/// each group's rows to hold at most half of `flush_bytes_max` in memory (its dedupe holds
+/// them about twice: the rows and the winners), a power of two up to [`KEY_BUCKETS`] (so
+/// that a group is `bucket % groups` of the parts' buckets and of the in-memory rows alike).
+/// Parts without buckets (none are staged that way with a key) make it one group.
+fn dedupe_groups(buffer: &WindowBuffer, flush_bytes_max: usize) -> u32 {
+    if buffer.parts.iter().any(|p| p.bucket.is_none()) {
+        return 1;
+    }
+    let group_bytes_max = (flush_bytes_max / 2).max(1);
+    let wanted = buffer.total_bytes().div_ceil(group_bytes_max);
+    (wanted.clamp(1, KEY_BUCKETS as usize) as u32).next_power_of_two()
+}
+
+/// Stages a window's rows deduped by `key`, one group of key buckets at a time (one file per
+/// group that has rows, in `slots`' names): each group's parts are read, joined by its
+/// in-memory rows, deduped and encoded, and dropped before the next group is read. Rows of
+/// one key are in one group, so the winners are those of one dedupe over the whole window.
+async fn stage_deduped(
+    slots: Vec<StageSlot>,
+    schema: SchemaRef,
+    parts: Vec<(Option<u32>, String)>,
+    batches: Vec<RecordBatch>,
+    key: crate::dedupe::KeySpec,
+) -> Result<Vec<StagedFile>, IngestError> {
+    let groups = slots.len().max(1) as u32;
+    let mut in_memory = if groups == 1 {
+        vec![batches]
+    } else {
+        let columns = key.columns.clone();
+        tokio::task::spawn_blocking(move || split_by_key(batches, &columns, groups))
+            .await
+            .map_err(StageError::from)??
+    };
+    let mut files = Vec::with_capacity(slots.len());
+    for (group, slot) in slots.into_iter().enumerate() {
+        let mut inputs: Vec<RecordBatch> = Vec::new();
+        for (bucket, path) in &parts {
+            if bucket.map_or(group == 0, |b| b % groups == group as u32) {
+                inputs.extend(slot.read(path).await?);
+            }
+        }
+        inputs.append(&mut in_memory[group]);
+        if groups > 1 && inputs.iter().all(|b| b.num_rows() == 0) {
+            continue; // no rows of this group: no file (its name stays unused)
+        }
+        let (dedupe_schema, key) = (schema.clone(), key.clone());
+        let file = slot
+            .write_computed(schema.clone(), move || {
+                Ok::<_, IngestError>(vec![dedupe(&dedupe_schema, &inputs, &key)?])
+            })
+            .await?;
+        files.push(file);
+    }
+    Ok(files)
+}
+
 /// `(file, offset)` for each file whose position in `committed` moves up to `to`.
 pub(crate) fn advances(
     source: &sluice_source::NdjsonSource,
@@ -493,7 +569,7 @@ struct Flags {
 /// A task staging a publication's file; dropping it (a reload, an abandoned partition)
 /// stops the task, and a file it wrote anyway is an orphan for gc.
 #[derive(Debug)]
-pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<Result<StagedFile, IngestError>>);
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<Result<Vec<StagedFile>, IngestError>>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -106,6 +106,14 @@ async fn rows(table_dir: &Path) -> Vec<(String, String, i64)> {
     out
 }
 
+/// The number of data files in the table's latest version.
+async fn active_file_count(table_dir: &Path) -> usize {
+    let table = sluice_publish::open_table(table_dir.to_str().unwrap(), &Default::default(), None)
+        .await
+        .unwrap();
+    sluice_publish::active_files(&table).await.unwrap().len()
+}
+
 fn write_input(dir: &Path, events: u64) -> std::path::PathBuf {
     let path = dir.join("events.ndjson");
     let mut f = std::fs::File::create(&path).unwrap();
@@ -178,10 +186,13 @@ async fn natural_keys_keep_one_row_per_window_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_input(dir.path(), 3000);
     let table_dir = dir.path().join("t");
+    let mut files = Vec::new();
     for budget in [64 << 20, 32 << 10] {
         let _ = std::fs::remove_dir_all(&table_dir);
-        ingest(&input, &table_dir, config(true, budget), "a").await;
+        let summary = ingest(&input, &table_dir, config(true, budget), "a").await;
         let got = rows(&table_dir).await;
+        files.push(active_file_count(&table_dir).await);
+        assert_eq!(summary.parts_flushed > 0, budget < 1 << 20, "{summary:?}");
         let mut per_key: BTreeMap<(String, String), usize> = BTreeMap::new();
         for (w, id, _) in &got {
             *per_key.entry((w.clone(), id.clone())).or_default() += 1;
@@ -206,6 +217,9 @@ async fn natural_keys_keep_one_row_per_window_and_key() {
             got.iter().map(|(_, id, o)| (id.clone(), *o)).collect();
         assert_eq!(winners, last);
     }
+    // Windows over the tiny budget were staged in key buckets and deduped a group of buckets
+    // at a time, one file per group: the same rows in more files.
+    assert!(files[1] > files[0], "{files:?}");
 }
 
 #[test]

@@ -20,7 +20,7 @@ use deltalake::parquet::errors::ParquetError;
 use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::parquet::schema::types::ColumnPath;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use sluice_window::Address;
 
 pub use stats::file_stats;
@@ -255,21 +255,43 @@ impl StageSlot {
         .await
         .map_err(StageError::from)??;
         let size_bytes = bytes.len() as i64;
-        let location = object_path(&path)?;
-        store
-            .put(&location, PutPayload::from_bytes(bytes))
-            .await
-            .map_err(|source| StageError::Store {
-                op: "put",
-                path: path.clone(),
-                source,
-            })?;
+        put_new(store.as_ref(), &path, PutPayload::from_bytes(bytes)).await?;
         Ok(StagedFile {
             path,
             size_bytes,
             rows,
             stats,
         })
+    }
+}
+
+/// Writes a new object at `path`, never over an existing one: a staged file's name is
+/// unique by construction (attempt and sequence number), and a name taken twice would replace
+/// the rows of a file a published version may point at. The put is create-only
+/// ([`PutMode::Create`]) where the store supports it; a store without conditional puts gets a
+/// plain put. An existing object is [`StageError::Store`] with [`object_store::Error::AlreadyExists`]
+/// (resumable: a run re-reads the table and stages under the next name; the object left is
+/// an orphan for `gc` when it was this writer's own put that landed before a retry).
+async fn put_new(
+    store: &dyn ObjectStore,
+    path: &str,
+    payload: PutPayload,
+) -> Result<(), StageError> {
+    let location = object_path(path)?;
+    let store_error = |op, source| StageError::Store {
+        op,
+        path: path.to_string(),
+        source,
+    };
+    let create = PutOptions::from(PutMode::Create);
+    match store.put_opts(&location, payload.clone(), create).await {
+        Ok(_) => Ok(()),
+        Err(object_store::Error::NotImplemented { .. }) => store
+            .put(&location, payload)
+            .await
+            .map(|_| ())
+            .map_err(|source| store_error("put", source)),
+        Err(source) => Err(store_error("put (create only)", source)),
     }
 }
 

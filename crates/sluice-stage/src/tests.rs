@@ -36,6 +36,15 @@ fn batch() -> (SchemaRef, RecordBatch) {
     (schema, batch)
 }
 
+/// The address of the hour 2026-10-03 14:00.
+fn hour_14() -> Address {
+    let size = WindowSize::parse("1h").unwrap();
+    let t = TimeFormat::Rfc3339
+        .parse_str("2026-10-03T14:10:00Z")
+        .unwrap();
+    AddressLayout::DtHour.address(Window::containing(size, t))
+}
+
 #[test]
 fn stats_are_exact_or_absent() {
     let (schema, batch) = batch();
@@ -60,11 +69,7 @@ fn stats_are_exact_or_absent() {
 async fn staged_files_are_named_after_window_and_attempt_and_read_back() {
     let store = Arc::new(InMemory::new());
     let mut stager = Stager::new(store.clone(), "a1", StageOptions::default());
-    let size = WindowSize::parse("1h").unwrap();
-    let t = TimeFormat::Rfc3339
-        .parse_str("2026-10-03T14:10:00Z")
-        .unwrap();
-    let address = AddressLayout::DtHour.address(Window::containing(size, t));
+    let address = hour_14();
     let (schema, batch) = batch();
     let first = stager
         .stage(&address, &schema, vec![batch.clone()])
@@ -92,4 +97,44 @@ async fn staged_files_are_named_after_window_and_attempt_and_read_back() {
     stager.delete(&first.path).await.unwrap();
     stager.delete(&first.path).await.unwrap();
     assert!(stager.read(&first.path).await.is_err());
+}
+
+/// A staged file never replaces an object: a second stager of the same attempt (two
+/// writers that took the same name) fails at the taken name and the first file's rows stay.
+#[tokio::test]
+async fn a_taken_name_is_an_error_and_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let address = hour_14();
+    let (schema, batch) = batch();
+    let mut first = Stager::new(store.clone(), "a1", StageOptions::default());
+    let kept = first
+        .stage(&address, &schema, vec![batch.clone(), batch.clone()])
+        .await
+        .unwrap();
+    let mut again = Stager::new(store.clone(), "a1", StageOptions::default());
+    let err = again
+        .stage(&address, &schema, vec![batch.clone()])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            StageError::Store {
+                source: object_store::Error::AlreadyExists { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let back = first.read(&kept.path).await.unwrap();
+    assert_eq!(back.iter().map(RecordBatch::num_rows).sum::<usize>(), 6);
+    // The next name is free.
+    let next = again.stage(&address, &schema, vec![batch]).await.unwrap();
+    assert!(
+        next.path.ends_with("-a1-00002.snappy.parquet"),
+        "{}",
+        next.path
+    );
 }
