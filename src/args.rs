@@ -116,9 +116,9 @@ pub struct RunArgs {
     /// With --follow: end the run after no input for this long, e.g. 30s. [default: never]
     #[arg(long)]
     pub until_idle: Option<String>,
-    /// Memory budget for the rows of open windows, e.g. 32MiB: above it the largest window's
+    /// Memory budget for the rows of open windows, e.g. 16MiB: above it the largest window's
     /// rows are staged early, and a window larger than half of it is deduped a part at a
-    /// time. Peak memory grows with it (bench/RESULTS.md measures the default). [default: 32MiB]
+    /// time. Peak memory grows with it (bench/RESULTS.md measures the default). [default: 16MiB]
     #[arg(long)]
     pub flush_bytes_max: Option<String>,
     /// Bytes read from the source at a time, e.g. 4MiB. [default: 4MiB]
@@ -386,7 +386,7 @@ impl RunArgs {
             "merge" => PublishMode::Merge(scope.unwrap_or_default()),
             _ => return Err(usage("--mode: use swap or merge")),
         };
-        let flush_bytes_max = parse_bytes(a.flush_bytes_max.as_deref().unwrap_or("32MiB"))
+        let flush_bytes_max = parse_bytes(a.flush_bytes_max.as_deref().unwrap_or("16MiB"))
             .ok_or_else(|| {
                 usage("--flush-bytes-max: expected a size like 256MiB, 64MB or 1048576")
             })?;

@@ -67,7 +67,21 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
+/// At most 2 malloc arenas (glibc). glibc gives each thread that allocates under contention
+/// an arena of its own and keeps freed memory in it: the staging threads' freed Arrow buffers
+/// then stay resident, and peak memory varied by a third between identical runs and grew with
+/// the number of staging threads rather than with the memory budget (bench/RESULTS.md).
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it runs first in main, before any
+    // other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     let default_level = match cli.verbose {
         0 => "warn",

@@ -62,7 +62,20 @@ enum Command {
     },
 }
 
+/// At most 2 malloc arenas (glibc), as `sluice` sets it (see its `main`): the alternatives
+/// measured in this process, the floor and deltalake's write, run under the same allocator
+/// settings as the `sluice` runs they are compared with.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it runs first in main, before any
+    // other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compare(args) => measure::compare(args),
