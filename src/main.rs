@@ -67,10 +67,10 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
-/// At most 2 malloc arenas (glibc). glibc gives each thread that allocates under contention
-/// an arena of its own and keeps freed memory in it: the staging threads' freed Arrow buffers
-/// then stay resident, and peak memory varied by a third between identical runs and grew with
-/// the number of staging threads rather than with the memory budget (bench/RESULTS.md).
+/// At most 2 malloc arenas (glibc). glibc gives threads that allocate under contention arenas
+/// of their own and keeps freed memory in them: the staging threads' freed Arrow buffers then
+/// stayed resident, and the benchmark's hourly run peaked anywhere from 124 to 202 MiB over
+/// runs of one input; with 2 arenas, 111 to 124 MiB at the same speed (bench/RESULTS.md).
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; it runs first in main, before any
