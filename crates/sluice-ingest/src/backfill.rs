@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use deltalake::arrow::array::{RecordBatch, UInt32Array};
+use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
 use serde_json::json;
 use sluice_publish::{Coverage, Publication, Replace, WindowTable};
@@ -11,9 +11,10 @@ use sluice_source::{LineDecoder, NdjsonSource};
 use sluice_stage::Stager;
 use sluice_window::{EventTime, Window};
 
-use crate::buffer::Buffers;
+use crate::buffer::{read_rows, Buffers};
 use crate::config::{Clock, IngestConfig, IngestError};
-use crate::dedupe::{dedupe, dedupe_by_position, with_positions};
+use crate::dedupe::with_positions;
+use crate::publish::unique_rows;
 
 /// What a backfill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -131,15 +132,8 @@ pub async fn backfill(
             summary.windows_unchanged += 1;
         } else {
             let address = config.layout.address(window);
-            let mut inputs: Vec<RecordBatch> = Vec::new();
-            for part in buffer.part_files() {
-                inputs.extend(stager.read(&part.path).await?);
-            }
-            inputs.extend(buffer.batches);
-            let rows = match &config.key {
-                Some(key) => dedupe(&schema, &inputs, key)?,
-                None => dedupe_by_position(&schema, &inputs)?,
-            };
+            let inputs = read_rows(&stager, &buffer.parts, buffer.batches).await?;
+            let rows = unique_rows(&schema, &inputs, config.key.as_ref())?;
             let file = stager.stage(&address, &schema, vec![rows]).await?;
             let mut ranges: Vec<_> = buffer.ranges.iter().collect();
             ranges.sort();

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use deltalake::arrow::array::RecordBatch;
-use sluice_stage::StagedFile;
+use sluice_stage::{StageError, StagedFile, Stager};
 use sluice_window::Window;
 
 /// The rows one open window holds: in memory, and in staged parts flushed to stay in budget.
@@ -29,12 +29,21 @@ pub(crate) struct Part {
     pub bucket: Option<u32>,
 }
 
-impl WindowBuffer {
-    /// The staged files of the window's parts.
-    pub fn part_files(&self) -> impl Iterator<Item = &StagedFile> {
-        self.parts.iter().map(|p| &p.file)
+/// All rows of a window, in read order: its staged parts read back, then its in-memory rows.
+pub(crate) async fn read_rows(
+    stager: &Stager,
+    parts: &[Part],
+    batches: Vec<RecordBatch>,
+) -> Result<Vec<RecordBatch>, StageError> {
+    let mut rows: Vec<RecordBatch> = Vec::new();
+    for part in parts {
+        rows.extend(stager.read(&part.file.path).await?);
     }
+    rows.extend(batches);
+    Ok(rows)
+}
 
+impl WindowBuffer {
     /// The window's bytes, in memory and staged (as they were in memory).
     pub fn total_bytes(&self) -> usize {
         self.bytes + self.parts_bytes

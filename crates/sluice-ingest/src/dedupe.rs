@@ -65,7 +65,7 @@ pub const KEY_BUCKETS: u32 = 16;
 /// Per row of `batch`, the bucket of its row key in `0..buckets` (within one process run:
 /// the hash has fixed seeds but may differ between builds and machines, and buckets are never
 /// persisted past the run that staged them).
-pub fn key_buckets(
+fn key_buckets(
     batch: &RecordBatch,
     key_columns: &[String],
     buckets: u32,

@@ -15,7 +15,7 @@ use sluice_source::Position;
 use sluice_stage::{StageError, StageSlot, StagedFile};
 use sluice_window::Window;
 
-use crate::buffer::{Part, WindowBuffer};
+use crate::buffer::{read_rows, Part, WindowBuffer};
 use crate::config::{IngestError, LatePolicy, PublishMode};
 use crate::dedupe::{
     any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns, split_by_key,
@@ -129,11 +129,7 @@ impl Ingester<'_> {
         let merge = upsert.is_some() || (republish && self.config.late == LatePolicy::Merge);
         if merge {
             let version_before = self.table.version();
-            let mut inputs: Vec<RecordBatch> = Vec::new();
-            for part in buffer.part_files() {
-                inputs.extend(self.stager.read(&part.path).await?);
-            }
-            inputs.extend(buffer.batches);
+            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
             let (rows, key_columns) = match &self.config.key {
                 Some(key) => (dedupe(&schema, &inputs, key)?, key.columns.clone()),
                 None => (
@@ -178,11 +174,7 @@ impl Ingester<'_> {
         if republish {
             // Dedupe by row key; the late rows are added as one more file when none of their
             // keys is in the window yet, else the window is rewritten with them.
-            let mut inputs: Vec<RecordBatch> = Vec::new();
-            for part in buffer.part_files() {
-                inputs.extend(self.stager.read(&part.path).await?);
-            }
-            inputs.extend(buffer.batches);
+            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
             let mut unique = unique_rows(&schema, &inputs, self.config.key.as_ref())?;
             let mut replace = Replace::Window;
             if self.keys_absent(&address, &unique).await? {
@@ -537,7 +529,7 @@ pub(crate) fn advances(
 }
 
 /// The rows of `inputs` that win by row key (or source position, without a key).
-fn unique_rows(
+pub(crate) fn unique_rows(
     schema: &deltalake::arrow::datatypes::SchemaRef,
     inputs: &[RecordBatch],
     key: Option<&crate::dedupe::KeySpec>,

@@ -106,7 +106,8 @@ pub struct StagedFile {
 }
 
 /// Writes staged files for one attempt. The attempt id comes from the caller and must be
-/// unique per process run; together with the per-attempt sequence number it makes every
+/// unique per stager (two stagers of one attempt would take the same names, and the second's
+/// puts fail: staged files are create-only); with the per-stager sequence number it makes every
 /// file name unique.
 #[derive(Debug)]
 pub struct Stager {
