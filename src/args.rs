@@ -7,10 +7,14 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 use sluice_ingest::{KeySpec, LatePolicy, PublishMode};
-use sluice_publish::MergeScope;
+use sluice_publish::{MergeScope, Pipelines};
 use sluice_source::kafka::StartAt;
+use sluice_source::{SchemaEvolution, COLUMNS_MAX_DEFAULT};
 use sluice_stage::Codec;
-use sluice_window::{parse_duration_ms, AddressLayout, TimeFormat, WindowSize};
+use sluice_window::{
+    parse_duration_ms, valid_pipeline_name, AddressLayout, SkewGuard, TimeFormat, TimeSpec,
+    WindowSize, Zone,
+};
 
 use crate::usage;
 
@@ -46,15 +50,48 @@ pub struct RunArgs {
     /// The Delta table: a local path (or URL).
     #[arg(long)]
     pub table: Option<String>,
-    /// Names this ingestion; prefix of the table's `txn` appIds. [default: sluice]
+    /// Names this ingestion; prefix of the table's `txn` appIds (letters, digits, _, - and
+    /// .). A table belongs to the pipeline that created it, unless created with
+    /// --pipelines many. [default: sluice]
     #[arg(long)]
     pub pipeline: Option<String>,
-    /// Field holding the event time. [default: ts]
+    /// For a new table: one (the table belongs to this pipeline; another pipeline is refused)
+    /// or many (pipelines write side by side, each at addresses of its own: a `pipeline`
+    /// partition column). [default: one]
+    #[arg(long)]
+    pub pipelines: Option<String>,
+    /// Field holding the event time; a dotted path names a struct member
+    /// (payload.created_at). [default: ts]
     #[arg(long)]
     pub time_field: Option<String>,
-    /// rfc3339, epoch_s, epoch_ms or epoch_us. [default: rfc3339]
+    /// rfc3339 (ISO 8601, also with a space, no seconds or no offset), epoch_s, epoch_ms,
+    /// epoch_us, epoch_ns (numbers or numeric strings), or a strftime pattern such as
+    /// "%Y/%m/%d %H:%M". [default: rfc3339]
     #[arg(long)]
     pub time_format: Option<String>,
+    /// The zone of event times written without an offset: UTC, an offset (+02:00) or an
+    /// IANA name (Europe/Berlin). [default: UTC]
+    #[arg(long, allow_hyphen_values = true)]
+    pub time_zone: Option<String>,
+    /// Clock-skew guard: an event further than this ahead of the largest event time seen
+    /// does not move the watermark (it lands in its window, published on its own), e.g. 1d;
+    /// off: no guard. [default: 1d]
+    #[arg(long)]
+    pub max_time_ahead: Option<String>,
+    /// Clock-skew guard: after this many events in a row that are all ahead, the stream has
+    /// jumped forward and the watermark follows it. [default: 100]
+    #[arg(long)]
+    pub time_jump_events: Option<u32>,
+    /// What a field the table does not have does: add (a new nullable column, in the commit
+    /// of the first window that carries it), reject (the record is a dead letter
+    /// unknown_field), ignore (left out, counted in the summary). [default: add; reject with
+    /// --merge-scope table, whose MERGE cannot add columns]
+    #[arg(long)]
+    pub schema_evolution: Option<String>,
+    /// The most columns (counting nested members) schema evolution grows a table to; past
+    /// it, records with new fields are dead letters unknown_field. [default: 1000]
+    #[arg(long)]
+    pub columns_max: Option<usize>,
     /// Tumbling window size, 1m to 1d, dividing a day. [default: 1h]
     #[arg(long)]
     pub window: Option<String>,
@@ -64,8 +101,10 @@ pub struct RunArgs {
     /// Allowed lateness: the watermark trails the largest event time by this much. [default: 10m]
     #[arg(long)]
     pub lateness: Option<String>,
-    /// Natural key field(s), comma-separated: one row per key per window (latest event time,
-    /// then highest source position, wins). Default: rows are keyed by source position.
+    /// Natural key field(s), comma-separated (dotted paths name struct members): one row per
+    /// key per window (latest event time, then highest source position, wins); a record
+    /// without its key is a dead letter missing_key. Default: rows are keyed by source
+    /// position.
     #[arg(long)]
     pub key: Option<String>,
     /// How a sealed window is published: swap (replace the window's files) or merge (upsert
@@ -202,8 +241,14 @@ impl RunArgs {
             max_events,
             table,
             pipeline,
+            pipelines,
             time_field,
             time_format,
+            time_zone,
+            max_time_ahead,
+            time_jump_events,
+            schema_evolution,
+            columns_max,
             window,
             address,
             lateness,
@@ -252,8 +297,13 @@ pub struct RunPlan {
     pub kafka: Option<KafkaPlan>,
     pub table: String,
     pub pipeline: String,
+    /// Given for a new table (or checked against an existing one).
+    pub pipelines: Option<Pipelines>,
     pub time_field: String,
-    pub time_format: TimeFormat,
+    pub time: TimeSpec,
+    pub skew: SkewGuard,
+    pub evolution: SchemaEvolution,
+    pub columns_max: usize,
     pub window: WindowSize,
     pub layout: AddressLayout,
     pub lateness_ms: i64,
@@ -328,17 +378,55 @@ impl RunArgs {
         };
         let table = a.table.ok_or_else(|| usage("--table is required"))?;
         let pipeline = a.pipeline.unwrap_or_else(|| "sluice".into());
-        if pipeline.is_empty()
-            || pipeline.contains('/')
-            || pipeline.chars().any(char::is_whitespace)
-        {
+        if !valid_pipeline_name(&pipeline) {
             return Err(usage(format!(
-                "--pipeline {pipeline:?}: use a name without '/' or spaces"
+                "--pipeline {pipeline:?}: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'"
             )));
         }
+        let pipelines = a
+            .pipelines
+            .as_deref()
+            .map(|p| Pipelines::parse_name(p).ok_or_else(|| usage("--pipelines: use one or many")))
+            .transpose()?;
         let time_field = a.time_field.unwrap_or_else(|| "ts".into());
+        if time_field.is_empty() {
+            return Err(usage("--time-field: empty field name"));
+        }
         let time_format = TimeFormat::parse_name(a.time_format.as_deref().unwrap_or("rfc3339"))
             .map_err(|e| usage(format!("--time-format: {e}")))?;
+        let zone = Zone::parse(a.time_zone.as_deref().unwrap_or("UTC"))
+            .map_err(|e| usage(format!("--time-zone: {e}")))?;
+        let time = TimeSpec::new(time_format, zone);
+        let skew = match a.max_time_ahead.as_deref() {
+            Some("off") => SkewGuard::OFF,
+            ahead => {
+                let ahead_ms = parse_duration_ms(ahead.unwrap_or("1d"))
+                    .map_err(|e| usage(format!("--max-time-ahead: {e} (or off)")))?;
+                let jump_events = a.time_jump_events.unwrap_or(SkewGuard::DEFAULT.jump_events);
+                if !(1..=sluice_window::JUMP_EVENTS_MAX).contains(&jump_events) {
+                    return Err(usage(format!(
+                        "--time-jump-events: from 1 to {}",
+                        sluice_window::JUMP_EVENTS_MAX
+                    )));
+                }
+                SkewGuard {
+                    ahead_us: ahead_ms.saturating_mul(1000),
+                    jump_events,
+                }
+            }
+        };
+        let evolution = a
+            .schema_evolution
+            .as_deref()
+            .map(|name| {
+                SchemaEvolution::parse_name(name)
+                    .ok_or_else(|| usage("--schema-evolution: use add, reject or ignore"))
+            })
+            .transpose()?;
+        let columns_max = a.columns_max.unwrap_or(COLUMNS_MAX_DEFAULT);
+        if columns_max == 0 {
+            return Err(usage("--columns-max: must be at least 1"));
+        }
         let window = WindowSize::parse(a.window.as_deref().unwrap_or("1h"))
             .map_err(|e| usage(format!("--window: {e}")))?;
         let layout = match a.address.as_deref() {
@@ -362,7 +450,7 @@ impl RunArgs {
                 Some(KeySpec {
                     columns,
                     time_field: time_field.clone(),
-                    time_format,
+                    time: time.clone(),
                 })
             }
         };
@@ -385,6 +473,17 @@ impl RunArgs {
             }
             "merge" => PublishMode::Merge(scope.unwrap_or_default()),
             _ => return Err(usage("--mode: use swap or merge")),
+        };
+        // A MERGE across the table cannot add columns: there, new fields are dead letters
+        // unless asked otherwise.
+        let evolution = match (mode, evolution) {
+            (PublishMode::Merge(MergeScope::Table), Some(SchemaEvolution::Add)) => {
+                return Err(usage(
+                    "--schema-evolution add: a MERGE across the table (--merge-scope table) cannot add columns; use reject or ignore, or --merge-scope window",
+                ));
+            }
+            (PublishMode::Merge(MergeScope::Table), None) => SchemaEvolution::Reject,
+            (_, given) => given.unwrap_or_default(),
         };
         let flush_bytes_max = parse_bytes(a.flush_bytes_max.as_deref().unwrap_or("16MiB"))
             .ok_or_else(|| {
@@ -517,8 +616,12 @@ impl RunArgs {
             kafka,
             table,
             pipeline,
+            pipelines,
             time_field,
-            time_format,
+            time,
+            skew,
+            evolution,
+            columns_max,
             window,
             layout,
             lateness_ms,

@@ -46,6 +46,20 @@ pub struct GenerateArgs {
     /// Generator seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// flat, or nested (GitHub-event-like: objects three levels deep, arrays of objects, a
+    /// map of labels, nulls at every level, non-ASCII text).
+    #[arg(long, default_value = "flat")]
+    pub shape: String,
+    /// Per mille of events without their key (event_id null or missing).
+    #[arg(long, default_value_t = 0)]
+    pub null_keys_per_mille: u32,
+    /// From this event on, events carry two new fields (coupon, and actor.plan in the nested
+    /// shape or geo in the flat one): a stream whose schema grows mid-run.
+    #[arg(long)]
+    pub new_fields_from: Option<u64>,
+    /// Events dated 73 years ahead (a device clock saying 2099), spread over the stream.
+    #[arg(long, default_value_t = 0)]
+    pub far_future: u64,
 }
 
 pub fn generate_files(args: GenerateArgs) -> anyhow::Result<()> {
@@ -54,20 +68,39 @@ pub fn generate_files(args: GenerateArgs) -> anyhow::Result<()> {
             "--files, --events and --hours must be at least 1",
         ));
     }
+    let shape = sluice_source::generate::Shape::parse_name(&args.shape)
+        .ok_or_else(|| crate::usage("--shape: use flat or nested"))?;
+    if args.null_keys_per_mille > 1000 {
+        return Err(crate::usage("--null-keys-per-mille: at most 1000"));
+    }
     let spec = GeneratorSpec {
         seed: args.seed,
         events: args.events,
         hours: args.hours,
+        shape,
+        null_key_per_mille: args.null_keys_per_mille,
+        new_fields_from: args.new_fields_from,
+        far_future_events: args.far_future,
         ..GeneratorSpec::default()
     };
     let stats = write_stream(&spec, &args.out, args.files, false)?;
     println!(
-        "sluice generate: {} events + {} duplicate deliveries, {:.1} MB in {} files under {}",
+        "sluice generate: {} events + {} duplicate deliveries, {:.1} MB in {} files under {}{}{}",
         stats.events,
         stats.duplicates,
         stats.bytes as f64 / 1e6,
         args.files,
-        args.out.display()
+        args.out.display(),
+        if stats.null_keys > 0 {
+            format!("; {} without their key", stats.null_keys)
+        } else {
+            String::new()
+        },
+        if stats.far_future > 0 {
+            format!("; {} far in the future", stats.far_future)
+        } else {
+            String::new()
+        },
     );
     Ok(())
 }

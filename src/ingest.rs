@@ -1,12 +1,17 @@
 //! `sluice run`: wires the options to the library and prints the run summary.
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use deltalake::arrow::datatypes::SchemaRef;
 
 use anyhow::Context;
 use sluice_ingest::{Clock, Follow, IngestConfig, Ingester, KafkaRun};
 use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
 use sluice_source::kafka::KafkaOptions;
-use sluice_source::{schema, LineDecoder, NdjsonSource, RecordSchema};
+use sluice_source::{
+    schema, DecodeOptions, LineDecoder, NdjsonSource, RecordSchema, SchemaEvolution,
+};
 use sluice_stage::StageOptions;
 use sluice_window::Shard;
 
@@ -55,11 +60,32 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() }
             + &if s.merges_unchanged > 0 { format!("; {} merges changed nothing", s.merges_unchanged) } else { String::new() }
             + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() }
-            + &if s.derived.computed > 0 { format!("; {} derived windows recomputed, {} published", s.derived.computed, s.derived.published) } else { String::new() },
+            + &if s.derived.computed > 0 { format!("; {} derived windows recomputed, {} published", s.derived.computed, s.derived.published) } else { String::new() }
+            + &if s.fields_added.is_empty() { String::new() } else { format!("; new columns: {}", s.fields_added.join(", ")) }
+            + &if s.ahead > 0 { format!("; {} events far ahead of the stream (their windows published on their own)", s.ahead) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
         s.rows as f64 / secs.max(1e-9),
     );
+    if s.rows_with_ignored_fields > 0 {
+        // Never silent: what was left out, and how to keep it.
+        let fields = s
+            .ignored_fields
+            .iter()
+            .map(|(f, n)| format!("{f} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let how = if plan.evolution == SchemaEvolution::Ignore {
+            "--schema-evolution ignore"
+        } else {
+            "values with nothing to store, such as {}"
+        };
+        tracing::warn!(rows = s.rows_with_ignored_fields, %fields, "rows carried fields the table does not have; left out ({how})");
+        eprintln!(
+            "sluice run: {} rows carried fields the table does not have, left out ({how}): {fields}",
+            s.rows_with_ignored_fields
+        );
+    }
     Ok(())
 }
 
@@ -81,8 +107,8 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
     }
     .map_err(|e| usage(format!("--source: {e}")))?;
     let options = table_options(plan);
-    let table = open_raw(plan, &options, Some(&source)).await?;
-    let (decoder, config) = runner(plan, &table)?;
+    let (table, record) = open_raw(plan, &options, Some(&source)).await?;
+    let (decoder, config) = runner(plan, record)?;
     Ok(Wired {
         source,
         table,
@@ -93,12 +119,13 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
 }
 
 /// Opens the raw table, or creates it with the schema file's schema, or else the schema
-/// inferred from `infer_from`.
+/// inferred from `infer_from`; with the record schema to decode with: the table's, grown by
+/// the schema file's fields it lacks (added to the table with its next commit).
 async fn open_raw(
     plan: &RunPlan,
     options: &TableOptions,
     infer_from: Option<&NdjsonSource>,
-) -> anyhow::Result<WindowTable> {
+) -> anyhow::Result<(WindowTable, SchemaRef)> {
     let record_schema = match &plan.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
@@ -114,38 +141,67 @@ async fn open_raw(
         }
         (other, _) => other,
     };
-    opened.map_err(|e| match e {
-        OpenError::PartitionMismatch { .. } => usage(format!("--window/--address: {e}")),
+    let table = opened.map_err(|e| match e {
+        OpenError::PartitionMismatch { .. } => {
+            usage(format!("--window/--address/--pipelines: {e}"))
+        }
         OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
             usage(format!("--schema: {e}"))
         }
+        OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
+            usage(format!("--pipeline: {e}"))
+        }
+        OpenError::PipelinesMismatch { .. } => usage(format!("--pipelines: {e}")),
         OpenError::NeedSchema(_) => usage(format!(
             "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
         )),
         other => anyhow::Error::new(other).context(format!("opening table {}", plan.table)),
-    })
-}
-
-/// The decoder and the runner's configuration for `table`'s records.
-fn runner(plan: &RunPlan, table: &WindowTable) -> anyhow::Result<(LineDecoder, IngestConfig)> {
+    })?;
     let record = table.record_schema();
-    if let Some(key) = &plan.key {
-        for c in &key.columns {
-            if record.index_of(c).is_err() {
+    let record = match &record_schema {
+        None => record,
+        Some(declared) => {
+            let union = sluice_stage::union(&record, declared)
+                .map_err(|e| usage(format!("--schema: {e}")))?;
+            if sluice_stage::extends(declared, &record) {
+                record
+            } else if plan.evolution == SchemaEvolution::Add {
+                Arc::new(union)
+            } else {
                 return Err(usage(format!(
-                    "--key: field {c:?} is not in the record schema ({})",
+                    "--schema: the schema file has fields the table does not have; a table grows only with --schema-evolution add (the table has: {})",
                     field_names(&record)
                 )));
             }
         }
-    }
-    let decoder =
-        LineDecoder::new(record.clone(), &plan.time_field, plan.time_format).map_err(|e| {
-            usage(format!(
-                "--time-field/--time-format: {e} (fields: {})",
-                field_names(&record)
-            ))
-        })?;
+    };
+    Ok((table, record))
+}
+
+/// The decoder and the runner's configuration for `record` (the table's record schema, as
+/// grown by a schema file).
+fn runner(plan: &RunPlan, record: SchemaRef) -> anyhow::Result<(LineDecoder, IngestConfig)> {
+    let options = DecodeOptions {
+        time_field: plan.time_field.clone(),
+        time: plan.time.clone(),
+        key: plan
+            .key
+            .as_ref()
+            .map(|k| k.columns.clone())
+            .unwrap_or_default(),
+        evolution: plan.evolution,
+        columns_max: plan.columns_max,
+    };
+    let decoder = LineDecoder::new(record.clone(), options).map_err(|e| match e {
+        sluice_source::DecodeError::NoKeyField(_)
+        | sluice_source::DecodeError::KeyFieldType { .. } => {
+            usage(format!("--key: {e} (fields: {})", field_names(&record)))
+        }
+        e => usage(format!(
+            "--time-field/--time-format: {e} (fields: {})",
+            field_names(&record)
+        )),
+    })?;
     let config = IngestConfig {
         pipeline: plan.pipeline.clone(),
         window: plan.window,
@@ -160,6 +216,7 @@ fn runner(plan: &RunPlan, table: &WindowTable) -> anyhow::Result<(LineDecoder, I
         late: plan.late,
         mode: plan.mode,
         max_rewrite_age_ms: plan.max_rewrite_age_ms,
+        skew: plan.skew,
         stage: StageOptions {
             codec: plan.codec,
             ..StageOptions::default()
@@ -178,8 +235,8 @@ async fn ingest_kafka(
     options.shard = Some(Shard(0));
     // Writers of one table race on every commit, on disjoint shards: retry over them.
     options.commit_retries = 15;
-    let table = open_raw(plan, &options, None).await?;
-    let (decoder, config) = runner(plan, &table)?;
+    let (table, record) = open_raw(plan, &options, None).await?;
+    let (decoder, config) = runner(plan, record)?;
     options.shard = None;
     let run = KafkaRun {
         config,
@@ -197,7 +254,7 @@ async fn ingest_kafka(
             ..options.clone()
         },
         table: options,
-        record_schema: Some(table.record_schema()),
+        record_schema: Some(decoder.schema().clone()),
         decoder,
         attempt: attempt(plan),
         until_idle_ms: kafka.until_idle_ms,
@@ -229,6 +286,8 @@ pub fn table_options(plan: &RunPlan) -> TableOptions {
             jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
             ..RetryPolicy::default()
         },
+        pipeline: Some(plan.pipeline.clone()),
+        pipelines: plan.pipelines,
         ..TableOptions::new("")
     }
 }
@@ -342,7 +401,7 @@ fn field_names(schema: &deltalake::arrow::datatypes::Schema) -> String {
     schema
         .fields()
         .iter()
-        .map(|f| f.name().as_str())
+        .map(|f| format!("{}: {}", f.name(), schema::type_name(f.data_type())))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -43,6 +43,10 @@ pub struct WindowsArgs {
     /// Object store option, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
+    /// List the table's column history instead (the versions that added columns, from the
+    /// retained log).
+    #[arg(long)]
+    pub schema_history: bool,
 }
 
 #[derive(Debug, Args)]
@@ -135,6 +139,36 @@ pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
     let format = parse_format(&args.format)?;
     let storage = parse_storage_options(&args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    if args.schema_history {
+        let history = sluice_publish::schema_history(&table).await?;
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("version", DataType::UInt64, false),
+                Field::new("change", DataType::Utf8, false),
+                Field::new("columns", DataType::UInt64, false),
+                Field::new("fields", DataType::Utf8, false),
+            ])),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(
+                    history.iter().map(|h| h.version),
+                )),
+                Arc::new(StringArray::from_iter_values(history.iter().map(
+                    |h| match (h.baseline, h.version) {
+                        (true, 0) => "created",
+                        (true, _) => "as of (older log cleaned up)",
+                        (false, _) => "added",
+                    },
+                ))),
+                Arc::new(UInt64Array::from_iter_values(
+                    history.iter().map(|h| h.columns as u64),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    history.iter().map(|h| h.added.join(", ")),
+                )),
+            ],
+        )?;
+        return print(&sluice_sql::format(&[batch], format)?);
+    }
     let listing = sluice_publish::list_windows(&table).await?;
     let batch = listing_batch(&listing)?;
     print(&sluice_sql::format(&[batch], format)?)

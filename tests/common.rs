@@ -47,17 +47,26 @@ pub fn stream_slices(
     slices: usize,
     bad_every: usize,
 ) -> Vec<(String, Vec<u8>)> {
-    let mut all = Vec::new();
-    generate(
+    stream_slices_of(
         &GeneratorSpec {
             seed,
             events,
             hours,
             ..Default::default()
         },
-        &mut all,
+        slices,
+        bad_every,
     )
-    .unwrap();
+}
+
+/// Like [`stream_slices`], for any generator spec (shapes, null keys, new fields, ...).
+pub fn stream_slices_of(
+    spec: &GeneratorSpec,
+    slices: usize,
+    bad_every: usize,
+) -> Vec<(String, Vec<u8>)> {
+    let mut all = Vec::new();
+    generate(spec, &mut all).unwrap();
     let mut lines: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
     const BAD: &[u8] = b"{\"event_id\": \"torn\", \"ts\": \n";
     if bad_every > 0 {
@@ -244,4 +253,40 @@ pub fn query_csv(tables: &[(&str, &Path)], sql: &str) -> Vec<String> {
     }
     args.push(sql);
     ok(&args).lines().skip(1).map(str::to_string).collect()
+}
+
+/// The Python with delta-rs and Polars that the test command installs
+/// (`~/.cache/sluice/venv`), or `SLUICE_PYTHON`.
+pub fn python() -> PathBuf {
+    let path = std::env::var_os("SLUICE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").expect("HOME is set"))
+                .join(".cache/sluice/venv/bin/python")
+        });
+    assert!(
+        path.exists(),
+        "{} not found: ./scripts/test installs Python delta-rs and Polars there, or set SLUICE_PYTHON",
+        path.display()
+    );
+    path
+}
+
+/// Runs `tests/interop/compare_json.py` over a table, its dead-letter table and its input:
+/// every input line a row (with every field's value) or a dead letter, as Python delta-rs
+/// and Polars read the table. Returns its summary line.
+pub fn compare_with_input(table: &Path, dlq: &Path, input: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/compare_json.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args([table, dlq, input])
+        .output()
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "compare_json.py found problems:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines().next().unwrap_or_default().to_string()
 }

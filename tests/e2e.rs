@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use sluice_source::generate::{GeneratorSpec, Shape};
 
 #[test]
 fn invalid_options_exit_2_with_one_line_naming_the_option() {
@@ -108,20 +109,47 @@ fn sigkill_soak_equals_one_clean_run() {
     let events = env("SLUICE_SOAK_EVENTS", 60_000);
     let kills_wanted = env("SLUICE_SOAK_KILLS", 30);
     let slices_wanted = env("SLUICE_SOAK_SLICES", 30);
-    // Rows keyed by position (swap), by event_id (swap), by event_id upserted (merge mode).
-    for mode in ["position", "key", "merge"] {
+    // Rows keyed by position (swap), by event_id (swap), by event_id upserted (merge mode);
+    // then the shapes of real streams, keyed by event_id, by swap and by merge: nested
+    // records, records without their key, two fields that appear mid-stream (one of them a
+    // new struct member), and events dated 2099.
+    for mode in ["position", "key", "merge", "shapes", "shapes-merge"] {
         let seed = seed(&format!("sigkill soak ({mode})"));
         let mut rng = Rng(seed);
         let dir = tempfile::tempdir().unwrap();
-        let slices = stream_slices(events, 6, 11, slices_wanted as usize, 997);
-        let bad_lines = slices
-            .iter()
-            .map(|(_, b)| {
-                b.split(|c| *c == b'\n')
-                    .filter(|l| l.starts_with(b"{\"event_id\": \"torn"))
-                    .count() as u64
-            })
-            .sum::<u64>();
+        let shapes = mode.starts_with("shapes");
+        let slices = if shapes {
+            let events = events / 3;
+            stream_slices_of(
+                &GeneratorSpec {
+                    seed: 11,
+                    events,
+                    hours: 6,
+                    shape: Shape::Nested,
+                    null_key_per_mille: 20,
+                    new_fields_from: Some(events / 2),
+                    far_future_events: 2,
+                    ..Default::default()
+                },
+                slices_wanted as usize,
+                997,
+            )
+        } else {
+            stream_slices(events, 6, 11, slices_wanted as usize, 997)
+        };
+        let count_lines = |start: &[&[u8]]| {
+            slices
+                .iter()
+                .map(|(_, b)| {
+                    b.split(|c| *c == b'\n')
+                        .filter(|l| start.iter().any(|s| l.starts_with(s)))
+                        .count() as u64
+                })
+                .sum::<u64>()
+        };
+        let bad_lines = count_lines(&[b"{\"event_id\": \"torn"]);
+        // Records without their key are dead letters `missing_key`.
+        let keyless = count_lines(&[b"{\"event_id\":null", b"{\"ts\""]);
         // The oracle: one clean run over the whole stream (same file names, so the same
         // source positions).
         let whole = dir.path().join("whole");
@@ -135,7 +163,7 @@ fn sigkill_soak_equals_one_clean_run() {
         if mode != "position" {
             extra.extend(["--key", "event_id"]);
         }
-        if mode == "merge" {
+        if mode.ends_with("merge") {
             extra.extend(["--mode", "merge"]);
         }
         let clean = dir.path().join("clean");
@@ -233,9 +261,10 @@ fn sigkill_soak_equals_one_clean_run() {
             )
             .remove(0)
         };
-        let expected_dead = format!("{bad_lines},{bad_lines}");
+        let dead_lines = bad_lines + keyless;
+        let expected_dead = format!("{dead_lines},{dead_lines}");
         eprintln!(
-            "soak ({mode}): {bad_lines} bad lines; dead letters (count, distinct positions): {}",
+            "soak ({mode}): {bad_lines} bad lines, {keyless} without their key; dead letters (count, distinct positions): {}",
             dead(&crashed)
         );
         assert_eq!(dead(&crashed), expected_dead, "seed {seed}");
@@ -244,7 +273,17 @@ fn sigkill_soak_equals_one_clean_run() {
         let v = version(&crashed);
         ok(&run_args(&src, &k, &extra));
         assert_eq!(version(&crashed), v);
-        if mode == "merge" {
+        if shapes {
+            // The table grew by both fields: rows before them hold nulls, rows after their
+            // values (equal to the clean run's, compared above).
+            let grown = query_csv(
+                &[("t", &crashed)],
+                "SELECT count(*) > count(coupon), count(coupon) > 0, count(coupon) = count(t.actor.plan) FROM t",
+            );
+            eprintln!("soak ({mode}): the schema grew mid-stream; (old rows null, new rows set, both fields) = {grown:?}");
+            assert_eq!(grown, ["true,true,true"], "seed {seed}");
+        }
+        if mode.ends_with("merge") {
             // One row per key per window, and the same rows a swap run keyed the same way
             // publishes: both keep each key's winner (latest event time, then position).
             let swapped = dir.path().join("swapped");
@@ -257,7 +296,7 @@ fn sigkill_soak_equals_one_clean_run() {
                 "SELECT count(*) FROM (SELECT event_id FROM t GROUP BY event_id, window_start HAVING count(*) > 1)",
             );
             eprintln!(
-                "soak (merge) vs a swap run keyed by event_id: {} rows vs {}, {} lost, {} extra; keys repeated within a window: {}",
+                "soak ({mode}) vs a swap run keyed by event_id: {} rows vs {}, {} lost, {} extra; keys repeated within a window: {}",
                 cmp.rows, cmp.oracle_rows, cmp.lost, cmp.extra, repeated[0]
             );
             assert_eq!(

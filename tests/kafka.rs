@@ -8,13 +8,28 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{stream_slices, Rng, BIN};
+use common::{stream_slices, stream_slices_of, Rng, BIN};
 use servers::{create_topic, moto, produce, s3_env, tansu, Server};
+use sluice_source::generate::{GeneratorSpec, Shape};
 
 const PARTITIONS: u32 = 6;
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/schema.toml");
 /// The record columns and the window address: what must equal the oracle.
 const COLUMNS: &str = "event_id, ts, user_id, country, kind, amount, dt, hour";
+
+/// The schema nested events start with: their two later fields (`coupon`, `actor.plan`)
+/// are added by schema evolution while the processes run.
+const NESTED_SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/github-events.toml");
+const NESTED_COLUMNS: &str = "event_id, ts, type, actor, repo, payload, labels, coupon, dt, hour";
+
+/// What a scale-out produces to the topic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Events {
+    /// Flat events, the bundled schema.
+    Flat,
+    /// Nested events that gain two fields half-way (schema evolution across shards).
+    NestedGrowing,
+}
 
 /// One scale-out scenario: where the table lives and how the processes reach it.
 struct Scenario<'a> {
@@ -22,6 +37,7 @@ struct Scenario<'a> {
     table: String,
     env: Vec<(&'static str, String)>,
     broker: &'a Server,
+    events: Events,
 }
 
 impl Scenario<'_> {
@@ -58,7 +74,7 @@ impl Scenario<'_> {
             "--table",
             &self.table,
             "--schema",
-            SCHEMA,
+            &self.schema(),
             "--key",
             "event_id",
             "--until-idle",
@@ -74,6 +90,21 @@ impl Scenario<'_> {
         .stderr(Stdio::from(err))
         .spawn()
         .expect("sluice run starts")
+    }
+
+    /// The schema file the processes and the oracle start from.
+    fn schema(&self) -> String {
+        match self.events {
+            Events::Flat => SCHEMA.to_string(),
+            Events::NestedGrowing => NESTED_SCHEMA.to_string(),
+        }
+    }
+
+    fn columns(&self) -> &'static str {
+        match self.events {
+            Events::Flat => COLUMNS,
+            Events::NestedGrowing => NESTED_COLUMNS,
+        }
     }
 
     fn output(&self, name: &str) -> String {
@@ -198,7 +229,22 @@ const GROUP: &str = "landers";
 fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     let dir = scenario.dir;
     let mut rng = Rng(seed);
-    let (_, bytes) = stream_slices(events, 24, seed, 1, 0).remove(0);
+    let (_, bytes) = match scenario.events {
+        Events::Flat => stream_slices(events, 24, seed, 1, 0).remove(0),
+        Events::NestedGrowing => stream_slices_of(
+            &GeneratorSpec {
+                seed,
+                events,
+                hours: 24,
+                shape: Shape::Nested,
+                new_fields_from: Some(events / 2),
+                ..Default::default()
+            },
+            1,
+            0,
+        )
+        .remove(0),
+    };
     let lines: Vec<&[u8]> = bytes
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
@@ -238,7 +284,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         "--table",
         oracle.to_str().unwrap(),
         "--schema",
-        SCHEMA,
+        &scenario.schema(),
         "--key",
         "event_id",
     ]);
@@ -334,11 +380,12 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         );
     }
     let rows = q("SELECT count(*) FROM t");
+    let columns = scenario.columns();
     let lost = q(&format!(
-        "SELECT count(*) FROM (SELECT {COLUMNS} FROM o EXCEPT ALL SELECT {COLUMNS} FROM t)"
+        "SELECT count(*) FROM (SELECT {columns} FROM o EXCEPT ALL SELECT {columns} FROM t)"
     ));
     let extra = q(&format!(
-        "SELECT count(*) FROM (SELECT {COLUMNS} FROM t EXCEPT ALL SELECT {COLUMNS} FROM o)"
+        "SELECT count(*) FROM (SELECT {columns} FROM t EXCEPT ALL SELECT {columns} FROM o)"
     ));
     let dup_rows = q("SELECT count(*) - count(DISTINCT event_id) FROM t");
     let shards = q("SELECT count(DISTINCT shard) FROM t");
@@ -367,6 +414,16 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     assert_eq!((dup_rows, lost, extra), (0, 0, 0));
     assert_eq!(rows, distinct as u64);
     assert_eq!(shards, PARTITIONS as u64);
+    if scenario.events == Events::NestedGrowing {
+        // Every shard's writers grew the one table by both fields: old rows null in them.
+        let grown = q("SELECT count(*) - count(coupon) FROM t WHERE t.actor.plan IS NULL");
+        let with = q("SELECT count(coupon) FROM t WHERE t.actor.plan IS NOT NULL");
+        eprintln!(
+            "schema evolution across shards: {grown} rows before the new fields, {with} after"
+        );
+        assert!(grown > 0 && with > 0);
+        assert_eq!(q("SELECT count(*) FROM t"), grown + with);
+    }
 
     // Each shard has sealed every hour its input has moved 10 minutes (the lateness) past:
     // all but the last hour, whose end no event reaches.
@@ -445,11 +502,11 @@ fn where_lost(scenario: &Scenario, oracle: &Path) {
     }
 }
 
-#[test]
-fn three_processes_on_six_partitions_equal_one_clean_run_through_a_sigkill() {
-    let seed = common::seed("kafka scale-out");
+/// A scale-out over a local table, in a directory kept with `SLUICE_KEEP_DIR=1` (the tables
+/// and the processes' logs, for a look after a failure).
+fn scale_out_locally(what: &str, events: Events, count: u64) {
+    let seed = common::seed(what);
     let mut dir = tempfile::tempdir().unwrap();
-    // SLUICE_KEEP_DIR=1 keeps the tables and the processes' logs for a look after a failure.
     dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
     eprintln!("working in {}", dir.path().display());
     let broker = tansu();
@@ -458,8 +515,27 @@ fn three_processes_on_six_partitions_equal_one_clean_run_through_a_sigkill() {
         table: dir.path().join("events").to_str().unwrap().to_string(),
         env: Vec::new(),
         broker: &broker,
+        events,
     };
-    scale_out(&scenario, events(), seed);
+    scale_out(&scenario, count, seed);
+}
+
+#[test]
+fn three_processes_on_six_partitions_equal_one_clean_run_through_a_sigkill() {
+    scale_out_locally("kafka scale-out", Events::Flat, events());
+}
+
+/// The scale-out with nested events that gain two fields half-way (one top-level, one a new
+/// struct member): the shards add the columns as they meet them, a commit that finds the
+/// schema changed by another shard re-reads the table and resumes, and the table ends with
+/// the union schema and the clean run's rows.
+#[test]
+fn three_processes_grow_the_schema_of_one_sharded_table_through_a_sigkill() {
+    scale_out_locally(
+        "kafka scale-out, schema growing",
+        Events::NestedGrowing,
+        events() / 4,
+    );
 }
 
 /// 100k events, or `SLUICE_KAFKA_EVENTS` (quicker local runs).
@@ -483,6 +559,7 @@ fn three_processes_on_six_partitions_equal_one_clean_run_on_s3() {
         table: "s3://lake/events".to_string(),
         env: s3_env(&s3),
         broker: &broker,
+        events: Events::Flat,
     };
     scale_out(&scenario, events(), seed);
 }

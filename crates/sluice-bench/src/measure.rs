@@ -83,32 +83,14 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
     });
     let input = work.join("input");
-    if input.exists() {
-        std::fs::remove_dir_all(&input)?;
-    }
-    let status = Command::new(&sluice)
-        .args([
-            "generate",
-            "--events",
-            &args.events.to_string(),
-            "--hours",
-            "24",
-        ])
-        .args(["--files", "4", "--seed", "42", "--out"])
-        .arg(&input)
-        .status()?;
-    if !status.success() {
-        return Err("sluice generate failed".into());
-    }
-    let (lines, bytes) = input_size(&input)?;
-    eprintln!(
-        "input: {lines} lines, {:.1} MB in {}",
-        bytes as f64 / 1e6,
-        input.display()
-    );
+    let (lines, bytes) = generate(&sluice, args.events, &[], &input)?;
+    // The same events, nested as GitHub's event archive is (same row count).
+    let nested = work.join("nested");
+    generate(&sluice, args.events, &["--shape", "nested"], &nested)?;
 
-    let src = format!("ndjson:{}", input.display());
-    let sluice_run = move |extra: &'static [&'static str]| {
+    let flat_src = format!("ndjson:{}", input.display());
+    let nested_src = format!("ndjson:{}", nested.display());
+    let sluice_run = move |src: &String, extra: &'static [&'static str]| {
         let sluice = sluice.clone();
         let src = src.clone();
         Box::new(move |_: &Path, out: &Path| {
@@ -145,17 +127,22 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         Alternative {
             id: "c",
             what: "`sluice run` swap mode, 1h windows, `--key event_id`, late rewrite",
-            command: sluice_run(&["--window", "1h"]),
+            command: sluice_run(&flat_src, &["--window", "1h"]),
         },
         Alternative {
             id: "d",
             what: "`sluice run` merge mode (`--mode merge`), otherwise as (c)",
-            command: sluice_run(&["--window", "1h", "--mode", "merge"]),
+            command: sluice_run(&flat_src, &["--window", "1h", "--mode", "merge"]),
         },
         Alternative {
             id: "e",
             what: "(c) with 1-day windows (24x larger), memory check",
-            command: sluice_run(&["--window", "1d"]),
+            command: sluice_run(&flat_src, &["--window", "1d"]),
+        },
+        Alternative {
+            id: "f",
+            what: "(c) over the same events nested like GitHub's event archive (objects 3 deep, arrays of objects, maps, nulls; schema inferred)",
+            command: sluice_run(&nested_src, &["--window", "1h"]),
         },
     ];
     let mut samples: Vec<Samples> = alternatives.iter().map(|_| Samples::default()).collect();
@@ -214,6 +201,35 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         std::fs::remove_dir_all(&work)?;
     }
     Ok(())
+}
+
+/// Generates the benchmark's input (24 hours, 4 files, seed 42) into `out`, replacing it;
+/// its lines and bytes.
+fn generate(
+    sluice: &Path,
+    events: u64,
+    extra: &[&str],
+    out: &Path,
+) -> Result<(u64, u64), BenchError> {
+    if out.exists() {
+        std::fs::remove_dir_all(out)?;
+    }
+    let status = Command::new(sluice)
+        .args(["generate", "--events", &events.to_string(), "--hours", "24"])
+        .args(extra)
+        .args(["--files", "4", "--seed", "42", "--out"])
+        .arg(out)
+        .status()?;
+    if !status.success() {
+        return Err(format!("sluice generate {extra:?} failed").into());
+    }
+    let (lines, bytes) = input_size(out)?;
+    eprintln!(
+        "input: {lines} lines, {:.1} MB in {}",
+        bytes as f64 / 1e6,
+        out.display()
+    );
+    Ok((lines, bytes))
 }
 
 /// Lines and bytes of the input.
@@ -346,6 +362,12 @@ fn report(
         r,
         "| rows/s merge (d) / swap (c) | {:.2} | (cost of merge mode) | |",
         wall("c") / wall("d")
+    );
+    let f_over_c = wall("c") / wall("f");
+    let _ = writeln!(
+        r,
+        "| rows/s nested (f) / flat (c) | {f_over_c:.2} | ≥ 0.7 | {} |",
+        verdict(f_over_c >= 0.7)
     );
     r
 }

@@ -63,12 +63,24 @@ pub async fn backfill(
 ) -> Result<(BackfillSummary, WindowTable), IngestError> {
     let mut summary = BackfillSummary::default();
     let mut stager = Stager::new(table.store(), attempt, config.stage_options());
-    let schema = table.file_schema().clone();
+    let mut decoder = decoder.clone();
+    table
+        .grow_schema(decoder.schema())
+        .map_err(|e| IngestError::Schema(Box::new(e)))?;
+    let mut schema = table.staging_schema().clone();
     let mut buffers = Buffers::new(config.flush_bytes_max);
     let total: u64 = source.files().iter().map(|f| f.len).sum();
     let mut reader = source.reader(&HashMap::new(), config.chunk_bytes)?;
     while let Some(chunk) = reader.next_chunk()? {
         let decoded = decoder.decode(&chunk)?;
+        if !decoded.added.is_empty() {
+            // New fields: the table grows by them with the first window published.
+            table
+                .grow_schema(&decoded.batch.schema())
+                .map_err(|e| IngestError::Schema(Box::new(e)))?;
+            schema = table.staging_schema().clone();
+            decoder.set_schema(crate::dedupe::record_fields(&schema))?;
+        }
         summary.bytes += chunk.data.len() as u64;
         summary.rejected += decoded.rejects.len() as u64;
         let name = source
@@ -88,6 +100,8 @@ pub async fn backfill(
             summary.rows += rows.len() as u64;
             let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
             let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
+            let records =
+                sluice_stage::align_batch(&records, &crate::dedupe::record_fields(&schema))?;
             let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
             let batch = with_positions(&schema, &records, &name, offsets)?;
             buffers.push(window, batch, &name, first, last);
@@ -97,7 +111,7 @@ pub async fn backfill(
                 break;
             };
             let batches = buffers.take_batches(window);
-            let address = config.layout.address(window);
+            let address = table.address(window);
             let part = stager.stage(&address, &schema, batches).await?;
             buffers.add_part(
                 window,
@@ -131,7 +145,7 @@ pub async fn backfill(
         if !force && covered.get(&window).is_some_and(|c| *c >= coverage) {
             summary.windows_unchanged += 1;
         } else {
-            let address = config.layout.address(window);
+            let address = table.address(window);
             let inputs = read_rows(&stager, &buffer.parts, buffer.batches).await?;
             let rows = unique_rows(&schema, &inputs, config.key.as_ref())?;
             let file = stager.stage(&address, &schema, vec![rows]).await?;

@@ -4,7 +4,7 @@ use deltalake::arrow::error::ArrowError;
 use sluice_publish::{DeadLetterError, MergeScope, PublishError, OFFSET_COLUMN};
 use sluice_source::SourceError;
 use sluice_stage::{StageError, StageOptions};
-use sluice_window::{AddressLayout, WindowSize};
+use sluice_window::{AddressLayout, SkewGuard, WindowSize};
 
 use crate::dedupe::KeySpec;
 
@@ -87,6 +87,9 @@ pub struct IngestConfig {
     /// Late events whose window ended more than this before the watermark go to the
     /// dead-letter table (`too_late`) instead of reopening it; `None`: no limit.
     pub max_rewrite_age_ms: Option<i64>,
+    /// The clock-skew guard: an event this far ahead of the stream does not move the
+    /// watermark (it lands in its window, published on its own); see [`SkewGuard`].
+    pub skew: SkewGuard,
     /// Memory budget of all open windows' buffered rows; above it the largest window's rows
     /// are staged as a part.
     pub flush_bytes_max: usize,
@@ -115,7 +118,11 @@ impl IngestConfig {
     pub fn stage_options(&self) -> StageOptions {
         let mut stage = self.stage.clone();
         let mut plain = vec![OFFSET_COLUMN.to_string()];
-        if let Some(key) = self.key.as_ref().filter(|k| k.columns.len() == 1) {
+        if let Some(key) = self
+            .key
+            .as_ref()
+            .filter(|k| k.columns.len() == 1 && !k.columns[0].contains('.'))
+        {
             plain.extend(key.columns.iter().cloned());
         }
         for c in plain {
@@ -147,6 +154,10 @@ pub enum IngestError {
     ReaderGone,
     #[error("merge mode needs a natural key (--key): rows keyed by position cannot be upserted")]
     MergeNeedsKey,
+    #[error("the records need new columns ({added}), but a MERGE across the table (--merge-scope table) cannot add columns; use --merge-scope window, or --schema-evolution reject or ignore")]
+    MergeCannotGrow { added: String },
+    #[error("growing the table's columns failed: {0}")]
+    Schema(Box<sluice_publish::OpenError>),
     #[error(transparent)]
     Derive(Box<crate::derive::DeriveError>),
 }
@@ -230,6 +241,16 @@ pub struct RunSummary {
     /// Derived tables' windows recomputed and published.
     pub derived: crate::derive::DeriveSummary,
     pub last_version: Option<u64>,
+    /// Columns the run added to the table (schema evolution), in order.
+    pub fields_added: Vec<String>,
+    /// Rows that carried fields the table does not have, left out of the row
+    /// (`--schema-evolution ignore`, or values with nothing to store such as `{}`).
+    pub rows_with_ignored_fields: u64,
+    /// Per such field, the rows that carried it.
+    pub ignored_fields: std::collections::BTreeMap<String, u64>,
+    /// Events far ahead of the stream (the clock-skew guard): they did not move the
+    /// watermark, and their windows were published on their own.
+    pub ahead: u64,
 }
 
 impl RunSummary {
@@ -250,5 +271,15 @@ impl RunSummary {
         self.idle_seals += s.idle_seals;
         self.merges_unchanged += s.merges_unchanged;
         self.last_version = self.last_version.max(s.last_version);
+        for f in &s.fields_added {
+            if !self.fields_added.contains(f) {
+                self.fields_added.push(f.clone());
+            }
+        }
+        self.rows_with_ignored_fields += s.rows_with_ignored_fields;
+        for (f, n) in &s.ignored_fields {
+            *self.ignored_fields.entry(f.clone()).or_default() += n;
+        }
+        self.ahead += s.ahead;
     }
 }

@@ -9,20 +9,35 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::{
-    DataType, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
+    DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
 };
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::row::{RowConverter, SortField};
 use sluice_publish::{OFFSET_COLUMN, SOURCE_COLUMN};
-use sluice_window::{key_winner, EventTime, TimeFormat};
+use sluice_source::FieldPath;
+use sluice_stage::align_all;
+use sluice_window::{key_winner, EventTime, TimeSpec};
 
 /// How rows of one window are keyed.
 #[derive(Debug, Clone)]
 pub struct KeySpec {
-    /// Natural key columns (non-empty).
+    /// Natural key fields (non-empty); a dotted path names a struct member.
     pub columns: Vec<String>,
+    /// The event-time field (a dotted path names a struct member) and how it is read.
     pub time_field: String,
-    pub time_format: TimeFormat,
+    pub time: TimeSpec,
+}
+
+/// `batches` as one batch of `schema` (rows written before the schema grew read their new
+/// columns as null).
+fn concat_aligned(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
+    if batches
+        .iter()
+        .all(|b| b.schema().as_ref() == schema.as_ref())
+    {
+        return concat_batches(schema, batches);
+    }
+    concat_batches(schema, &align_all(batches, schema)?)
 }
 
 /// Keeps one row per key; output rows are in source-position order.
@@ -31,7 +46,7 @@ pub fn dedupe(
     batches: &[RecordBatch],
     key: &KeySpec,
 ) -> Result<RecordBatch, ArrowError> {
-    let all = concat_batches(schema, batches)?;
+    let all = concat_aligned(schema, batches)?;
     let key_columns = columns_named(&all, &key.columns)?;
     let converter = key_converter(&key_columns)?;
     let rows = converter.convert_columns(&key_columns)?;
@@ -140,7 +155,7 @@ pub fn dedupe_by_position(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> Result<RecordBatch, ArrowError> {
-    let all = concat_batches(schema, batches)?;
+    let all = concat_aligned(schema, batches)?;
     let (sources, offsets) = position_columns(schema, &all)?;
     let mut first: HashMap<(&str, i64), usize, FixedState> =
         HashMap::with_capacity_and_hasher(all.num_rows(), fixed_state());
@@ -174,8 +189,8 @@ pub fn any_key_in(
             .iter()
             .zip(&offered_keys)
             .map(|(c, o)| {
-                let column = batch.column(batch.schema().index_of(c)?);
-                deltalake::arrow::compute::cast(column, o.data_type())
+                let column = column_at(batch, c)?;
+                deltalake::arrow::compute::cast(&column, o.data_type())
             })
             .collect::<Result<_, ArrowError>>()?;
         let rows = converter.convert_columns(&batch_keys)?;
@@ -186,15 +201,64 @@ pub fn any_key_in(
     Ok(false)
 }
 
-/// The columns [`drop_losers`] needs from the table's current rows.
+/// The rows of `offered` whose row key (`columns`) no row of `present` has.
+pub(crate) fn absent_rows(
+    offered: &RecordBatch,
+    present: &[RecordBatch],
+    columns: &[String],
+) -> Result<RecordBatch, ArrowError> {
+    let offered_keys = columns_named(offered, columns)?;
+    let converter = key_converter(&offered_keys)?;
+    let mut present_rows = Vec::new();
+    for batch in present.iter().filter(|b| b.num_rows() > 0) {
+        let batch_keys: Vec<_> = columns
+            .iter()
+            .zip(&offered_keys)
+            .map(|(c, o)| deltalake::arrow::compute::cast(&column_at(batch, c)?, o.data_type()))
+            .collect::<Result<_, ArrowError>>()?;
+        present_rows.push(converter.convert_columns(&batch_keys)?);
+    }
+    let mut keys: HashSet<&[u8], FixedState> = HashSet::with_hasher(fixed_state());
+    for rows in &present_rows {
+        keys.extend(rows.iter().map(|r| r.data()));
+    }
+    let offered_rows = converter.convert_columns(&offered_keys)?;
+    let keep: Vec<u32> = (0..offered.num_rows())
+        .filter(|i| !keys.contains(offered_rows.row(*i).data()))
+        .map(|i| i as u32)
+        .collect();
+    take_record_batch(offered, &UInt32Array::from(keep))
+}
+
+/// `batches` as one batch of `schema`, rows in order.
+pub(crate) fn concat_rows(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<RecordBatch, ArrowError> {
+    concat_aligned(schema, batches)
+}
+
+/// The top-level columns [`drop_losers`] needs from the table's current rows (a nested key
+/// or time field needs its whole top-level struct).
 pub fn incumbent_columns(key: &KeySpec) -> Vec<String> {
-    let mut columns = key.columns.clone();
-    for c in [key.time_field.as_str(), SOURCE_COLUMN, OFFSET_COLUMN] {
+    let mut columns: Vec<String> = Vec::new();
+    let fields = key
+        .columns
+        .iter()
+        .chain([&key.time_field])
+        .map(|c| root_of(c))
+        .chain([SOURCE_COLUMN, OFFSET_COLUMN]);
+    for c in fields {
         if !columns.iter().any(|k| k == c) {
             columns.push(c.to_string());
         }
     }
     columns
+}
+
+/// The top-level column a field name starts in (`user` of `user.id`).
+pub fn root_of(field: &str) -> &str {
+    field.split('.').next().unwrap_or(field)
 }
 
 /// Drops the offered rows (unique by key) that lose against the table's current row of
@@ -263,12 +327,18 @@ pub fn drop_losers(
     take_record_batch(offered, &UInt32Array::from(keep))
 }
 
-/// `batch`'s columns of these names, in this order.
+/// `batch`'s fields of these names (dotted paths reach into structs), in this order.
 fn columns_named(batch: &RecordBatch, names: &[String]) -> Result<Vec<ArrayRef>, ArrowError> {
-    names
-        .iter()
-        .map(|c| Ok(batch.column(batch.schema().index_of(c)?).clone()))
-        .collect()
+    names.iter().map(|c| column_at(batch, c)).collect()
+}
+
+/// The values of field `name` (a top-level name, or a dotted path into structs).
+fn column_at(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
+    let schema = batch.schema();
+    let path =
+        FieldPath::resolve(&schema, name).map_err(|e| ArrowError::SchemaError(e.to_string()))?;
+    path.array(batch)
+        .ok_or_else(|| ArrowError::SchemaError(format!("no field {name} in the rows")))
 }
 
 /// Row-format keys of columns like `columns` (comparable as bytes).
@@ -301,31 +371,49 @@ fn position_columns(
 /// Event times of every row; rows whose time no longer parses sort first (they were checked
 /// on decode, so this only happens for rows written by another tool).
 fn event_times(batch: &RecordBatch, key: &KeySpec) -> Result<Vec<EventTime>, ArrowError> {
-    let column = batch
-        .column(batch.schema().index_of(&key.time_field)?)
-        .clone();
-    let f = key.time_format;
+    let column = column_at(batch, &key.time_field)?;
+    let t = &key.time;
     let at = |i: usize| -> Option<EventTime> {
         if column.is_null(i) {
             return None;
         }
         match column.data_type() {
-            DataType::Utf8 => f.parse_str(column.as_string::<i32>().value(i)).ok(),
-            DataType::Int64 => f
+            DataType::Utf8 => t.parse_text(column.as_string::<i32>().value(i)).ok(),
+            DataType::Int64 => t
                 .from_integer(column.as_primitive::<Int64Type>().value(i))
                 .ok(),
-            DataType::Int32 => f
+            DataType::Int32 => t
                 .from_integer(i64::from(column.as_primitive::<Int32Type>().value(i)))
                 .ok(),
-            DataType::Timestamp(..) => Some(EventTime::from_micros(
+            DataType::Float64 => t
+                .from_float(column.as_primitive::<Float64Type>().value(i))
+                .ok(),
+            // A timestamp holds the instant; a timestamp_ntz the wall-clock time in the zone.
+            DataType::Timestamp(_, Some(_)) => Some(EventTime::from_micros(
                 column.as_primitive::<TimestampMicrosecondType>().value(i),
             )),
+            DataType::Timestamp(_, None) => t
+                .zone
+                .instant_of_wall_micros(column.as_primitive::<TimestampMicrosecondType>().value(i))
+                .map(EventTime::from_micros),
             _ => None,
         }
     };
     Ok((0..batch.num_rows())
         .map(|i| at(i).unwrap_or(EventTime::MIN))
         .collect())
+}
+
+/// The record fields of a file schema (without the position columns).
+pub(crate) fn record_fields(file_schema: &SchemaRef) -> SchemaRef {
+    Arc::new(deltalake::arrow::datatypes::Schema::new(
+        file_schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != SOURCE_COLUMN && f.name() != OFFSET_COLUMN)
+            .cloned()
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// Appends the position columns to decoded record columns.

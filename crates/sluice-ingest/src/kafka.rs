@@ -346,9 +346,10 @@ impl KafkaRun {
         Ok(owned)
     }
 
-    /// Decodes and takes one chunk of a partition.
+    /// Decodes and takes one chunk of a partition (with the partition's own decoder: its
+    /// schema grows with what the partition's records add).
     async fn take(&self, shard: &mut Owned<'_>, chunk: Chunk) -> Result<(), IngestError> {
-        let decoded = self.decoder.decode(&chunk)?;
+        let decoded = shard.ingester.decoder.decode(&chunk)?;
         shard.next = Some(chunk.end());
         shard.ingester.summary.bytes += chunk.data.len() as u64;
         shard.ingester.take(decoded, &chunk).await

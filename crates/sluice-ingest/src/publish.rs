@@ -13,7 +13,7 @@ use sluice_publish::{
 };
 use sluice_source::Position;
 use sluice_stage::{StageError, StageSlot, StagedFile};
-use sluice_window::Window;
+use sluice_window::{WatermarkState, Window};
 
 use crate::buffer::{read_rows, Part, WindowBuffer};
 use crate::config::{IngestError, LatePolicy, PublishMode};
@@ -30,7 +30,7 @@ impl Ingester<'_> {
         };
         let batches = self.buffers.take_batches(window);
         let address = self.table.address(window);
-        let schema = self.table.file_schema().clone();
+        let schema = self.file_schema.clone();
         // With a row key, one file per key bucket: the window's publication then dedupes a
         // group of buckets at a time instead of the whole window at once.
         let split: Vec<(Option<u32>, Vec<RecordBatch>)> = match &self.config.key {
@@ -69,7 +69,18 @@ impl Ingester<'_> {
 
     async fn publish_sealed_with(&mut self, overlap: bool) -> Result<(), IngestError> {
         let now_ms = self.clock.now_ms();
-        for window in self.book.sealed(self.watermark.current()) {
+        let mut windows = self.book.sealed(self.watermark.current());
+        // Windows of events far ahead of the stream are published on their own, as late
+        // batches are: the watermark may never reach them.
+        let ahead: Vec<Window> = self
+            .ahead_windows
+            .iter()
+            .copied()
+            .filter(|w| self.book.is_open(*w) && !windows.contains(w))
+            .collect();
+        windows.extend(ahead);
+        windows.sort();
+        for window in windows {
             let batching = self
                 .late_since_ms
                 .get(&window)
@@ -79,6 +90,7 @@ impl Ingester<'_> {
             }
             self.publish_window(window, overlap).await?;
             self.late_since_ms.remove(&window);
+            self.ahead_windows.remove(&window);
         }
         Ok(())
     }
@@ -116,7 +128,7 @@ impl Ingester<'_> {
         let buffer = self.buffers.remove(window);
         let republish = self.book.is_published(window);
         let address = self.table.address(window);
-        let schema = self.table.file_schema().clone();
+        let schema = self.file_schema.clone();
         let plan = self.plan(window, &buffer);
         // From here on the window is published as far as routing goes: rows of it read while
         // its staging runs are late rows, republished after this commit.
@@ -127,6 +139,51 @@ impl Ingester<'_> {
             _ => None,
         };
         let merge = upsert.is_some() || (republish && self.config.late == LatePolicy::Merge);
+        if merge && self.table.schema_change_pending() {
+            // deltalake's MERGE cannot carry the new columns (it would write metadata of
+            // its own, with a new table id): in window scope the same rows are published by
+            // a swap of the window, with the new columns' metadata in its commit.
+            if let Some((MergeScope::Table, _)) = upsert {
+                return Err(IngestError::MergeCannotGrow {
+                    added: self.table.pending_added().join(", "),
+                });
+            }
+            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+            let offered = unique_rows(&schema, &inputs, self.config.key.as_ref())?;
+            let mut current: Vec<RecordBatch> = Vec::new();
+            for f in self.table.files_at(&address).await? {
+                current.extend(self.stager.read(&f.path).await?);
+            }
+            let rows = match upsert {
+                // Every key's winner among the window's rows and the offered ones: what
+                // the upsert would leave (the winner rule is the MERGE's).
+                Some(_) => {
+                    current.push(offered);
+                    unique_rows(&schema, &current, self.config.key.as_ref())?
+                }
+                // Insert-if-absent: the window's rows, and the offered rows of absent keys.
+                None => {
+                    let key_columns = match &self.config.key {
+                        Some(key) => key.columns.clone(),
+                        None => vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()],
+                    };
+                    let absent = crate::dedupe::absent_rows(&offered, &current, &key_columns)?;
+                    current.push(absent);
+                    crate::dedupe::concat_rows(&schema, &current)?
+                }
+            };
+            let files = vec![self.stager.stage(&address, &schema, vec![rows]).await?];
+            self.pending = Some(Pending {
+                window,
+                republish,
+                staging: None,
+                files,
+                replace: Replace::Window,
+                intermediates: buffer.parts.into_iter().map(|p| p.file).collect(),
+                plan,
+            });
+            return self.finish_pending().await;
+        }
         if merge {
             let version_before = self.table.version();
             let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
@@ -322,7 +379,15 @@ impl Ingester<'_> {
                 }
             }
         }
-        if let Some(us) = self.max_event_before(resume, window) {
+        let state = self.watermark_before(resume, window);
+        if let Some(state) = state {
+            // The skew guard's state at the resume position, when it differs from the table's.
+            let code = state.ahead_code();
+            if self.committed_ahead.unwrap_or(0) != code {
+                txns.push((self.ahead_txn.clone(), code));
+            }
+        }
+        if let Some(us) = state.and_then(|s| s.max_seen).map(|t| t.as_micros()) {
             if self.committed_max_event_us.is_none_or(|c| us > c) {
                 txns.push((self.watermark_txn.clone(), us));
             }
@@ -368,6 +433,8 @@ impl Ingester<'_> {
             for (name, offset) in plan.txns {
                 if name == self.watermark_txn {
                     self.committed_max_event_us = Some(offset);
+                } else if name == self.ahead_txn {
+                    self.committed_ahead = Some(offset);
                 } else if self.sealed_txn.as_ref() == Some(&name) {
                     self.committed_sealed_us = Some(offset);
                 } else {
@@ -434,19 +501,17 @@ impl Ingester<'_> {
         Ok(!any_key_in(rows, &present, &columns)?)
     }
 
-    /// The largest event time read before `resume`, in microseconds: everything read, when
-    /// the stream resumes at the read position; else what was recorded when the window
-    /// holding `resume` took its first event.
-    fn max_event_before(&self, resume: Position, publishing: Window) -> Option<i64> {
+    /// The watermark's input before `resume`: everything read, when the stream resumes at
+    /// the read position; else what was recorded when the window holding `resume` took its
+    /// first event.
+    fn watermark_before(&self, resume: Position, publishing: Window) -> Option<WatermarkState> {
         if resume == self.read_position {
-            return self.watermark.max_seen().map(|t| t.as_micros());
+            return Some(self.watermark.state());
         }
         self.book
             .open_windows()
             .filter(|(w, p)| *w != publishing && **p == resume)
             .find_map(|(w, _)| self.max_before_hold.get(&w).copied())
-            .flatten()
-            .map(|t| t.as_micros())
     }
 }
 

@@ -1,16 +1,17 @@
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
+use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{shard_sealed_txn, DeadLetter, DeadLetterTable, WindowTable};
 use sluice_source::{Chunk, Decoded, LineDecoder, NdjsonSource, Position, RAW_BYTES_MAX};
-use sluice_stage::Stager;
-use sluice_window::{EventTime, Route, Watermark, Window, WindowBook};
+use sluice_stage::{align_batch, Stager};
+use sluice_window::{EventTime, Observed, Route, Watermark, WatermarkState, Window, WindowBook};
 use tokio::sync::mpsc;
 
 use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, LatePolicy, RunSummary};
-use crate::dedupe::with_positions;
+use crate::dedupe::{record_fields, with_positions};
 use crate::derive::Deriver;
 use crate::follow::Follow;
 
@@ -19,25 +20,44 @@ use crate::follow::Follow;
 /// no source partition can have this name.
 pub(crate) const MAX_EVENT_TIME_TXN: &str = ".max_event_time_us";
 
+/// The `txn` partition name of the clock-skew guard's state at the resume position (see
+/// [`sluice_window::SkewGuard`]; [`WatermarkState::ahead_code`]): ahead events in a row, and
+/// the earliest of them. It goes down as well as up (`sluice_publish::STATE_TXN_PREFIX`).
+pub(crate) const AHEAD_TXN: &str = ".state.ahead";
+
 /// One run of a pipeline over an NDJSON source into a window table.
 pub struct Ingester<'a> {
     pub(crate) config: IngestConfig,
     pub(crate) source: NdjsonSource,
-    decoder: LineDecoder,
+    /// Decodes the source's records; its schema grows with the records' new fields (schema
+    /// evolution), and a reload resets it to the table's (plus `declared`).
+    pub(crate) decoder: LineDecoder,
+    /// The record schema the run started with (the table's, or what a schema file adds to
+    /// it): a reload grows the re-read table's schema by it again.
+    declared: SchemaRef,
+    /// The schema of the rows this run buffers and stages: the record fields (the table's,
+    /// grown by the records read) and the position columns.
+    pub(crate) file_schema: SchemaRef,
     pub(crate) table: WindowTable,
     pub(crate) dlq: DeadLetterTable,
     pub(crate) stager: Stager,
     pub(crate) clock: &'a dyn Clock,
     pub(crate) book: WindowBook<Position>,
     pub(crate) watermark: Watermark,
-    /// Per open window: the largest event time read before its first held event (what the
+    /// Per open window: the watermark's input before its first held event (what the
     /// watermark must be restored to if the stream resumes at that event).
-    pub(crate) max_before_hold: HashMap<Window, Option<EventTime>>,
+    pub(crate) max_before_hold: HashMap<Window, WatermarkState>,
     pub(crate) buffers: Buffers,
     /// Resume offsets in the table, per file name.
     pub(crate) committed: HashMap<String, i64>,
     /// The largest event time before the committed resume position, as stored in the table.
     pub(crate) committed_max_event_us: Option<i64>,
+    /// The skew guard's state at the committed resume position
+    /// ([`WatermarkState::ahead_code`]).
+    pub(crate) committed_ahead: Option<i64>,
+    /// Open windows holding events far ahead of the stream: published on their own after the
+    /// late batch interval (the watermark may never reach them).
+    pub(crate) ahead_windows: BTreeSet<Window>,
     /// In a sharded table, the shard's sealed-through `txn` ([`shard_sealed_txn`]) and its
     /// committed value: how far this shard has sealed, for readers of the table.
     pub(crate) sealed_txn: Option<String>,
@@ -62,6 +82,9 @@ pub struct Ingester<'a> {
     /// sharded table, each shard has its own (`<source partition>/.max_event_time_us`), as
     /// each has its own watermark.
     pub(crate) watermark_txn: String,
+    /// The `txn` partition name of the skew guard's state ([`AHEAD_TXN`]; per shard in a
+    /// sharded table).
+    pub(crate) ahead_txn: String,
     pub(crate) summary: RunSummary,
     /// A publication whose file is still being staged on a task of its own (at most one);
     /// it commits before any other commit of the run.
@@ -84,17 +107,24 @@ impl<'a> Ingester<'a> {
             return Err(IngestError::MergeNeedsKey);
         }
         let stager = Stager::new(table.store(), attempt, config.stage_options());
-        let watermark_txn = match (table.shard(), source.files().first()) {
-            (Some(_), Some(f)) => format!("{}/{MAX_EVENT_TIME_TXN}", f.name),
-            _ => MAX_EVENT_TIME_TXN.to_string(),
+        let per_shard = |name: &str| match (table.shard(), source.files().first()) {
+            (Some(_), Some(f)) => format!("{}/{name}", f.name),
+            _ => name.to_string(),
         };
+        let watermark_txn = per_shard(MAX_EVENT_TIME_TXN);
+        let ahead_txn = per_shard(AHEAD_TXN);
+        let declared = decoder.schema().clone();
+        let file_schema = table.file_schema().clone();
         let mut ingester = Ingester {
-            watermark: Watermark::new(config.lateness_ms.saturating_mul(1000)),
+            watermark: Watermark::new(config.lateness_ms.saturating_mul(1000))
+                .with_guard(config.skew),
             buffers: Buffers::new(config.flush_bytes_max),
             book: WindowBook::from_published(std::iter::empty()),
             max_before_hold: HashMap::new(),
             committed: HashMap::new(),
             committed_max_event_us: None,
+            committed_ahead: None,
+            ahead_windows: BTreeSet::new(),
             sealed_txn: table.shard().map(shard_sealed_txn),
             committed_sealed_us: None,
             dead_committed: HashMap::new(),
@@ -105,9 +135,12 @@ impl<'a> Ingester<'a> {
             draining: false,
             deriver: None,
             watermark_txn,
+            ahead_txn,
             config,
             source,
             decoder,
+            declared,
+            file_schema,
             table,
             dlq,
             stager,
@@ -134,12 +167,14 @@ impl<'a> Ingester<'a> {
             .committed_offsets(&self.config.pipeline, &names)
             .await?;
         names.push(self.watermark_txn.clone());
+        names.push(self.ahead_txn.clone());
         names.extend(self.sealed_txn.clone());
         let mut committed = self
             .table
             .resume_offsets(&self.config.pipeline, &names)
             .await?;
         self.committed_max_event_us = committed.remove(&self.watermark_txn);
+        self.committed_ahead = committed.remove(&self.ahead_txn);
         self.committed_sealed_us = match &self.sealed_txn {
             Some(name) => committed.remove(name),
             None => None,
@@ -159,12 +194,58 @@ impl<'a> Ingester<'a> {
         self.buffers = Buffers::new(self.config.flush_bytes_max);
         self.max_before_hold.clear();
         self.late_since_ms.clear();
+        self.ahead_windows.clear();
         self.draining = false;
         self.dead_pending.clear();
-        self.watermark = Watermark::resumed(
-            self.config.lateness_ms.saturating_mul(1000),
-            self.committed_max_event_us.map(EventTime::from_micros),
-        );
+        self.watermark = Watermark::new(self.config.lateness_ms.saturating_mul(1000))
+            .with_guard(self.config.skew)
+            .resumed(
+                WatermarkState {
+                    max_seen: self.committed_max_event_us.map(EventTime::from_micros),
+                    ..WatermarkState::default()
+                }
+                .with_ahead_code(self.committed_ahead.unwrap_or(0)),
+            );
+        // The table's columns (another writer may have added some), grown by what this run
+        // declared; what the records add is added again as they are re-read.
+        self.table
+            .grow_schema(&self.declared)
+            .map_err(|e| IngestError::Schema(Box::new(e)))?;
+        self.adopt_table_schema()?;
+        Ok(())
+    }
+
+    /// Decodes and stages with the table's (staging) schema from now on.
+    fn adopt_table_schema(&mut self) -> Result<(), IngestError> {
+        self.file_schema = self.table.staging_schema().clone();
+        let record = record_fields(&self.file_schema);
+        self.decoder.set_schema(record)?;
+        Ok(())
+    }
+
+    /// The records of `decoded` have fields the table lacks (schema evolution): the table
+    /// grows by them with its next commit.
+    fn grow(&mut self, decoded: &Decoded) -> Result<(), IngestError> {
+        let record = decoded.batch.schema();
+        let added = self
+            .table
+            .grow_schema(&record)
+            .map_err(|e| IngestError::Schema(Box::new(e)))?;
+        self.adopt_table_schema()?;
+        if !added.is_empty() {
+            let at = decoded.offsets.first().copied().unwrap_or_default();
+            let name = self
+                .source
+                .name(decoded.file)
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            tracing::info!(fields = %added.join(", "), source = %name, near_offset = at, "new fields: the table grows by these columns with its next commit");
+            for f in added {
+                if !self.summary.fields_added.contains(&f) {
+                    self.summary.fields_added.push(f);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -270,7 +351,7 @@ impl<'a> Ingester<'a> {
         type Item = Result<(Decoded, Chunk), IngestError>;
         let (tx, mut rx) = mpsc::channel::<Item>(self.config.chunks_in_flight_max.max(1));
         let mut reader = self.source.reader(&self.cursors, self.config.chunk_bytes)?;
-        let decoder = self.decoder.clone();
+        let mut decoder = self.decoder.clone();
         let thread = std::thread::Builder::new()
             .name("sluice-reader".into())
             .spawn(move || loop {
@@ -314,6 +395,11 @@ impl<'a> Ingester<'a> {
         if let Some(name) = self.source.name(chunk.file) {
             self.cursors.insert(name.to_string(), chunk.end());
         }
+        // The decoder (this run's, or the reader thread's copy) grew the schema by fields the
+        // table lacks: the table grows by them with its next commit.
+        if decoded.batch.schema().fields() != record_fields(&self.file_schema).fields() {
+            self.grow(&decoded)?;
+        }
         self.route(decoded, chunk)?;
         while self.buffers.over_budget() {
             self.flush_largest().await?;
@@ -328,6 +414,12 @@ impl<'a> Ingester<'a> {
             .cloned()
             .unwrap_or_else(|| "?".into());
         let dead_below = self.dead_committed.get(name.as_ref()).copied().unwrap_or(0);
+        if decoded.ignored_rows > 0 {
+            self.summary.rows_with_ignored_fields += decoded.ignored_rows;
+            for (f, n) in &decoded.ignored {
+                *self.summary.ignored_fields.entry(f.clone()).or_default() += n;
+            }
+        }
         for r in &decoded.rejects {
             self.summary.rejected += 1;
             if r.offset < dead_below {
@@ -401,8 +493,7 @@ impl<'a> Ingester<'a> {
             };
             if keep {
                 if !self.book.is_open(window) {
-                    self.max_before_hold
-                        .insert(window, self.watermark.max_seen());
+                    self.max_before_hold.insert(window, self.watermark.state());
                     if route == Route::Late {
                         self.late_since_ms.insert(window, self.clock.now_ms());
                     }
@@ -420,22 +511,37 @@ impl<'a> Ingester<'a> {
                     }
                 }
             }
-            self.watermark.observe(*t);
+            if self.watermark.observe(*t) == Observed::Ahead && keep && route == Route::Buffer {
+                // Far ahead of the stream: its window is published on its own (after the
+                // late batch), not when the watermark reaches it, which it may never do.
+                self.summary.ahead += 1;
+                self.ahead_windows.insert(window);
+                self.late_since_ms
+                    .entry(window)
+                    .or_insert_with(|| self.clock.now_ms());
+            }
         }
         if let Some((w, rows)) = last {
             groups.entry(w).or_default().extend(rows);
         }
         self.summary.rows += decoded.offsets.len() as u64;
-        let schema = self.table.file_schema().clone();
+        let schema = self.file_schema.clone();
+        let record_schema = record_fields(&schema);
+        // Rows decoded before this run grew the schema (the reader decodes ahead).
+        let batch = if decoded.batch.schema().fields() == record_schema.fields() {
+            decoded.batch
+        } else {
+            align_batch(&decoded.batch, &record_schema)?
+        };
         let everything =
             groups.len() == 1 && groups.values().all(|r| r.len() == decoded.offsets.len());
         for (window, mut rows) in groups {
             rows.sort_unstable();
             let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
             let records = if everything {
-                decoded.batch.clone()
+                batch.clone()
             } else {
-                take_record_batch(&decoded.batch, &UInt32Array::from(rows))?
+                take_record_batch(&batch, &UInt32Array::from(rows))?
             };
             let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
             let batch = with_positions(&schema, &records, &name, offsets)?;

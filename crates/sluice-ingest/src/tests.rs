@@ -22,7 +22,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         key: key.then(|| KeySpec {
             columns: vec!["event_id".into()],
             time_field: "ts".into(),
-            time_format: TimeFormat::Rfc3339,
+            time: TimeFormat::Rfc3339.into(),
         }),
         flush_bytes_max,
         chunk_bytes: 64 << 10,
@@ -33,6 +33,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         late: LatePolicy::Rewrite,
         mode: PublishMode::Swap,
         max_rewrite_age_ms: None,
+        skew: sluice_window::SkewGuard::DEFAULT,
     }
 }
 
@@ -49,7 +50,11 @@ async fn ingest(input: &Path, table_dir: &Path, cfg: IngestConfig, attempt: &str
     let table = WindowTable::open_or_create(&options, Some(&record_schema), cfg.layout, cfg.window)
         .await
         .unwrap();
-    let decoder = LineDecoder::new(table.record_schema(), "ts", TimeFormat::Rfc3339).unwrap();
+    let decoder = LineDecoder::new(
+        table.record_schema(),
+        sluice_source::DecodeOptions::new("ts", TimeFormat::Rfc3339),
+    )
+    .unwrap();
     let dlq = DeadLetterTable::open_or_create(&TableOptions::new(
         table_dir.with_extension("dlq").to_str().unwrap(),
     ))

@@ -206,6 +206,10 @@ impl WindowTable {
                 Some(coverage.offset.to_string()),
             );
         }
+        let grows = self.schema_change_pending();
+        if let Some(metadata) = self.schema_action().map_err(delta)? {
+            actions.push(metadata);
+        }
         for f in c.files {
             actions.push(Action::Add(Add {
                 path: f.path.clone(),
@@ -224,9 +228,13 @@ impl WindowTable {
             .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
             .collect::<Vec<_>>()
             .join(" AND ");
+        let mut info = c.info;
+        if grows {
+            info["schema_added"] = json!(self.pending_added());
+        }
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
-        let properties = commit_properties(snapshot, c.txns, Some(c.info), self.commit_retries);
+        let properties = commit_properties(snapshot, c.txns, Some(info), self.commit_retries);
         let operation = DeltaOperation::Write {
             mode: match c.replace {
                 Replace::Window => SaveMode::Overwrite,
@@ -248,6 +256,7 @@ impl WindowTable {
         let finalized = result.map_err(|e| commit_error(window_label.clone(), read_version, e))?;
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
+        self.schema_committed();
         if version != read_version + 1 && self.shard.is_none() {
             // Retried over other writers' commits: their files are not in the index. (In a
             // sharded table the index stays exact for this writer's own addresses, the only
@@ -287,6 +296,12 @@ impl WindowTable {
             window: what.to_string(),
             source,
         };
+        let mut info = info;
+        let mut actions = Vec::new();
+        if let Some(metadata) = self.schema_action().map_err(delta)? {
+            info["schema_added"] = json!(self.pending_added());
+            actions.push(metadata);
+        }
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
@@ -296,12 +311,13 @@ impl WindowTable {
             predicate: None,
         };
         let finalized = CommitBuilder::from(properties)
-            .with_actions(Vec::new())
+            .with_actions(actions)
             .build(Some(snapshot), self.table.log_store(), operation)
             .await
             .map_err(|e| commit_error(what.to_string(), read_version, e))?;
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
+        self.schema_committed();
         Ok(version)
     }
 
@@ -323,7 +339,11 @@ impl WindowTable {
         let mut actions = Vec::with_capacity(txns.len());
         for (partition, offset) in txns {
             let id = app_id(pipeline, partition);
-            if let Some(&committed) = self.txns.get(&id) {
+            let state = partition
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.starts_with(STATE_TXN_PREFIX));
+            if let Some(&committed) = self.txns.get(&id).filter(|_| !state) {
                 if *offset < committed {
                     return Err(PublishError::TxnRegression {
                         app_id: id,
@@ -346,6 +366,11 @@ impl WindowTable {
             .sum())
     }
 }
+
+/// `txn` partitions named `.state.*` (their last `/` segment) hold state as of the resume
+/// position rather than a position: they may go down as well as up, so the resume-position
+/// regression check does not apply to them.
+pub const STATE_TXN_PREFIX: &str = ".state.";
 
 /// The properties of every sluice commit on top of `snapshot`: attempted once with
 /// `retries` = 0, no blind retries (if the table moved since this writer read it — a

@@ -35,20 +35,22 @@ mod listing;
 mod local;
 mod merge;
 mod retry;
+mod schema;
 mod table;
 
-pub use commit::{Coverage, Publication, PublishError, Published, Replace};
+pub use commit::{Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX};
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{
-    addresses_changed, list_windows, shard_sealed_txn, ListError, ShardSeal, WindowListing,
+    addresses_changed, list_windows, schema_history, shard_sealed_txn, ListError, SchemaStep,
+    ShardSeal, WindowListing,
 };
 pub use merge::{MergeAction, MergePublication, MergeScope};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{
-    active_files, open_table, OpenError, PublishedFile, PublishedWindow, TableOptions, WindowTable,
-    OFFSET_COLUMN, SOURCE_COLUMN,
+    active_files, open_table, OpenError, Pipelines, PublishedFile, PublishedWindow, TableOptions,
+    WindowTable, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
 };
 
 /// Tag keys on `add` actions written by sluice.

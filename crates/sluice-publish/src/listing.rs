@@ -209,6 +209,137 @@ fn mark_seals(
     }
 }
 
+/// One change of a table's columns, read from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaStep {
+    pub version: u64,
+    /// The first metadata the retained log holds: the table's creation (version 0) or, after
+    /// log cleanup, the columns as of that version.
+    pub baseline: bool,
+    /// Columns added by this version (`coupon`, `user.plan`, `items[].qty`); every column for
+    /// a baseline.
+    pub added: Vec<String>,
+    /// Top-level columns after this version.
+    pub columns: usize,
+}
+
+/// The table's column history in the retained log: its first schema, then each commit that
+/// added columns (schema evolution). Read from the commits' metadata actions; commits removed
+/// by log cleanup are not seen.
+pub async fn schema_history(table: &DeltaTable) -> Result<Vec<SchemaStep>, ListError> {
+    use futures::StreamExt;
+    let store = table.object_store();
+    let current = table.version().unwrap_or(0);
+    let reads = (0..=current).map(|version| {
+        let store = store.clone();
+        async move { (version, read_commit(store.as_ref(), version).await) }
+    });
+    let mut commits = futures::stream::iter(reads).buffered(16);
+    let mut steps: Vec<SchemaStep> = Vec::new();
+    let mut previous: Option<Vec<String>> = None;
+    while let Some((version, commit)) = commits.next().await {
+        let Some(bytes) = commit? else {
+            continue; // cleaned up
+        };
+        for line in bytes.split(|b| *b == b'\n') {
+            let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let Some(schema) = value
+                .get("metaData")
+                .and_then(|m| m.get("schemaString"))
+                .and_then(|s| s.as_str())
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+            else {
+                continue;
+            };
+            let paths = schema_paths(&schema);
+            let columns = schema
+                .get("fields")
+                .and_then(|f| f.as_array())
+                .map_or(0, Vec::len);
+            let (baseline, added) = match &previous {
+                None => (
+                    true,
+                    paths
+                        .iter()
+                        .filter(|p| !p.contains(['.', '[', '{']))
+                        .cloned()
+                        .collect(),
+                ),
+                Some(before) => {
+                    let new: Vec<&String> = paths.iter().filter(|p| !before.contains(p)).collect();
+                    // A new struct's members are part of it: name the struct alone.
+                    let added = new
+                        .iter()
+                        .filter(|p| !new.iter().any(|q| q != *p && is_inside(p, q)))
+                        .map(|p| (*p).clone())
+                        .collect::<Vec<_>>();
+                    (false, added)
+                }
+            };
+            if baseline || !added.is_empty() {
+                steps.push(SchemaStep {
+                    version,
+                    baseline,
+                    added,
+                    columns,
+                });
+            }
+            previous = Some(paths);
+        }
+    }
+    Ok(steps)
+}
+
+/// Whether path `p` is inside the field at path `q` (`user.plan` in `user`).
+fn is_inside(p: &str, q: &str) -> bool {
+    p.len() > q.len() && p.starts_with(q) && matches!(p.as_bytes()[q.len()], b'.' | b'[' | b'{')
+}
+
+/// Every field path of a Delta schema (JSON): `a`, `a.b`, `list[].b`, `map{}.b`.
+fn schema_paths(schema: &serde_json::Value) -> Vec<String> {
+    fn walk(t: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+        match t.get("type").and_then(|k| k.as_str()) {
+            Some("struct") => {
+                for f in t
+                    .get("fields")
+                    .and_then(|f| f.as_array())
+                    .into_iter()
+                    .flatten()
+                {
+                    let Some(name) = f.get("name").and_then(|n| n.as_str()) else {
+                        continue;
+                    };
+                    let path = if at.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{at}.{name}")
+                    };
+                    out.push(path.clone());
+                    if let Some(inner) = f.get("type").filter(|t| t.is_object()) {
+                        walk(inner, &path, out);
+                    }
+                }
+            }
+            Some("array") => {
+                if let Some(e) = t.get("elementType").filter(|t| t.is_object()) {
+                    walk(e, &format!("{at}[]"), out);
+                }
+            }
+            Some("map") => {
+                if let Some(v) = t.get("valueType").filter(|t| t.is_object()) {
+                    walk(v, &format!("{at}{{}}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, "", &mut out);
+    out
+}
+
 /// The addresses (sorted `(column, value)` pairs) whose rows the commits after version
 /// `after`, through `through`, changed: the partition values of their `add` and `remove`
 /// actions. `None` when a commit of the range is no longer in the log (cleaned up).

@@ -124,6 +124,19 @@ fn col_named(name: &str) -> Expr {
     Expr::Column(Column::new_unqualified(name))
 }
 
+/// A field of `schema` by name: a top-level column of exactly that name, else a dotted path
+/// into structs (`user.id`: the member `id` of the column `user`), read from `base(root)`.
+fn field_expr(schema: &Schema, name: &str, base: impl Fn(&str) -> Expr) -> Expr {
+    if schema.field_with_name(name).is_ok() || !name.contains('.') {
+        return base(name);
+    }
+    let mut parts = name.split('.');
+    let root = parts.next().unwrap_or(name);
+    parts.fold(base(root), |e, member| {
+        deltalake::datafusion::functions::core::expr_fn::get_field(e, member.to_string())
+    })
+}
+
 /// A column of the MERGE target (alias `t`).
 pub(crate) fn target(name: &str) -> Expr {
     Expr::Column(Column::new(Some("t"), name))
@@ -191,11 +204,19 @@ impl WindowTable {
                     .map_err(df_error)?;
             }
         }
-        let current = current
-            .select(columns.iter().map(|c| col_named(c)).collect::<Vec<Expr>>())
-            .map_err(df_error)?;
-        // The offered keys, renamed so the join sides cannot be confused.
+        // The key fields on both sides, renamed so the join sides cannot be confused (and a
+        // nested key is a column of its own).
+        let schema = offered.schema();
+        let mine: Vec<String> = (0..key_columns.len()).map(|i| format!("__t{i}")).collect();
         let renamed: Vec<String> = (0..key_columns.len()).map(|i| format!("__k{i}")).collect();
+        let mut projection: Vec<Expr> = columns.iter().map(|c| col_named(c)).collect();
+        projection.extend(
+            key_columns
+                .iter()
+                .zip(&mine)
+                .map(|(k, m)| field_expr(&schema, k, col_named).alias(m)),
+        );
+        let current = current.select(projection).map_err(df_error)?;
         let keys = ctx
             .read_batch(offered.clone())
             .and_then(|df| {
@@ -203,15 +224,16 @@ impl WindowTable {
                     key_columns
                         .iter()
                         .zip(&renamed)
-                        .map(|(k, r)| col_named(k).alias(r))
+                        .map(|(k, r)| field_expr(&schema, k, col_named).alias(r))
                         .collect::<Vec<Expr>>(),
                 )
             })
             .map_err(df_error)?;
-        let left: Vec<&str> = key_columns.iter().map(String::as_str).collect();
+        let left: Vec<&str> = mine.iter().map(String::as_str).collect();
         let right: Vec<&str> = renamed.iter().map(String::as_str).collect();
         current
             .join(keys, JoinType::LeftSemi, &left, &right, None)
+            .and_then(|df| df.select(columns.iter().map(|c| col_named(c)).collect::<Vec<Expr>>()))
             .map_err(df_error)?
             .collect()
             .await
@@ -236,6 +258,14 @@ impl WindowTable {
                 reason: "a merge needs a row key".into(),
             });
         }
+        if self.schema_change_pending() {
+            // deltalake's MERGE writes its own metadata for new columns, with a new table id:
+            // a window whose rows grow the schema is published by swap (the caller's job).
+            return Err(PublishError::Invalid {
+                window: label,
+                reason: "a MERGE cannot carry a schema change; publish the window by swap".into(),
+            });
+        }
         let n = m.rows.num_rows();
         if n == 0 {
             return Ok(Published {
@@ -258,8 +288,9 @@ impl WindowTable {
                 and(target(k).eq(lit(v.to_string())));
             }
         }
+        let schema = m.rows.schema();
         for k in &m.key_columns {
-            and(target(k).eq(source(k)));
+            and(field_expr(&schema, k, target).eq(field_expr(&schema, k, source)));
         }
         let Some(predicate) = predicate else {
             unreachable!("the key is not empty (checked above)")

@@ -2,19 +2,24 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::{StructField, StructType};
 use deltalake::logstore::{object_store_factories, StorageConfig};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
-use sluice_window::{Address, AddressLayout, Shard, Window, WindowSize};
+use sluice_window::{
+    valid_pipeline_name, Address, AddressLayout, Shard, Window, WindowSize, PIPELINE_COLUMN,
+};
 use url::Url;
 
 use crate::commit::Coverage;
 use crate::local::LocalListing;
 use crate::retry::{RetryPolicy, RetryStore};
+use crate::schema::{
+    all_nullable, kernel_to_arrow, normalized, record_part, signature, with_position_columns,
+};
 use crate::tags;
 
 /// Column holding each row's source partition (for NDJSON: the file name).
@@ -49,7 +54,56 @@ pub enum OpenError {
     Schema(String),
     #[error("the table at {0} does not exist yet and no record schema was given")]
     NeedSchema(String),
+    #[error("the table at {url} belongs to pipeline {owner:?}; pipeline {pipeline:?} would replace its windows. Give --pipeline {owner}, write to another table, or create the table with --pipelines many to hold several pipelines side by side")]
+    ForeignPipeline {
+        url: String,
+        owner: String,
+        pipeline: String,
+    },
+    #[error("the table at {url} was created for {found} pipeline(s), not {requested}")]
+    PipelinesMismatch {
+        url: String,
+        found: &'static str,
+        requested: &'static str,
+    },
+    #[error("pipeline name {0:?} is not valid: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'")]
+    PipelineName(String),
 }
+
+/// How many pipelines a table holds, recorded in the table when it is created
+/// ([`PIPELINES_KEY`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pipelines {
+    /// One pipeline owns the table (its name is recorded, [`PIPELINE_KEY`]); another is
+    /// refused before it writes anything: its windows would replace the owner's.
+    #[default]
+    One,
+    /// Several pipelines, each at addresses of its own (the `pipeline` partition column):
+    /// each swaps only its own files.
+    Many,
+}
+
+impl Pipelines {
+    pub fn parse_name(name: &str) -> Option<Self> {
+        match name {
+            "one" => Some(Pipelines::One),
+            "many" => Some(Pipelines::Many),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pipelines::One => "one",
+            Pipelines::Many => "many",
+        }
+    }
+}
+
+/// Table property: `one` or `many` ([`Pipelines`]).
+pub const PIPELINES_KEY: &str = "sluice.pipelines";
+/// Table property: the pipeline that owns a table of one pipeline.
+pub const PIPELINE_KEY: &str = "sluice.pipeline";
 
 /// Where the table lives, how its store is reached, and how new tables are created.
 #[derive(Debug, Clone)]
@@ -72,6 +126,12 @@ pub struct TableOptions {
     /// means the table must be re-read. Writers of a sharded table need retries: their
     /// commits race all the time, on disjoint addresses.
     pub commit_retries: usize,
+    /// The pipeline that writes through these options, checked against the table's
+    /// ([`Pipelines`]); `None` for readers.
+    pub pipeline: Option<String>,
+    /// How many pipelines a new table holds; for an existing table, `Some` must agree with
+    /// what it was created with.
+    pub pipelines: Option<Pipelines>,
 }
 
 impl TableOptions {
@@ -86,6 +146,8 @@ impl TableOptions {
             retry: RetryPolicy::default(),
             shard: None,
             commit_retries: 0,
+            pipeline: None,
+            pipelines: None,
         }
     }
 }
@@ -203,6 +265,11 @@ pub struct WindowTable {
     pub(crate) shard: Option<Shard>,
     /// See [`TableOptions::commit_retries`].
     pub(crate) commit_retries: usize,
+    /// In a table of several pipelines, this writer's pipeline (part of its addresses).
+    pub(crate) pipeline_column: Option<String>,
+    /// A grown file schema to commit with the next commit (a metadata action in the same
+    /// commit as the first rows that carry its new columns, never a commit of its own).
+    pub(crate) schema_change: Option<SchemaRef>,
 }
 
 impl std::fmt::Debug for WindowTable {
@@ -250,7 +317,41 @@ impl WindowTable {
             source,
         };
         let exists = table.verify_deltatable_existence().await.map_err(delta)?;
-        let partition_columns = layout.table_columns(options.shard.is_some());
+        if let Some(p) = &options.pipeline {
+            if !valid_pipeline_name(p) {
+                return Err(OpenError::PipelineName(p.clone()));
+            }
+        }
+        // How many pipelines the table holds: recorded at creation.
+        let pipelines = if exists {
+            table.load().await.map_err(delta)?;
+            let snapshot = table.snapshot().map_err(delta)?;
+            let recorded = snapshot
+                .metadata()
+                .configuration()
+                .get(PIPELINES_KEY)
+                .cloned();
+            let found = recorded
+                .as_deref()
+                .and_then(Pipelines::parse_name)
+                .unwrap_or(Pipelines::One);
+            if let Some(requested) = options.pipelines.filter(|r| *r != found) {
+                return Err(OpenError::PipelinesMismatch {
+                    url: url_text,
+                    found: found.name(),
+                    requested: requested.name(),
+                });
+            }
+            found
+        } else {
+            options.pipelines.unwrap_or_default()
+        };
+        let pipeline_column = match (pipelines, &options.pipeline) {
+            (Pipelines::Many, Some(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let partition_columns =
+            layout.table_columns(pipelines == Pipelines::Many, options.shard.is_some());
         if let Some(schema) = record_schema {
             for f in schema.fields() {
                 if partition_columns.contains(f.name())
@@ -261,7 +362,6 @@ impl WindowTable {
             }
         }
         let file_schema = if exists {
-            table.load().await.map_err(delta)?;
             let snapshot = table.snapshot().map_err(delta)?;
             let found = snapshot.metadata().partition_columns().to_vec();
             if found != partition_columns {
@@ -271,6 +371,24 @@ impl WindowTable {
                     expected: partition_columns,
                 });
             }
+            if let (Pipelines::One, Some(pipeline)) = (pipelines, &options.pipeline) {
+                let owner = match snapshot.metadata().configuration().get(PIPELINE_KEY) {
+                    Some(owner) => Some(owner.clone()),
+                    // Written before tables recorded their pipeline: the files say.
+                    None => active_files(&table)
+                        .await
+                        .map_err(delta)?
+                        .into_iter()
+                        .find_map(|f| f.pipeline.filter(|p| p != pipeline)),
+                };
+                if let Some(owner) = owner.filter(|o| o != pipeline) {
+                    return Err(OpenError::ForeignPipeline {
+                        url: url_text,
+                        owner,
+                        pipeline: pipeline.clone(),
+                    });
+                }
+            }
             let kernel = snapshot.schema();
             let data_fields: Vec<StructField> = kernel
                 .fields()
@@ -279,8 +397,16 @@ impl WindowTable {
                 .collect();
             let table_file_schema = kernel_to_arrow(data_fields)?;
             if let Some(schema) = record_schema {
-                let ours = file_schema_of(schema);
-                if signature(&ours) != signature(&table_file_schema) {
+                let ours = normalized(&file_schema_of(schema))?;
+                // A raw table's columns only grow (schema evolution adds to them): the record
+                // schema may lack columns the table has, or have new ones, but a field of two
+                // types is a conflict. A derived table's columns are its query's, exactly.
+                let agrees = if positions {
+                    sluice_stage::union(&table_file_schema, &ours).is_ok()
+                } else {
+                    signature(&ours) == signature(&table_file_schema)
+                };
+                if !agrees {
                     return Err(OpenError::SchemaMismatch {
                         url: url_text,
                         found: signature(&table_file_schema),
@@ -291,7 +417,7 @@ impl WindowTable {
             table_file_schema
         } else {
             let schema = record_schema.ok_or_else(|| OpenError::NeedSchema(url_text.clone()))?;
-            let file_schema = file_schema_of(schema);
+            let file_schema = normalized(&file_schema_of(schema))?;
             let mut fields: Vec<Field> = file_schema
                 .fields()
                 .iter()
@@ -305,13 +431,26 @@ impl WindowTable {
             let kernel: StructType = (&Schema::new(fields))
                 .try_into_kernel()
                 .map_err(|e| OpenError::Schema(e.to_string()))?;
+            let mut properties: Vec<(String, String)> =
+                vec![(PIPELINES_KEY.to_string(), pipelines.name().to_string())];
+            if let (Pipelines::One, Some(p)) = (pipelines, &options.pipeline) {
+                properties.push((PIPELINE_KEY.to_string(), p.clone()));
+            }
             let created = CreateBuilder::new()
                 .with_log_store(table.log_store())
+                // sluice's own properties (`sluice.*`) are not Delta's.
+                .with_raise_if_key_not_exists(false)
                 .with_columns(kernel.fields().cloned())
                 .with_partition_columns(partition_columns.clone())
                 .with_configuration_property(
                     TableProperty::CheckpointInterval,
                     Some(options.checkpoint_interval.max(1).to_string()),
+                )
+                .with_configuration(
+                    properties
+                        .into_iter()
+                        .map(|(k, v)| (k, Some(v)))
+                        .collect::<HashMap<String, Option<String>>>(),
                 )
                 .await;
             match created {
@@ -345,6 +484,8 @@ impl WindowTable {
             index: None,
             shard: options.shard,
             commit_retries: options.commit_retries,
+            pipeline_column,
+            schema_change: None,
         })
     }
 
@@ -355,14 +496,7 @@ impl WindowTable {
 
     /// The record fields alone (the file schema without the position columns).
     pub fn record_schema(&self) -> SchemaRef {
-        let fields: Vec<Field> = self
-            .file_schema
-            .fields()
-            .iter()
-            .filter(|f| f.name() != SOURCE_COLUMN && f.name() != OFFSET_COLUMN)
-            .map(|f| f.as_ref().clone())
-            .collect();
-        Arc::new(Schema::new(fields))
+        Arc::new(record_part(&self.file_schema))
     }
 
     /// An object store rooted at the table root, for staging.
@@ -383,19 +517,28 @@ impl WindowTable {
         self.shard
     }
 
-    /// The address of `window` in this writer's share of the table.
+    /// The address of `window` in this writer's share of the table (its pipeline's, in a
+    /// table of several pipelines; its shard's, in a sharded table).
     pub fn address(&self, window: Window) -> Address {
-        let address = self.layout.address(window);
+        let mut address = self.layout.address(window);
+        if let Some(p) = &self.pipeline_column {
+            address = address.in_pipeline(p);
+        }
         match self.shard {
             Some(shard) => address.in_shard(shard),
             None => address,
         }
     }
 
-    /// Whether a file with these partition values is this writer's (in its shard, or any
-    /// file of an unsharded table).
+    /// Whether a file with these partition values is this writer's (in its pipeline's and
+    /// shard's share, or any file of a table with neither).
     pub(crate) fn owns(&self, partition_values: &[(String, String)]) -> bool {
-        self.shard.is_none() || Shard::of(partition_values) == self.shard
+        let pipeline_ok = self.pipeline_column.as_ref().is_none_or(|p| {
+            partition_values
+                .iter()
+                .any(|(k, v)| k == PIPELINE_COLUMN && v == p)
+        });
+        pipeline_ok && (self.shard.is_none() || Shard::of(partition_values) == self.shard)
     }
 
     pub fn size(&self) -> WindowSize {
@@ -410,10 +553,24 @@ impl WindowTable {
         &self.table
     }
 
-    /// Re-reads the table state (after a conflict, or to see other writers' commits).
+    /// Re-reads the table state (after a conflict, or to see other writers' commits): its
+    /// files, and its columns (another writer may have added some); a schema change not
+    /// committed yet is dropped (the caller grows the schema again from what it re-reads).
     pub async fn reload(&mut self) -> Result<(), DeltaTableError> {
         self.index = None;
-        self.table.update_state().await
+        self.schema_change = None;
+        self.table.update_state().await?;
+        let snapshot = self.table.snapshot()?;
+        let partition_columns = snapshot.metadata().partition_columns().to_vec();
+        let data_fields: Vec<StructField> = snapshot
+            .schema()
+            .fields()
+            .filter(|f| !partition_columns.contains(f.name()))
+            .cloned()
+            .collect();
+        self.file_schema =
+            kernel_to_arrow(data_fields).map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+        Ok(())
     }
 
     /// The committed resume offset of each partition (`txn` appId `<pipeline>/<partition>`).
@@ -479,19 +636,24 @@ impl WindowTable {
             .unwrap_or_default())
     }
 
-    /// Every window that has files in the table (any pipeline), in time order; addresses
-    /// that are not windows of this table's layout and size are left out.
+    /// Every window that has files in this writer's share of the table, in time order;
+    /// addresses that are not windows of this table's layout and size are left out.
     pub async fn windows(&mut self) -> Result<Vec<Window>, DeltaTableError> {
-        let (layout, size, shard) = (self.layout, self.size, self.shard);
-        let mut windows: Vec<Window> = self
+        let (layout, size) = (self.layout, self.size);
+        let keys: Vec<Vec<(String, String)>> = self
             .index()
             .await?
             .iter()
             .filter(|(_, files)| !files.is_empty())
-            .filter(|(key, _)| shard.is_none() || Shard::of(key) == shard)
-            .filter_map(|(key, _)| layout.window_of(size, key).ok())
+            .map(|(key, _)| key.clone())
+            .collect();
+        let mut windows: Vec<Window> = keys
+            .iter()
+            .filter(|key| self.owns(key))
+            .filter_map(|key| layout.window_of(size, key).ok())
             .collect();
         windows.sort();
+        windows.dedup();
         Ok(windows)
     }
 
@@ -576,43 +738,4 @@ pub(crate) fn file_of(view: &deltalake::kernel::LogicalFileView) -> PublishedFil
         pipeline: tag(tags::PIPELINE),
         coverage,
     }
-}
-
-fn all_nullable(schema: &SchemaRef) -> SchemaRef {
-    Arc::new(Schema::new(
-        schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect::<Vec<Field>>(),
-    ))
-}
-
-fn with_position_columns(record: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<Field> = record
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone().with_nullable(true))
-        .collect();
-    fields.push(Field::new(SOURCE_COLUMN, DataType::Utf8, false));
-    fields.push(Field::new(OFFSET_COLUMN, DataType::Int64, false));
-    Arc::new(Schema::new(fields))
-}
-
-fn kernel_to_arrow(fields: Vec<StructField>) -> Result<SchemaRef, OpenError> {
-    let kernel = StructType::try_new(fields).map_err(|e| OpenError::Schema(e.to_string()))?;
-    let arrow: Schema = (&kernel)
-        .try_into_arrow()
-        .map_err(|e| OpenError::Schema(e.to_string()))?;
-    Ok(Arc::new(arrow))
-}
-
-/// `name: type, ...`: what must agree between a record schema and a table.
-fn signature(schema: &SchemaRef) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| format!("{}: {}", f.name(), f.data_type()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

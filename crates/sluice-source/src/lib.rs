@@ -5,7 +5,8 @@
 //! - [`decode`]: NDJSON lines to Arrow record batches with arrow-json, per chunk, falling back
 //!   to per-line decoding only for chunks that hold a bad line. Bad lines become [`Reject`]s
 //!   with their position and reason; good lines are never lost with them.
-//! - [`schema`]: the record schema, from a small JSON/TOML schema file or inferred.
+//! - [`schema`]: the record schema, from a small JSON/TOML schema file or inferred; nested
+//!   types and dotted field paths.
 //! - [`kafka`]: a Kafka topic read by a consumer group whose assignments start at the
 //!   table's positions; each partition is a source of its own (one writer shard).
 //! - [`generate`]: a deterministic event stream (seeded) for the demo, tests and benchmarks.
@@ -16,6 +17,9 @@ pub mod kafka;
 pub mod ndjson;
 pub mod schema;
 
-pub use decode::{DecodeError, Decoded, LineDecoder, Reject, RejectReason, RAW_BYTES_MAX};
+pub use decode::{
+    DecodeError, DecodeOptions, Decoded, LineDecoder, Reject, RejectReason, SchemaEvolution,
+    COLUMNS_MAX_DEFAULT, RAW_BYTES_MAX,
+};
 pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Position, SourceError, SourceFile};
-pub use schema::{RecordSchema, SchemaError};
+pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};

@@ -356,11 +356,13 @@ impl Chunk {
         let mut offsets = Vec::new();
         for (offset, payload) in messages {
             offsets.push(offset);
+            let start = data.len();
             data.extend(
                 payload
                     .iter()
                     .map(|b| if *b == b'\n' || *b == b'\r' { b' ' } else { *b }),
             );
+            blank_bom(&mut data[start..]);
             data.push(b'\n');
         }
         Chunk {
@@ -418,6 +420,14 @@ impl Chunk {
         let at = (offset - self.start).clamp(0, self.data.len() as i64) as usize;
         let rest = &self.data[at..];
         &rest[..rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len())]
+    }
+}
+
+/// A UTF-8 byte-order mark at the start of `data` (of a file, or of a message) becomes
+/// spaces: JSON whitespace, so positions stay byte offsets and the first line still parses.
+fn blank_bom(data: &mut [u8]) {
+    if data.starts_with(crate::schema::BOM) {
+        data[..3].fill(b' ');
     }
 }
 
@@ -491,6 +501,9 @@ impl NdjsonReader {
             };
             let carry = data.len() - whole;
             data.truncate(whole);
+            if *at == 0 {
+                blank_bom(&mut data);
+            }
             if carry > 0 {
                 f.seek(SeekFrom::Current(-(carry as i64))).map_err(io)?;
             }
@@ -528,6 +541,18 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.ndjson", "\u{feff}{\"a\":1}\n{\"a\":2}\n");
+        let source = NdjsonSource::open(dir.path()).unwrap();
+        let lines = read_all(&source, &HashMap::new(), 4096);
+        assert_eq!(lines[0], (1, 0, "   {\"a\":1}".to_string()));
+        assert_eq!(lines[1].1, 11);
+        let chunk = Chunk::messages(1, [(5i64, "\u{feff}{}".as_bytes())]);
+        assert_eq!(chunk.data, b"   {}\n");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! so every attempt writes new names and a file is never overwritten: an attempt that dies
 //! leaves orphans for `gc`, never a torn file that a published version points at.
 
+pub mod schema;
 mod stats;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use sluice_window::Address;
 
+pub use schema::{align_all, align_batch, extends, union, SchemaConflict};
 pub use stats::file_stats;
 
 #[derive(Debug, thiserror::Error)]
@@ -229,7 +231,7 @@ impl StageSlot {
 
     /// Computes the rows with `compute` (dedupe, say) and encodes them, on one blocking
     /// thread: both are CPU work that must not hold up the async workers; then writes the
-    /// file.
+    /// file. Rows written before the schema grew are written as `schema` (new columns null).
     pub async fn write_computed<E, F>(self, schema: SchemaRef, compute: F) -> Result<StagedFile, E>
     where
         F: FnOnce() -> Result<Vec<RecordBatch>, E> + Send + 'static,
@@ -238,11 +240,12 @@ impl StageSlot {
         let StageSlot { store, path, props } = self;
         let encode_path = path.clone();
         let (bytes, rows, stats) = tokio::task::spawn_blocking(move || {
-            let batches = compute()?;
             let encode = |source| StageError::Encode {
                 path: encode_path.clone(),
                 source,
             };
+            let batches = align_all(&compute()?, &schema)
+                .map_err(|e| encode(ParquetError::ArrowError(e.to_string())))?;
             let stats = file_stats(&schema, &batches);
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
             let mut writer =

@@ -72,10 +72,14 @@ impl AddressLayout {
         })
     }
 
-    /// The partition columns of a table with this layout, in path order, with the shard
-    /// column last if the table is sharded.
-    pub fn table_columns(self, sharded: bool) -> Vec<String> {
+    /// The partition columns of a table with this layout, in path order: the window's, then
+    /// the pipeline column if the table holds several pipelines, then the shard column if the
+    /// table is sharded.
+    pub fn table_columns(self, pipelines: bool, sharded: bool) -> Vec<String> {
         let mut columns: Vec<String> = self.columns().iter().map(|c| c.to_string()).collect();
+        if pipelines {
+            columns.push(PIPELINE_COLUMN.to_string());
+        }
         if sharded {
             columns.push(SHARD_COLUMN.to_string());
         }
@@ -105,6 +109,7 @@ impl AddressLayout {
         Address {
             columns: self.columns(),
             values,
+            pipeline: None,
             shard: None,
         }
     }
@@ -157,6 +162,22 @@ fn date_text(t: &NaiveDateTime) -> String {
     format!("{:04}-{:02}-{:02}", t.year(), t.month(), t.day())
 }
 
+/// The partition column naming the pipeline, in a table that holds several pipelines: each
+/// pipeline's files of a window are under its own address, so a swap by one pipeline never
+/// removes another's rows.
+pub const PIPELINE_COLUMN: &str = "pipeline";
+
+/// Whether `name` can name a pipeline: 1 to 128 ASCII letters, digits, `_`, `-` and `.`, not
+/// starting with `.` (it appears in `txn` app ids and, in a table of several pipelines, as a
+/// partition value in file paths, where no escaping is then needed).
+pub fn valid_pipeline_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
 /// The partition column naming the writer shard (the source partition) of a sharded table.
 pub const SHARD_COLUMN: &str = "shard";
 
@@ -195,10 +216,19 @@ impl std::fmt::Display for Shard {
 pub struct Address {
     columns: &'static [&'static str],
     values: Vec<String>,
+    pipeline: Option<String>,
     shard: Option<String>,
 }
 
 impl Address {
+    /// The same window's address in `pipeline`'s share of a table of several pipelines
+    /// (`pipeline` must be [`valid_pipeline_name`]).
+    pub fn in_pipeline(mut self, pipeline: &str) -> Address {
+        debug_assert!(valid_pipeline_name(pipeline));
+        self.pipeline = Some(pipeline.to_string());
+        self
+    }
+
     /// The same window's address in `shard`'s share of a sharded table.
     pub fn in_shard(mut self, shard: Shard) -> Address {
         self.shard = Some(shard.value());
@@ -210,11 +240,13 @@ impl Address {
             .iter()
             .copied()
             .zip(self.values.iter().map(String::as_str))
+            .chain(self.pipeline.as_deref().map(|p| (PIPELINE_COLUMN, p)))
             .chain(self.shard.as_deref().map(|s| (SHARD_COLUMN, s)))
     }
 
-    /// `dt=2026-10-03/hour=14`. Values are digits, `-`, `T` and `Z` only, so no escaping is
-    /// needed and the path equals Delta's own hive-style encoding.
+    /// `dt=2026-10-03/hour=14`. Values are digits, `-`, `T` and `Z` only (and a pipeline
+    /// name's letters, digits, `_`, `-` and `.`), so no escaping is needed and the path equals
+    /// Delta's own hive-style encoding.
     pub fn hive_path(&self) -> String {
         self.pairs()
             .map(|(k, v)| format!("{k}={v}"))

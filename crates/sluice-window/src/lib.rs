@@ -19,15 +19,19 @@
 mod address;
 mod book;
 mod duration;
+mod number;
 mod time;
 mod watermark;
 mod window;
 
-pub use address::{Address, AddressError, AddressLayout, Shard, SHARD_COLUMN};
+pub use address::{
+    valid_pipeline_name, Address, AddressError, AddressLayout, Shard, PIPELINE_COLUMN, SHARD_COLUMN,
+};
 pub use book::{Route, WindowBook};
 pub use duration::{parse_duration_ms, DurationError};
-pub use time::{parse_instant, EventTime, TimeError, TimeFormat};
-pub use watermark::Watermark;
+pub use number::{parse_integer_exact, Decimal};
+pub use time::{parse_instant, EventTime, TimeError, TimeFormat, TimeSpec, Zone};
+pub use watermark::{Observed, SkewGuard, Watermark, WatermarkState, JUMP_EVENTS_MAX};
 pub use window::{Window, WindowSize, WindowSizeError};
 
 /// The deterministic winner among two deliveries of one row key: the later event time wins,

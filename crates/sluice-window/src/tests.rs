@@ -98,14 +98,154 @@ fn event_times_parse_in_every_format() {
     ));
     assert!(matches!(
         TimeFormat::Rfc3339.from_integer(5),
-        Err(TimeError::IntegerForRfc3339)
+        Err(TimeError::IntegerForText(_))
     ));
     assert!(matches!(
-        TimeFormat::EpochMillis.parse_str("5"),
-        Err(TimeError::StringForEpoch(_))
+        TimeFormat::EpochMillis.parse_str("five"),
+        Err(TimeError::NotANumber { .. })
     ));
     assert!(TimeFormat::parse_name("epoch_ms").is_ok());
     assert!(TimeFormat::parse_name("iso").is_err());
+}
+
+/// The relaxations of ISO 8601 that real streams write keep their instant; a time without
+/// an offset is read in the zone.
+#[test]
+fn iso_times_in_their_common_spellings() {
+    let utc = TimeSpec::from(TimeFormat::Rfc3339);
+    let at = |spec: &TimeSpec, t: &str| spec.parse_text(t).map(|e| e.to_rfc3339());
+    for (text, want) in [
+        ("2026-10-03T01:00:00Z", "2026-10-03T01:00:00Z"),
+        ("2026-10-03 01:00:00", "2026-10-03T01:00:00Z"),
+        ("2026-10-03 00:00:00.875", "2026-10-03T00:00:00.875Z"),
+        ("2026-10-03T03:00:00+02", "2026-10-03T01:00:00Z"),
+        ("2026-10-03T03:00:00+0200", "2026-10-03T01:00:00Z"),
+        ("2026-10-02T20:00-05:00", "2026-10-03T01:00:00Z"),
+        ("2026-10-03 01:00", "2026-10-03T01:00:00Z"),
+        ("2026-10-03", "2026-10-03T00:00:00Z"),
+        (
+            "2026-10-03T01:00:00.123456789Z",
+            "2026-10-03T01:00:00.123456Z",
+        ),
+        ("  2026-10-03T01:00:00z ", "2026-10-03T01:00:00Z"),
+    ] {
+        assert_eq!(at(&utc, text).as_deref(), Ok(want), "{text:?}");
+    }
+    for bad in [
+        "2026-10-03T25:00:00",
+        "2026-13-03",
+        "03/10/2026",
+        "2026-10-03T01:00:00+2",
+        "",
+    ] {
+        assert!(utc.parse_text(bad).is_err(), "{bad:?}");
+    }
+    let berlin = TimeSpec::new(TimeFormat::Rfc3339, Zone::parse("Europe/Berlin").unwrap());
+    assert_eq!(
+        at(&berlin, "2026-07-01 12:00").as_deref(),
+        Ok("2026-07-01T10:00:00Z")
+    );
+    assert_eq!(
+        at(&berlin, "2026-12-01 12:00").as_deref(),
+        Ok("2026-12-01T11:00:00Z")
+    );
+    // An offset in the text wins over the zone.
+    assert_eq!(
+        at(&berlin, "2026-12-01T12:00:00Z").as_deref(),
+        Ok("2026-12-01T12:00:00Z")
+    );
+    // The hour repeated when DST ends is its earlier instant; the skipped hour is an error.
+    assert_eq!(
+        at(&berlin, "2026-10-25 02:30").as_deref(),
+        Ok("2026-10-25T00:30:00Z")
+    );
+    assert!(matches!(
+        berlin.parse_text("2026-03-29 02:30"),
+        Err(TimeError::NoSuchLocalTime { .. })
+    ));
+    let fixed = TimeSpec::new(TimeFormat::Rfc3339, Zone::parse("-05:30").unwrap());
+    assert_eq!(
+        at(&fixed, "2026-10-03 00:00").as_deref(),
+        Ok("2026-10-03T05:30:00Z")
+    );
+    assert!(Zone::parse("Mars/Olympus").is_err());
+    assert!(Zone::parse("+25:00").is_err());
+}
+
+#[test]
+fn strftime_patterns_read_local_times() {
+    let spec = |p: &str, z: &str| {
+        TimeSpec::new(TimeFormat::parse_name(p).unwrap(), Zone::parse(z).unwrap())
+    };
+    let at = |s: &TimeSpec, t: &str| s.parse_text(t).map(|e| e.to_rfc3339());
+    let temps = spec("%Y/%m/%d %H:%M", "UTC");
+    assert_eq!(
+        at(&temps, "2010/01/01 00:00").as_deref(),
+        Ok("2010-01-01T00:00:00Z")
+    );
+    assert!(matches!(
+        temps.parse_text("2010-01-01 00:00"),
+        Err(TimeError::NotPattern { .. })
+    ));
+    let seattle = spec("%Y/%m/%d %H:%M", "America/Los_Angeles");
+    assert_eq!(
+        at(&seattle, "2010/01/01 00:00").as_deref(),
+        Ok("2010-01-01T08:00:00Z")
+    );
+    let days = spec("%d.%m.%Y", "UTC");
+    assert_eq!(
+        at(&days, "03.10.2026").as_deref(),
+        Ok("2026-10-03T00:00:00Z")
+    );
+    let zoned = spec("%Y-%m-%d %H:%M:%S %z", "Europe/Berlin");
+    assert_eq!(
+        at(&zoned, "2026-10-03 01:00:00 +0000").as_deref(),
+        Ok("2026-10-03T01:00:00Z")
+    );
+    let epoch = spec("%s", "Europe/Berlin");
+    assert_eq!(
+        at(&epoch, "1791037500").as_deref(),
+        Ok("2026-10-03T14:25:00Z")
+    );
+    assert!(matches!(
+        TimeFormat::parse_name("%Y-%Q"),
+        Err(TimeError::BadPattern { .. })
+    ));
+}
+
+/// Epoch counts arrive as numbers or strings, with fractions and exponents; every value
+/// outside years 1900-9999 is an error, never an overflow.
+#[test]
+fn epoch_counts_from_number_text() {
+    let s = TimeSpec::from(TimeFormat::EpochSeconds);
+    let at = |s: &TimeSpec, t: &str| s.parse_text(t).map(|e| e.as_micros());
+    assert_eq!(at(&s, "1791037500"), Ok(1_791_037_500_000_000));
+    assert_eq!(at(&s, "1791037500.25"), Ok(1_791_037_500_250_000));
+    assert_eq!(at(&s, "1.7910375e9"), Ok(1_791_037_500_000_000));
+    assert_eq!(
+        s.from_float(1_791_037_500.5),
+        Ok(EventTime::from_micros(1_791_037_500_500_000))
+    );
+    let ns = TimeSpec::from(TimeFormat::EpochNanos);
+    assert_eq!(at(&ns, "1791037500123456789"), Ok(1_791_037_500_123_456));
+    assert_eq!(
+        TimeFormat::EpochNanos.from_integer(1_791_037_500_123_456_789),
+        Ok(EventTime::from_micros(1_791_037_500_123_456))
+    );
+    for bad in ["1e30", "-1e30", "99999999999999999999999", "253402300800"] {
+        assert!(
+            matches!(s.parse_text(bad), Err(TimeError::OutOfRange { .. })),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        s.from_float(f64::INFINITY),
+        Err(TimeError::NotANumber { .. })
+    ));
+    assert!(matches!(
+        s.from_float(1e30),
+        Err(TimeError::OutOfRange { .. })
+    ));
 }
 
 #[test]
@@ -189,6 +329,58 @@ fn watermark_trails_max_event_time_by_lateness() {
     );
     wm.end_of_input();
     assert_eq!(wm.current(), EventTime::MAX);
+}
+
+/// One event far ahead of the stream does not move the watermark; a stream that jumps
+/// forward is followed after `jump_events` ahead events in a row.
+#[test]
+fn the_skew_guard_ignores_one_far_future_event_and_follows_a_real_jump() {
+    let guard = SkewGuard {
+        ahead_us: DAY_US,
+        jump_events: 3,
+    };
+    let t = |h: i64| EventTime::from_micros(h * HOUR_US);
+    let mut wm = Watermark::new(0).with_guard(guard);
+    assert_eq!(wm.observe(t(10)), Observed::Counted);
+    assert_eq!(wm.observe(t(10 + 73 * 365 * 24)), Observed::Ahead);
+    assert_eq!(wm.current(), t(10));
+    // Two more ahead events with on-time events between: never a run of 3.
+    for h in [11, 12] {
+        assert_eq!(wm.observe(t(h + 10_000)), Observed::Ahead);
+        assert_eq!(wm.observe(t(h)), Observed::Counted);
+    }
+    assert_eq!(wm.current(), t(12));
+    assert_eq!(wm.state().ahead_run, 0);
+    // A late event neither breaks nor extends a run.
+    let week = 7 * 24;
+    assert_eq!(wm.observe(t(12 + week + 1)), Observed::Ahead);
+    assert_eq!(wm.observe(t(1)), Observed::Counted);
+    assert_eq!(wm.observe(t(12 + week)), Observed::Ahead);
+    assert_eq!(wm.state().ahead_run, 2);
+    assert_eq!(wm.state().ahead_min, Some(t(12 + week)));
+    // The run as one integer and back.
+    let code = wm.state().ahead_code();
+    assert_eq!(
+        WatermarkState::default().with_ahead_code(code),
+        WatermarkState {
+            max_seen: None,
+            ..wm.state()
+        }
+    );
+    assert_eq!(WatermarkState::default().with_ahead_code(0).ahead_run, 0);
+    // The third in a row: the stream jumped; the watermark follows from the run's earliest.
+    let resumed = Watermark::new(0).with_guard(guard).resumed(wm.state());
+    assert_eq!(wm.observe(t(12 + week + 2)), Observed::Counted);
+    assert_eq!(wm.current(), t(12 + week + 2));
+    // A resume from the saved state decides the same.
+    let mut resumed = resumed;
+    assert_eq!(resumed.observe(t(12 + week + 2)), Observed::Counted);
+    assert_eq!(resumed, wm);
+    // No guard: every event counts.
+    let mut off = Watermark::new(0);
+    off.observe(t(1));
+    assert_eq!(off.observe(t(1_000_000)), Observed::Counted);
+    assert_eq!(off.current(), t(1_000_000));
 }
 
 #[test]
@@ -320,7 +512,41 @@ fn a_shard_is_the_last_address_column_and_keeps_the_window() {
     assert_eq!(AddressLayout::DtHour.window_of(hour, &pairs).unwrap(), w);
     assert_eq!(Shard::of(&pairs), Some(Shard(3)));
     assert_eq!(
-        AddressLayout::DtHour.table_columns(true),
+        AddressLayout::DtHour.table_columns(false, true),
         vec!["dt", "hour", SHARD_COLUMN]
     );
+}
+
+#[test]
+fn a_pipeline_column_comes_between_the_window_and_the_shard() {
+    let hour = WindowSize::parse("1h").unwrap();
+    let w = Window::containing(
+        hour,
+        TimeFormat::Rfc3339
+            .parse_str("2026-10-03T14:25:00Z")
+            .unwrap(),
+    );
+    let a = AddressLayout::DtHour
+        .address(w)
+        .in_pipeline("orders-v2")
+        .in_shard(Shard(1));
+    assert_eq!(
+        a.hive_path(),
+        "dt=2026-10-03/hour=14/pipeline=orders-v2/shard=1"
+    );
+    let pairs: Vec<(String, String)> = a
+        .pairs()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(AddressLayout::DtHour.window_of(hour, &pairs).unwrap(), w);
+    assert_eq!(
+        AddressLayout::DtHour.table_columns(true, true),
+        vec!["dt", "hour", PIPELINE_COLUMN, SHARD_COLUMN]
+    );
+    for ok in ["sluice", "orders-v2", "a.b_c"] {
+        assert!(valid_pipeline_name(ok), "{ok}");
+    }
+    for bad in ["", ".hidden", "a/b", "a b", "x=y", "ünï", &"p".repeat(129)] {
+        assert!(!valid_pipeline_name(bad), "{bad}");
+    }
 }

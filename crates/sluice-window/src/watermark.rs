@@ -1,5 +1,100 @@
 use crate::time::EventTime;
 
+/// How far the watermark trusts a single event: the clock-skew guard.
+///
+/// An event more than `ahead_us` past the largest event time seen so far is *ahead* (a
+/// device whose clock says 2099, a unit mistake): it does not move the watermark, so one such
+/// event cannot make the rest of the stream late. A stream that really jumps forward (a source
+/// silent for a week that resumes) sends nothing but ahead events; once `jump_events` of
+/// them come in a row, with no event in between that is on time (late events do not count
+/// either way), the watermark follows: the largest event time seen becomes the earliest of
+/// that run (to the second). Both depend only on the input, so a replay decides exactly as the first run
+/// (E5), and the run's count is part of the state a resume restores ([`WatermarkState`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkewGuard {
+    /// `i64::MAX`: no guard.
+    pub ahead_us: i64,
+    pub jump_events: u32,
+}
+
+impl SkewGuard {
+    /// No guard: every event moves the watermark.
+    pub const OFF: SkewGuard = SkewGuard {
+        ahead_us: i64::MAX,
+        jump_events: 1,
+    };
+
+    /// One day ahead, 100 events in a row to follow a jump.
+    pub const DEFAULT: SkewGuard = SkewGuard {
+        ahead_us: 86_400_000_000,
+        jump_events: 100,
+    };
+}
+
+impl Default for SkewGuard {
+    fn default() -> Self {
+        SkewGuard::DEFAULT
+    }
+}
+
+/// The watermark's input as of some point of the stream: what a run resuming at that point
+/// must restore (stored in the table with the resume offsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WatermarkState {
+    /// The largest event time seen (ahead events excepted).
+    pub max_seen: Option<EventTime>,
+    /// Ahead events read in a row since the last on-time event.
+    pub ahead_run: u32,
+    /// The earliest event time of that run, to the second (rounded down): what the
+    /// watermark follows from when the run confirms a jump.
+    pub ahead_min: Option<EventTime>,
+}
+
+/// The most ahead events in a row a jump can need ([`SkewGuard::jump_events`]): the run's
+/// count takes 24 bits of [`WatermarkState::ahead_code`].
+pub const JUMP_EVENTS_MAX: u32 = (1 << 24) - 1;
+/// Seconds from the earliest event time (1900-01-01) to the Unix epoch.
+const CODE_OFFSET_S: i64 = 2_208_988_800;
+
+impl WatermarkState {
+    /// The ahead run as one integer (one `txn` of the table: one lookup when a run
+    /// resumes): 0 without a run, else the run's earliest second (from 1900) in the high bits
+    /// and its count in the low 24.
+    pub fn ahead_code(&self) -> i64 {
+        match (self.ahead_run, self.ahead_min) {
+            (0, _) | (_, None) => 0,
+            (run, Some(min)) => {
+                let s = min.as_micros().div_euclid(1_000_000) + CODE_OFFSET_S;
+                (s.max(0) << 24) | i64::from(run.min(JUMP_EVENTS_MAX))
+            }
+        }
+    }
+
+    /// The ahead run of [`WatermarkState::ahead_code`].
+    pub fn with_ahead_code(mut self, code: i64) -> Self {
+        let run = (code & i64::from(JUMP_EVENTS_MAX)) as u32;
+        if code <= 0 || run == 0 {
+            self.ahead_run = 0;
+            self.ahead_min = None;
+        } else {
+            self.ahead_run = run;
+            self.ahead_min = Some(EventTime::from_micros(
+                ((code >> 24) - CODE_OFFSET_S).saturating_mul(1_000_000),
+            ));
+        }
+        self
+    }
+}
+
+/// What one event was to the watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// It moved the watermark, or could have (on time, or late).
+    Counted,
+    /// Too far ahead of the stream: it did not move the watermark.
+    Ahead,
+}
+
 /// Event-time progress of one source stream: the largest event time seen, minus the allowed
 /// lateness. A window is sealed once the watermark reaches its end.
 ///
@@ -8,7 +103,8 @@ use crate::time::EventTime;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watermark {
     lateness_us: i64,
-    max_seen: Option<EventTime>,
+    guard: SkewGuard,
+    state: WatermarkState,
     ended: bool,
 }
 
@@ -17,23 +113,57 @@ impl Watermark {
     pub fn new(lateness_us: i64) -> Self {
         Watermark {
             lateness_us: lateness_us.max(0),
-            max_seen: None,
+            guard: SkewGuard::OFF,
+            state: WatermarkState::default(),
             ended: false,
         }
     }
 
-    /// Restores a watermark from the largest event time seen before a resume position.
-    pub fn resumed(lateness_us: i64, max_seen: Option<EventTime>) -> Self {
-        Watermark {
-            max_seen,
-            ..Watermark::new(lateness_us)
+    /// With a clock-skew guard.
+    pub fn with_guard(mut self, guard: SkewGuard) -> Self {
+        self.guard = SkewGuard {
+            ahead_us: guard.ahead_us.max(0),
+            jump_events: guard.jump_events.clamp(1, JUMP_EVENTS_MAX),
+        };
+        self
+    }
+
+    /// Restores the watermark's input as of a resume position.
+    pub fn resumed(mut self, state: WatermarkState) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// Whether `t` would be an ahead event now (without observing it).
+    pub fn is_ahead(&self, t: EventTime) -> bool {
+        match self.state.max_seen {
+            Some(m) => t.as_micros() > m.as_micros().saturating_add(self.guard.ahead_us),
+            None => false,
         }
     }
 
-    pub fn observe(&mut self, t: EventTime) {
-        if self.max_seen.is_none_or(|m| t > m) {
-            self.max_seen = Some(t);
+    pub fn observe(&mut self, t: EventTime) -> Observed {
+        if self.is_ahead(t) {
+            let s = &mut self.state;
+            s.ahead_run += 1;
+            let second = EventTime::from_micros(t.as_micros().div_euclid(1_000_000) * 1_000_000);
+            s.ahead_min = Some(s.ahead_min.map_or(second, |m| m.min(second)));
+            if s.ahead_run < self.guard.jump_events {
+                return Observed::Ahead;
+            }
+            // The stream jumped: follow it from the earliest event of the run.
+            s.max_seen = s.ahead_min;
+            s.ahead_run = 0;
+            s.ahead_min = None;
+        } else if t >= self.current() {
+            // On time: an ahead run is broken.
+            self.state.ahead_run = 0;
+            self.state.ahead_min = None;
         }
+        if self.state.max_seen.is_none_or(|m| t > m) {
+            self.state.max_seen = Some(t);
+        }
+        Observed::Counted
     }
 
     /// Bounded input ended: every window seals.
@@ -42,7 +172,12 @@ impl Watermark {
     }
 
     pub fn max_seen(&self) -> Option<EventTime> {
-        self.max_seen
+        self.state.max_seen
+    }
+
+    /// The input so far, as a resume restores it.
+    pub fn state(&self) -> WatermarkState {
+        self.state
     }
 
     pub fn lateness_us(&self) -> i64 {
@@ -54,7 +189,7 @@ impl Watermark {
         if self.ended {
             return EventTime::MAX;
         }
-        match self.max_seen {
+        match self.state.max_seen {
             Some(m) => EventTime::from_micros(m.as_micros().saturating_sub(self.lateness_us)),
             None => EventTime::MIN,
         }

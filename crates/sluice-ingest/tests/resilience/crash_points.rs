@@ -7,15 +7,15 @@ use std::time::Instant;
 use sluice_faults::{FaultPlan, FaultStore};
 
 use crate::harness::{
-    check_every_version, dead_letters, derived_from_raw, derived_rows, local_root, rows_at, Policy,
-    Run, Script, DERIVED,
+    check_every_version, dead_letters, derived_from_raw, derived_rows, grown_values, local_root,
+    rows_at, Policy, Run, Script, DERIVED, GROWS_FROM,
 };
 
 async fn enumerate(keyed: bool, policy: Policy) {
-    enumerate_with(keyed, policy, false).await
+    enumerate_with(keyed, policy, false, false).await
 }
 
-async fn enumerate_with(keyed: bool, policy: Policy, derived: bool) {
+async fn enumerate_with(keyed: bool, policy: Policy, derived: bool, grows: bool) {
     let mode = format!(
         "{}, {}",
         if keyed {
@@ -32,13 +32,26 @@ async fn enumerate_with(keyed: bool, policy: Policy, derived: bool) {
         ", with a derived table"
     } else {
         ""
+    } + if grows {
+        ", records gaining two fields mid-stream"
+    } else {
+        ""
     };
+    assert!(
+        keyed || !grows,
+        "the growing script has a record without its key"
+    );
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
-    let script = Script::write(tmp.path());
+    let script = if grows {
+        Script::write_growing(tmp.path())
+    } else {
+        Script::write(tmp.path())
+    };
     let run = Run {
         policy,
         derived,
+        grows,
         ..Run::new(keyed)
     };
     let dead_expected = script.expected_dead_letters(policy);
@@ -73,6 +86,33 @@ async fn enumerate_with(keyed: bool, policy: Policy, derived: bool) {
     check_every_version(&oracle_dir, &script, keyed, policy)
         .await
         .expect("the oracle is atomic per window");
+    let oracle_grown = if grows {
+        let values = grown_values(&oracle_dir).await;
+        // Every row of a line from GROWS_FROM on holds its new values; earlier rows none.
+        let lines: Vec<&str> = values.iter().map(String::as_str).collect();
+        for row in &lines {
+            let cells: Vec<&str> = row.split(',').collect();
+            // The clock-skewed event carries neither new field (and no ctx).
+            let v: usize = if cells[0] == "future" {
+                0
+            } else {
+                cells[3].parse().expect("ctx.a")
+            };
+            let want = if v >= GROWS_FROM {
+                (format!("c{v}"), format!("b{v}"))
+            } else {
+                ("-".to_string(), "-".to_string())
+            };
+            assert_eq!(
+                (cells[1], cells[2]),
+                (want.0.as_str(), want.1.as_str()),
+                "{row}"
+            );
+        }
+        values
+    } else {
+        Vec::new()
+    };
     let mut oracle_derived = Vec::new();
     if derived {
         for (name, _, _) in DERIVED {
@@ -113,6 +153,11 @@ async fn enumerate_with(keyed: bool, policy: Policy, derived: bool) {
                     ))
                 } else if let Some(e) = derived_differs(&dir, &oracle_derived).await {
                     Err(e)
+                } else if grows && grown_values(&dir).await != oracle_grown {
+                    Err(format!(
+                        "the new columns' values differ from the oracle's\n  got    {:?}\n  oracle {oracle_grown:?}",
+                        grown_values(&dir).await
+                    ))
                 } else if rows != oracle {
                     Err(format!(
                         "final rows differ from the oracle ({} vs {} rows)\n  got    {rows:?}\n  oracle {oracle:?}",
@@ -213,7 +258,17 @@ async fn every_crash_point_ends_as_the_clean_run_late_merged_by_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id_with_derived_tables() {
-    enumerate_with(true, Policy::Rewrite, true).await;
+    enumerate_with(true, Policy::Rewrite, true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_while_the_schema_grows() {
+    enumerate_with(true, Policy::Rewrite, false, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_while_the_schema_grows_in_merge_mode() {
+    enumerate_with(true, Policy::Upsert, false, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

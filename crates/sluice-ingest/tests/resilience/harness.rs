@@ -22,6 +22,8 @@ use sluice_stage::{read_parquet, StageOptions};
 use sluice_window::{AddressLayout, EventTime, TimeFormat, Window, WindowSize};
 
 pub const PIPELINE: &str = "crash";
+/// 2099-10-03T14:00:30Z: the growing script's clock-skewed event.
+const FUTURE_S: i64 = 4_094_719_230;
 const T0_S: i64 = 1_791_036_000; // 2026-10-03T14:00:00Z
 const LATENESS_MS: i64 = 20_000;
 
@@ -44,6 +46,9 @@ pub struct Script {
     /// `(offset, reason)` of each bad line.
     pub bad: Vec<(i64, &'static str)>,
 }
+
+/// In a growing script, the line from which records carry `coupon` and `ctx.b`.
+pub const GROWS_FROM: usize = 30;
 
 /// The late policy a test runs with, and what it means for the expected rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +88,16 @@ impl Policy {
 
 impl Script {
     pub fn write(dir: &Path) -> Script {
+        Self::write_with(dir, false)
+    }
+
+    /// The script whose records gain two fields mid-stream: from line [`GROWS_FROM`] on,
+    /// `coupon` (a new column) and `ctx.b` (a new member of the struct `ctx`).
+    pub fn write_growing(dir: &Path) -> Script {
+        Self::write_with(dir, true)
+    }
+
+    fn write_with(dir: &Path, grows: bool) -> Script {
         let mut events: Vec<(String, i64)> = Vec::new();
         for w in 0..8i64 {
             let mut window: Vec<(String, i64)> = (0..6i64)
@@ -119,6 +134,24 @@ impl Script {
                 bad.push((text.len() as i64, "bad_time"));
                 text.push_str("{\"event_id\":\"when\",\"ts\":\"yesterday\",\"v\":0}\n");
             }
+            if grows && i == 25 {
+                // A record without its key (the growing script runs keyed by event_id).
+                bad.push((text.len() as i64, "missing_key"));
+                text.push_str("{\"ts\":\"2026-10-03T14:03:00Z\",\"v\":0}\n");
+            }
+            if grows && i == 35 {
+                // A device whose clock says 2099: a row in a window of its own, published on
+                // its own, while the watermark stays with the stream.
+                lines.push(Line {
+                    offset: text.len() as i64,
+                    event_id: "future".into(),
+                    t_s: FUTURE_S,
+                    late: false,
+                });
+                text.push_str(
+                    "{\"event_id\":\"future\",\"ts\":\"2099-10-03T14:00:30Z\",\"v\":0}\n",
+                );
+            }
             let ts = chrono_like_rfc3339(*t);
             let window_end = *t - (*t).rem_euclid(60) + 60;
             lines.push(Line {
@@ -128,9 +161,19 @@ impl Script {
                 late: max_t.is_some_and(|m| m - LATENESS_MS / 1000 >= window_end),
             });
             max_t = Some(max_t.map_or(*t, |m| m.max(*t)));
-            text.push_str(&format!(
-                "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"v\":{i}}}\n"
-            ));
+            if !grows {
+                text.push_str(&format!(
+                    "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"v\":{i}}}\n"
+                ));
+            } else if i < GROWS_FROM {
+                text.push_str(&format!(
+                    "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"v\":{i},\"ctx\":{{\"a\":{i}}}}}\n"
+                ));
+            } else {
+                text.push_str(&format!(
+                    "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"v\":{i},\"ctx\":{{\"a\":{i},\"b\":\"b{i}\"}},\"coupon\":\"c{i}\"}}\n"
+                ));
+            }
         }
         assert_eq!(
             lines.iter().filter(|l| l.late).count(),
@@ -274,6 +317,8 @@ pub struct Run {
     pub retry: RetryPolicy,
     /// Keep the two derived tables of [`derived_specs`].
     pub derived: bool,
+    /// The table starts with the growing script's first schema (`ctx` with member `a`).
+    pub grows: bool,
 }
 
 /// Derived tables of the script: one row per window, published by swap, at `<table>_sum`.
@@ -364,6 +409,7 @@ impl Run {
                 jitter_seed: 1,
             },
             derived: false,
+            grows: false,
         }
     }
 
@@ -376,7 +422,7 @@ impl Run {
             key: self.keyed.then(|| KeySpec {
                 columns: vec!["event_id".into()],
                 time_field: "ts".into(),
-                time_format: TimeFormat::Rfc3339,
+                time: TimeFormat::Rfc3339.into(),
             }),
             flush_bytes_max: self.flush_bytes_max,
             chunk_bytes: self.chunk_bytes,
@@ -387,6 +433,7 @@ impl Run {
             late: self.policy.late(),
             mode: self.policy.mode(),
             max_rewrite_age_ms: None,
+            skew: sluice_window::SkewGuard::DEFAULT,
         }
     }
 
@@ -396,9 +443,14 @@ impl Run {
             checkpoint_interval: self.checkpoint_interval,
             ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
         };
-        WindowTable::open_or_create(&options, Some(&record_schema()), layout(), window_size())
-            .await
-            .expect("create the table");
+        WindowTable::open_or_create(
+            &options,
+            Some(&record_schema(self.grows)),
+            layout(),
+            window_size(),
+        )
+        .await
+        .expect("create the table");
         DeadLetterTable::open_or_create(&TableOptions {
             location: dlq_location(table_dir),
             ..options
@@ -415,7 +467,7 @@ impl Run {
         store: Arc<dyn ObjectStore>,
         attempt: &str,
     ) -> Result<RunSummary, String> {
-        let record_schema = record_schema();
+        let record_schema = record_schema(self.grows);
         let options = TableOptions {
             checkpoint_interval: self.checkpoint_interval,
             store: Some(store),
@@ -449,8 +501,11 @@ impl Run {
             None
         };
         let source = NdjsonSource::open(input).map_err(|e| e.to_string())?;
-        let decoder = LineDecoder::new(table.record_schema(), "ts", TimeFormat::Rfc3339)
-            .map_err(|e| e.to_string())?;
+        let decoder = LineDecoder::new(
+            table.record_schema(),
+            sluice_source::DecodeOptions::new("ts", TimeFormat::Rfc3339),
+        )
+        .map_err(|e| e.to_string())?;
         let clock = FixedClock(1_800_000_000_000);
         let ingester = Ingester::recover(
             self.config(),
@@ -476,12 +531,30 @@ impl Run {
     }
 }
 
-fn record_schema() -> deltalake::arrow::datatypes::SchemaRef {
-    Arc::new(Schema::new(vec![
+fn record_schema(grows: bool) -> deltalake::arrow::datatypes::SchemaRef {
+    let mut fields = vec![
         Field::new("event_id", DataType::Utf8, true),
         Field::new("ts", DataType::Utf8, true),
         Field::new("v", DataType::Int64, true),
-    ]))
+    ];
+    if grows {
+        fields.push(Field::new(
+            "ctx",
+            DataType::Struct(vec![Field::new("a", DataType::Int64, true)].into()),
+            true,
+        ));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// `(event_id, coupon, ctx.b)` of every row, sorted, in the growing script's table: the
+/// values of the columns the records added.
+pub async fn grown_values(table_dir: &Path) -> Vec<String> {
+    sql_lines(
+        &[("t", table_dir.display().to_string())],
+        "SELECT event_id, coalesce(coupon, '-'), coalesce(t.ctx.b, '-'), t.ctx.a FROM t",
+    )
+    .await
 }
 
 pub type Row = (String, String, i64);

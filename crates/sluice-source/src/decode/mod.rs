@@ -1,0 +1,588 @@
+//! NDJSON lines to Arrow, with every bad line kept as a [`Reject`] and no value or field
+//! lost on the way.
+//!
+//! - Lines are decoded by arrow-json in strict mode, per chunk: a field the record schema
+//!   does not have fails the chunk, which is then checked line by line ([`walk`] names the
+//!   unknown fields) and handled by the pipeline's [`SchemaEvolution`]: the schema grows
+//!   ([`evolve`]), the line is rejected, or the field is ignored and counted.
+//! - Integers, decimals, timestamps, binary and the event-time field are read as text and
+//!   converted exactly ([`convert`]); a value that does not fit is a `wrong_type` reject.
+//! - Every row gets its event time (`missing_time`, `bad_time`) and, with a row key, is
+//!   checked to have one (`missing_key`: rows without a key are never merged).
+
+mod convert;
+mod evolve;
+mod walk;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::compute::filter_record_batch;
+use deltalake::arrow::datatypes::{DataType, SchemaRef};
+use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::json::reader::{Decoder, ReaderBuilder};
+use sluice_window::{EventTime, TimeError, TimeSpec};
+
+use crate::ndjson::Chunk;
+use crate::schema::{type_name, FieldPath, PathError};
+use convert::{read_schema, Reading};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("time field: {0}")]
+    NoTimeField(PathError),
+    #[error("time field {field:?} has type {kind}, but time format {format} needs {needs}")]
+    TimeFieldType {
+        field: String,
+        kind: String,
+        format: String,
+        needs: &'static str,
+    },
+    #[error("key field: {0}")]
+    NoKeyField(PathError),
+    #[error("key field {field:?} has type {kind}: a row key is made of scalar fields (string, number, boolean, date, timestamp)")]
+    KeyFieldType { field: String, kind: String },
+    #[error("arrow failed on lines it had accepted: {0}")]
+    Arrow(#[from] ArrowError),
+}
+
+/// What happens to a field a record has and the table does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchemaEvolution {
+    /// It becomes a new nullable column (or struct member), typed by its first appearance.
+    #[default]
+    Add,
+    /// The record is a dead letter `unknown_field`, naming the field(s).
+    Reject,
+    /// The field is left out of the row; the run counts the rows and names the fields.
+    Ignore,
+}
+
+impl SchemaEvolution {
+    pub fn parse_name(name: &str) -> Option<Self> {
+        match name {
+            "add" => Some(SchemaEvolution::Add),
+            "reject" => Some(SchemaEvolution::Reject),
+            "ignore" => Some(SchemaEvolution::Ignore),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SchemaEvolution::Add => "add",
+            SchemaEvolution::Reject => "reject",
+            SchemaEvolution::Ignore => "ignore",
+        }
+    }
+}
+
+/// The most leaf columns (counting nested members) schema evolution grows a table to: an
+/// object whose keys are data (user ids, say) would otherwise add a column per key. Past it,
+/// records with new fields are dead letters `unknown_field`; declare such a field as a
+/// `map<string,T>` in the schema instead.
+pub const COLUMNS_MAX_DEFAULT: usize = 1000;
+
+/// Why a record was rejected. The names (`as_str`) are stable: they appear in rejects output
+/// and in run summaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectReason {
+    /// Not valid JSON.
+    MalformedJson(String),
+    /// Valid JSON whose values do not fit the schema.
+    WrongType(String),
+    /// Not exactly one JSON object on the line.
+    NotOneObject,
+    /// The event-time field is absent or null.
+    MissingTime,
+    /// The event-time field could not be read.
+    BadTime(TimeError),
+    /// A row-key field is absent or null.
+    MissingKey(String),
+    /// Fields the table does not have, under `--schema-evolution reject` (or past the column
+    /// limit under `add`).
+    UnknownField(String),
+}
+
+impl RejectReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RejectReason::MalformedJson(_) => "malformed_json",
+            RejectReason::WrongType(_) => "wrong_type",
+            RejectReason::NotOneObject => "not_one_object",
+            RejectReason::MissingTime => "missing_time",
+            RejectReason::BadTime(_) => "bad_time",
+            RejectReason::MissingKey(_) => "missing_key",
+            RejectReason::UnknownField(_) => "unknown_field",
+        }
+    }
+
+    pub fn detail(&self) -> String {
+        match self {
+            RejectReason::MalformedJson(m) | RejectReason::WrongType(m) => m.clone(),
+            RejectReason::NotOneObject => "a line must hold exactly one JSON object".into(),
+            RejectReason::MissingTime => "the event-time field is missing or null".into(),
+            RejectReason::BadTime(e) => e.to_string(),
+            RejectReason::MissingKey(field) => {
+                format!("key field {field} is missing or null: a row without its key is never merged with another")
+            }
+            RejectReason::UnknownField(m) => m.clone(),
+        }
+    }
+}
+
+/// One rejected input record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    pub file: u32,
+    pub offset: i64,
+    pub reason: RejectReason,
+    /// The line as read (lossy UTF-8), cut at [`RAW_BYTES_MAX`].
+    pub raw: String,
+}
+
+/// Rejects keep at most this much of their raw line.
+pub const RAW_BYTES_MAX: usize = 1 << 20;
+
+/// The good rows of one chunk, with their positions and event times, and its rejects.
+#[derive(Debug)]
+pub struct Decoded {
+    pub file: u32,
+    /// Data columns, in record-schema order (the schema as grown by this chunk, if it did).
+    pub batch: RecordBatch,
+    /// Byte offset of each row's line.
+    pub offsets: Vec<i64>,
+    pub event_times: Vec<EventTime>,
+    pub rejects: Vec<Reject>,
+    /// Fields this chunk added to the record schema (`coupon`, `user.plan`), in order.
+    pub added: Vec<String>,
+    /// Under [`SchemaEvolution::Ignore`] (and for values with nothing to store, such as `{}`):
+    /// rows per field left out.
+    pub ignored: BTreeMap<String, u64>,
+    /// Rows that had at least one field left out.
+    pub ignored_rows: u64,
+}
+
+/// How a [`LineDecoder`] reads records, besides the schema.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    /// The event-time field (a dotted path reaches into structs).
+    pub time_field: String,
+    pub time: TimeSpec,
+    /// Row-key fields (dotted paths): a row missing one is rejected.
+    pub key: Vec<String>,
+    pub evolution: SchemaEvolution,
+    /// See [`COLUMNS_MAX_DEFAULT`].
+    pub columns_max: usize,
+}
+
+impl DecodeOptions {
+    /// Reads `time_field` in `time`; no key; new fields added.
+    pub fn new(time_field: impl Into<String>, time: impl Into<TimeSpec>) -> Self {
+        DecodeOptions {
+            time_field: time_field.into(),
+            time: time.into(),
+            key: Vec::new(),
+            evolution: SchemaEvolution::Add,
+            columns_max: COLUMNS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// Decodes chunks of NDJSON lines against the record schema, which grows under
+/// [`SchemaEvolution::Add`] (monotonically: fields are only ever added).
+#[derive(Debug, Clone)]
+pub struct LineDecoder {
+    schema: SchemaRef,
+    /// What arrow-json decodes: the record schema with some fields read as text.
+    read: SchemaRef,
+    time_field: FieldPath,
+    key: Vec<FieldPath>,
+    options: DecodeOptions,
+}
+
+impl LineDecoder {
+    pub fn new(schema: SchemaRef, options: DecodeOptions) -> Result<Self, DecodeError> {
+        let (time_field, key, read) = Self::check(&schema, &options)?;
+        Ok(LineDecoder {
+            schema,
+            read,
+            time_field,
+            key,
+            options,
+        })
+    }
+
+    /// Resolves and checks the time and key fields in `schema`; the read schema.
+    fn check(
+        schema: &SchemaRef,
+        options: &DecodeOptions,
+    ) -> Result<(FieldPath, Vec<FieldPath>, SchemaRef), DecodeError> {
+        let time_field =
+            FieldPath::resolve(schema, &options.time_field).map_err(DecodeError::NoTimeField)?;
+        let kind = time_field
+            .field(schema)
+            .map_err(DecodeError::NoTimeField)?
+            .data_type()
+            .clone();
+        let epoch = options.time.format.is_epoch();
+        let ok = match kind {
+            DataType::Utf8 | DataType::Timestamp(..) => true,
+            DataType::Int64 | DataType::Int32 | DataType::Float64 => epoch,
+            _ => false,
+        };
+        if !ok {
+            return Err(DecodeError::TimeFieldType {
+                field: time_field.to_string(),
+                kind: type_name(&kind),
+                format: options.time.format.name().to_string(),
+                needs: if epoch {
+                    "a string, long, integer, double or timestamp"
+                } else {
+                    "a string or timestamp"
+                },
+            });
+        }
+        let mut key = Vec::with_capacity(options.key.len());
+        for k in &options.key {
+            let path = FieldPath::resolve(schema, k).map_err(DecodeError::NoKeyField)?;
+            let t = path.field(schema).map_err(DecodeError::NoKeyField)?;
+            if matches!(
+                t.data_type(),
+                DataType::Struct(_) | DataType::List(_) | DataType::Map(..)
+            ) {
+                return Err(DecodeError::KeyFieldType {
+                    field: path.to_string(),
+                    kind: type_name(t.data_type()),
+                });
+            }
+            key.push(path);
+        }
+        let read = Arc::new(read_schema(schema, &time_field));
+        Ok((time_field, key, read))
+    }
+
+    /// The record schema (as grown so far).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    pub fn options(&self) -> &DecodeOptions {
+        &self.options
+    }
+
+    /// Decodes against `schema` from now on (a table re-read after another writer grew it).
+    pub fn set_schema(&mut self, schema: SchemaRef) -> Result<(), DecodeError> {
+        let (time_field, key, read) = Self::check(&schema, &self.options)?;
+        self.schema = schema;
+        self.read = read;
+        self.time_field = time_field;
+        self.key = key;
+        Ok(())
+    }
+
+    fn decoder(&self, rows: usize, strict: bool) -> Result<Decoder, ArrowError> {
+        ReaderBuilder::new(self.read.clone())
+            .with_batch_size(rows.max(1))
+            .with_coerce_primitive(true)
+            .with_strict_mode(strict)
+            .build_decoder()
+    }
+
+    pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
+        let lines: Vec<(i64, &[u8])> = chunk.lines().collect();
+        let mut added: Vec<String> = Vec::new();
+        loop {
+            if let Some(batch) = self.decode_all(&chunk.data, lines.len(), true) {
+                let offsets = lines.iter().map(|(o, _)| *o).collect();
+                let mut d = self.finish(chunk, &lines, batch, offsets, Vec::new())?;
+                d.added = added;
+                return Ok(d);
+            }
+            // Slow path: each line on its own, then the good ones decoded together.
+            let adding = self.options.evolution == SchemaEvolution::Add;
+            let mut to_add: Vec<walk::Unknown> = Vec::new();
+            let mut verdicts: Vec<Verdict> = Vec::with_capacity(lines.len());
+            for &(_, line) in &lines {
+                let verdict = match self.check_line(line, true) {
+                    Ok(()) => Verdict::Good(Vec::new()),
+                    Err(RejectReason::NotOneObject) => Verdict::Bad(RejectReason::NotOneObject),
+                    Err(strict) => match walk::unknown_fields(line, self.schema.fields(), adding) {
+                        Err(e) => Verdict::Bad(match strict {
+                            RejectReason::MalformedJson(_) => strict,
+                            _ => RejectReason::MalformedJson(e.to_string()),
+                        }),
+                        // Only null-valued unknown fields, or another fault: the lenient
+                        // check decides.
+                        Ok(unknowns) if unknowns.is_empty() => self.lenient(line, Vec::new()),
+                        Ok(unknowns) => {
+                            let paths: Vec<String> =
+                                unknowns.iter().map(walk::Unknown::path).collect();
+                            match self.options.evolution {
+                                SchemaEvolution::Reject => {
+                                    Verdict::Bad(RejectReason::UnknownField(format!(
+                                        "fields the table does not have: {}",
+                                        paths.join(", ")
+                                    )))
+                                }
+                                SchemaEvolution::Ignore => self.lenient(line, paths),
+                                SchemaEvolution::Add => {
+                                    to_add.extend(unknowns);
+                                    Verdict::Pending(paths)
+                                }
+                            }
+                        }
+                    },
+                };
+                verdicts.push(verdict);
+            }
+            if !to_add.is_empty() {
+                let w = evolve::widen(&self.schema, &to_add, self.options.columns_max);
+                if !w.added.is_empty() {
+                    self.set_schema(w.schema)?;
+                    added.extend(w.added);
+                    continue; // the whole chunk again, with the grown schema
+                }
+                // Nothing could be added: past the column limit, or nothing to store ({}).
+                for (verdict, &(_, line)) in verdicts.iter_mut().zip(&lines) {
+                    let Verdict::Pending(paths) = verdict else {
+                        continue;
+                    };
+                    let over: Vec<&str> = paths
+                        .iter()
+                        .filter(|p| w.over_limit.contains(p))
+                        .map(String::as_str)
+                        .collect();
+                    *verdict = if over.is_empty() {
+                        self.lenient(line, std::mem::take(paths))
+                    } else {
+                        Verdict::Bad(RejectReason::UnknownField(format!(
+                            "fields the table does not have: {}; the table has reached {} columns, the most schema evolution adds (declare such a field as map<string,T>)",
+                            over.join(", "),
+                            self.options.columns_max
+                        )))
+                    };
+                }
+            }
+            let mut rejects = Vec::new();
+            let mut good = Vec::with_capacity(chunk.data.len());
+            let mut offsets = Vec::with_capacity(lines.len());
+            let mut ignored: BTreeMap<String, u64> = BTreeMap::new();
+            let mut ignored_rows = 0u64;
+            for (verdict, &(offset, line)) in verdicts.into_iter().zip(&lines) {
+                match verdict {
+                    Verdict::Good(left_out) => {
+                        good.extend_from_slice(line);
+                        good.push(b'\n');
+                        offsets.push(offset);
+                        if !left_out.is_empty() {
+                            ignored_rows += 1;
+                            for p in left_out {
+                                *ignored.entry(p).or_default() += 1;
+                            }
+                        }
+                    }
+                    Verdict::Bad(reason) => rejects.push(reject(chunk.file, offset, reason, line)),
+                    // (Decided above whenever any line is pending; kept as a reject, not a panic.)
+                    Verdict::Pending(paths) => rejects.push(reject(
+                        chunk.file,
+                        offset,
+                        RejectReason::UnknownField(paths.join(", ")),
+                        line,
+                    )),
+                }
+            }
+            let batch = match self.decode_all(&good, offsets.len(), false) {
+                Some(b) => b,
+                None => self.decode_strict(&good, offsets.len())?,
+            };
+            let mut d = self.finish(chunk, &lines, batch, offsets, rejects)?;
+            d.added = added;
+            d.ignored = ignored;
+            d.ignored_rows = ignored_rows;
+            return Ok(d);
+        }
+    }
+
+    /// Decodes `data` holding exactly `rows` objects; `None` if any line is bad.
+    fn decode_all(&self, data: &[u8], rows: usize, strict: bool) -> Option<RecordBatch> {
+        let mut decoder = self.decoder(rows + 1, strict).ok()?;
+        let mut at = 0;
+        while at < data.len() {
+            let n = decoder.decode(&data[at..]).ok()?;
+            if n == 0 {
+                return None;
+            }
+            at += n;
+        }
+        let batch = decoder
+            .flush()
+            .ok()?
+            .unwrap_or_else(|| RecordBatch::new_empty(self.read.clone()));
+        (batch.num_rows() == rows).then_some(batch)
+    }
+
+    fn decode_strict(&self, data: &[u8], rows: usize) -> Result<RecordBatch, DecodeError> {
+        let mut decoder = self.decoder(rows + 1, false)?;
+        decoder.decode(data)?;
+        Ok(decoder
+            .flush()?
+            .unwrap_or_else(|| RecordBatch::new_empty(self.read.clone())))
+    }
+
+    /// A line decoded leaving out `left_out` (fields the schema does not have).
+    fn lenient(&self, line: &[u8], left_out: Vec<String>) -> Verdict {
+        match self.check_line(line, false) {
+            Ok(()) => Verdict::Good(left_out),
+            Err(reason) => Verdict::Bad(reason),
+        }
+    }
+
+    fn check_line(&self, line: &[u8], strict: bool) -> Result<(), RejectReason> {
+        if line.trim_ascii_start().first() != Some(&b'{') {
+            return Err(RejectReason::NotOneObject);
+        }
+        let mut decoder = self
+            .decoder(2, strict)
+            .map_err(|e| RejectReason::WrongType(e.to_string()))?;
+        let n = decoder
+            .decode(line)
+            .map_err(|e| RejectReason::MalformedJson(e.to_string()))?;
+        if n != line.len() || decoder.has_partial_record() {
+            return Err(RejectReason::MalformedJson("incomplete JSON value".into()));
+        }
+        match decoder.flush() {
+            Ok(Some(b)) if b.num_rows() == 1 => Ok(()),
+            Ok(_) => Err(RejectReason::NotOneObject),
+            Err(e) => Err(RejectReason::WrongType(e.to_string())),
+        }
+    }
+
+    /// Event times, exact conversion to the record's types, and the key check, for the rows
+    /// arrow-json decoded (`read`, at `offsets`); rows failing any of them become rejects.
+    fn finish(
+        &self,
+        chunk: &Chunk,
+        lines: &[(i64, &[u8])],
+        read: RecordBatch,
+        offsets: Vec<i64>,
+        mut rejects: Vec<Reject>,
+    ) -> Result<Decoded, DecodeError> {
+        let n = read.num_rows();
+        let mut failed: Vec<Option<RejectReason>> = vec![None; n];
+        // Event times, from the time field's text.
+        let mut times = Vec::with_capacity(n);
+        let text = self
+            .time_field
+            .array(&read)
+            .ok_or_else(|| ArrowError::SchemaError(format!("no time field {}", self.time_field)))?;
+        let text = text.as_string::<i32>();
+        for (row, slot) in failed.iter_mut().enumerate() {
+            let parsed = if text.is_null(row) {
+                Err(RejectReason::MissingTime)
+            } else {
+                self.options
+                    .time
+                    .parse_text(text.value(row))
+                    .map_err(RejectReason::BadTime)
+            };
+            match parsed {
+                Ok(t) => times.push(t),
+                Err(reason) => {
+                    times.push(EventTime::MIN);
+                    *slot = Some(reason);
+                }
+            }
+        }
+        // The record's own types.
+        let reading = Reading {
+            time_field: &self.time_field,
+            time: &self.options.time,
+        };
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        for (i, field) in self.schema.fields().iter().enumerate() {
+            let c = reading.column(read.column(i), field)?;
+            for (row, why) in c.bad {
+                failed[row].get_or_insert(RejectReason::WrongType(why));
+            }
+            columns.push(c.array);
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        for key in &self.key {
+            let Some(values) = key.array(&batch) else {
+                continue;
+            };
+            for (row, slot) in failed.iter_mut().enumerate() {
+                if values.is_null(row) {
+                    slot.get_or_insert_with(|| RejectReason::MissingKey(key.to_string()));
+                }
+            }
+        }
+        if failed.iter().all(Option::is_none) {
+            rejects.sort_by_key(|r| r.offset);
+            return Ok(Decoded {
+                file: chunk.file,
+                batch,
+                offsets,
+                event_times: times,
+                rejects,
+                added: Vec::new(),
+                ignored: BTreeMap::new(),
+                ignored_rows: 0,
+            });
+        }
+        let keep: Vec<bool> = failed.iter().map(Option::is_none).collect();
+        let mut kept_offsets = Vec::with_capacity(n);
+        let mut kept_times = Vec::with_capacity(n);
+        for (row, reason) in failed.into_iter().enumerate() {
+            match reason {
+                None => {
+                    kept_offsets.push(offsets[row]);
+                    kept_times.push(times[row]);
+                }
+                Some(reason) => {
+                    let line = lines
+                        .binary_search_by_key(&offsets[row], |(o, _)| *o)
+                        .map(|i| lines[i].1)
+                        .unwrap_or_default();
+                    rejects.push(reject(chunk.file, offsets[row], reason, line));
+                }
+            }
+        }
+        let batch = filter_record_batch(&batch, &BooleanArray::from(keep))?;
+        rejects.sort_by_key(|r| r.offset);
+        Ok(Decoded {
+            file: chunk.file,
+            batch,
+            offsets: kept_offsets,
+            event_times: kept_times,
+            rejects,
+            added: Vec::new(),
+            ignored: BTreeMap::new(),
+            ignored_rows: 0,
+        })
+    }
+}
+
+/// What the slow path decided for one line.
+enum Verdict {
+    /// Decoded, with the paths of fields left out.
+    Good(Vec<String>),
+    Bad(RejectReason),
+    /// Has fields to add to the schema; decided after the schema grows.
+    Pending(Vec<String>),
+}
+
+fn reject(file: u32, offset: i64, reason: RejectReason, line: &[u8]) -> Reject {
+    let raw = String::from_utf8_lossy(&line[..line.len().min(RAW_BYTES_MAX)]).into_owned();
+    Reject {
+        file,
+        offset,
+        reason,
+        raw,
+    }
+}
+
+#[cfg(test)]
+mod tests;
