@@ -494,3 +494,143 @@ fn nested_fields_name_the_time_and_the_key() {
         );
     }
 }
+
+/// Every type a schema file names lands as that Delta type and reads back as written: an
+/// instant (`timestamp`, here also the time field), a wall-clock time (`timestamp_ntz`: the
+/// table gets Delta's timestampNtz feature), a date, base64 `binary`, an exact `decimal`.
+#[test]
+fn schema_file_types_land_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("types.toml");
+    write(
+        &schema,
+        "[[fields]]\nname = \"ts\"\ntype = \"timestamp\"\n[[fields]]\nname = \"local\"\ntype = \"timestamp_ntz\"\n[[fields]]\nname = \"d\"\ntype = \"date\"\n[[fields]]\nname = \"blob\"\ntype = \"binary\"\n[[fields]]\nname = \"price\"\ntype = \"decimal(8,3)\"\n",
+    );
+    let text = concat!(
+        "{\"ts\":\"2026-10-03 10:00:00+02:00\",\"local\":\"2026-10-03 10:00:00\",\"d\":\"2026-10-03\",\"blob\":\"aGVsbG8=\",\"price\":\"12.345\"}\n",
+        "{\"ts\":\"2026-10-03T09:00:00Z\",\"local\":\"2026-10-03T11:30:00\",\"d\":\"2026-10-04\",\"blob\":\"\",\"price\":1}\n",
+        "{\"ts\":\"2026-10-03T09:00:00Z\",\"price\":1.2345}\n",
+    );
+    let (table, out) = ingest(
+        dir.path(),
+        "types",
+        text,
+        &["--schema", schema.to_str().unwrap()],
+    );
+    assert!(
+        out.contains("2 records") && out.contains("1 rejected"),
+        "{out}"
+    );
+    let rows = ok(&[
+        "query",
+        "--table",
+        &format!("t={}", table.display()),
+        "--format",
+        "json",
+        "SELECT ts, local, d, blob, price FROM t ORDER BY ts",
+    ]);
+    assert_eq!(
+        rows.lines().collect::<Vec<_>>(),
+        [
+            r#"{"ts":"2026-10-03T08:00:00Z","local":"2026-10-03T10:00:00","d":"2026-10-03","blob":"68656c6c6f","price":12.345}"#,
+            r#"{"ts":"2026-10-03T09:00:00Z","local":"2026-10-03T11:30:00","d":"2026-10-04","blob":"","price":1.000}"#,
+        ]
+    );
+    let log = std::fs::read_to_string(table.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert!(
+        log.contains("\"readerFeatures\":[\"timestampNtz\"]"),
+        "{log}"
+    );
+    assert_eq!(dead_letters(&table), ["wrong_type,1"]);
+}
+
+/// Derived tables keep working as the raw table gains columns, and a derived query can use
+/// the new columns from then on.
+#[test]
+fn derived_tables_keep_working_as_the_raw_table_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    write(
+        &input.join("a.ndjson"),
+        "{\"ts\":\"2026-10-03T10:00:00Z\",\"country\":\"DE\"}\n{\"ts\":\"2026-10-03T10:10:00Z\",\"country\":\"FR\"}\n",
+    );
+    let src = format!("ndjson:{}", input.display());
+    let raw = dir.path().join("raw");
+    let derive = |name: &str, sql: &str| {
+        let table = dir.path().join(name);
+        ok(&[
+            "run",
+            "--source",
+            &src,
+            "--table",
+            raw.to_str().unwrap(),
+            "--derive",
+            &format!("d={}", table.display()),
+            "--derive-sql",
+            &format!("d={sql}"),
+        ]);
+        query_csv(&[("d", &table)], "SELECT * FROM d ORDER BY hour, country")
+    };
+    let counts = "SELECT country, count(*) AS n FROM window GROUP BY country";
+    assert_eq!(
+        derive("counts", counts),
+        ["DE,1,2026-10-03,10", "FR,1,2026-10-03,10"]
+    );
+    write(
+        &input.join("b.ndjson"),
+        "{\"ts\":\"2026-10-03T11:00:00Z\",\"country\":\"DE\",\"coupon\":\"X\"}\n",
+    );
+    assert_eq!(
+        derive("counts", counts),
+        [
+            "DE,1,2026-10-03,10",
+            "FR,1,2026-10-03,10",
+            "DE,1,2026-10-03,11"
+        ]
+    );
+    let coupons = "SELECT country, count(coupon) AS coupons FROM window GROUP BY country";
+    assert_eq!(
+        derive("coupons", coupons),
+        [
+            "DE,0,2026-10-03,10",
+            "FR,0,2026-10-03,10",
+            "DE,1,2026-10-03,11"
+        ]
+    );
+}
+
+/// The README's example on real data: a year of hourly temperatures in Seattle, times
+/// written `2010/01/01 00:00` in Pacific standard time, every line a row.
+#[test]
+fn the_readme_temperature_example_lands_every_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("temps");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/data/seattle-temps.ndjson");
+    let out = ok(&[
+        "run",
+        "--source",
+        &format!("ndjson:{data}"),
+        "--table",
+        table.to_str().unwrap(),
+        "--window",
+        "1d",
+        "--time-field",
+        "date",
+        "--time-format",
+        "%Y/%m/%d %H:%M",
+        "--time-zone",
+        "-08:00",
+    ]);
+    assert!(
+        out.starts_with("sluice run: 8759 records; 366 window publications"),
+        "{out}"
+    );
+    assert!(out.contains(" 0 late, 0 rejected"), "{out}");
+    assert_eq!(
+        query_csv(
+            &[("t", &table)],
+            "SELECT dt, round(avg(temp), 1) AS mean_f FROM t GROUP BY dt ORDER BY dt LIMIT 3"
+        ),
+        ["2010-01-01,40.2", "2010-01-02,40.6", "2010-01-03,40.8"]
+    );
+}

@@ -64,6 +64,9 @@ pub async fn backfill(
     let mut summary = BackfillSummary::default();
     let mut stager = Stager::new(table.store(), attempt, config.stage_options());
     let mut decoder = decoder.clone();
+    if let Some(key) = &config.key {
+        decoder.set_key(key.columns.clone())?;
+    }
     table
         .grow_schema(decoder.schema())
         .map_err(|e| IngestError::Schema(Box::new(e)))?;

@@ -106,6 +106,11 @@ impl<'a> Ingester<'a> {
         if matches!(config.mode, crate::config::PublishMode::Merge(_)) && config.key.is_none() {
             return Err(IngestError::MergeNeedsKey);
         }
+        // Records without the row key are dead letters, whatever the decoder was built with.
+        let mut decoder = decoder;
+        if let Some(key) = &config.key {
+            decoder.set_key(key.columns.clone())?;
+        }
         let stager = Stager::new(table.store(), attempt, config.stage_options());
         let per_shard = |name: &str| match (table.shard(), source.files().first()) {
             (Some(_), Some(f)) => format!("{}/{name}", f.name),

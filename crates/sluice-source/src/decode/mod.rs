@@ -272,6 +272,21 @@ impl LineDecoder {
         &self.options
     }
 
+    /// Rejects records without these key fields (`missing_key`) from now on: the row key the
+    /// pipeline dedupes by, which a record without it must never be merged by.
+    pub fn set_key(&mut self, key: Vec<String>) -> Result<(), DecodeError> {
+        let options = DecodeOptions {
+            key,
+            ..self.options.clone()
+        };
+        let (time_field, key, read) = Self::check(&self.schema, &options)?;
+        self.options = options;
+        self.time_field = time_field;
+        self.key = key;
+        self.read = read;
+        Ok(())
+    }
+
     /// Decodes against `schema` from now on (a table re-read after another writer grew it).
     pub fn set_schema(&mut self, schema: SchemaRef) -> Result<(), DecodeError> {
         let (time_field, key, read) = Self::check(&schema, &self.options)?;
