@@ -56,7 +56,7 @@ pub(crate) fn widen<'a>(
 }
 
 /// The type a JSON value is stored as: as schema inference types it.
-fn value_type(value: &Value) -> Option<DataType> {
+pub(crate) fn value_type(value: &Value) -> Option<DataType> {
     if value.is_null() {
         return None;
     }

@@ -315,6 +315,13 @@ impl LineDecoder {
                 d.added = added;
                 return Ok(d);
             }
+            // Every line decodes when unknown fields are left out: if none of those fields has
+            // a value (a field that is always null), or they are to be ignored, this is the
+            // chunk. (Fields to add or reject take the slow path below.)
+            if let Some(mut d) = self.decode_leaving_out(chunk, &lines)? {
+                d.added = added;
+                return Ok(d);
+            }
             // Slow path: each line on its own, then the good ones decoded together.
             let adding = self.options.evolution == SchemaEvolution::Add;
             let mut to_add: Vec<walk::Unknown> = Vec::new();
@@ -418,6 +425,51 @@ impl LineDecoder {
             d.ignored_rows = ignored_rows;
             return Ok(d);
         }
+    }
+
+    /// The chunk decoded in one pass with unknown fields left out, when that loses nothing
+    /// the pipeline wants: no unknown field has a value, or they are ignored (and counted).
+    /// `None` when a line is bad, or has a field to add or reject.
+    fn decode_leaving_out(
+        &self,
+        chunk: &Chunk,
+        lines: &[(i64, &[u8])],
+    ) -> Result<Option<Decoded>, DecodeError> {
+        let Some(batch) = self.decode_all(&chunk.data, lines.len(), false) else {
+            return Ok(None);
+        };
+        let mut ignored: BTreeMap<String, u64> = BTreeMap::new();
+        let mut ignored_rows = 0u64;
+        let evolution = self.options.evolution;
+        let adding = evolution == SchemaEvolution::Add;
+        for (_, line) in lines {
+            let Ok(unknowns) = walk::unknown_fields(line, self.schema.fields(), adding) else {
+                return Ok(None);
+            };
+            if unknowns.is_empty() {
+                continue;
+            }
+            // Under `add`, only values with nothing to store (`{}`) are left out, as below.
+            let keep_going = match evolution {
+                SchemaEvolution::Ignore => true,
+                SchemaEvolution::Add => unknowns
+                    .iter()
+                    .all(|u| evolve::value_type(&u.value).is_none()),
+                SchemaEvolution::Reject => false,
+            };
+            if !keep_going {
+                return Ok(None);
+            }
+            ignored_rows += 1;
+            for u in unknowns {
+                *ignored.entry(u.path()).or_default() += 1;
+            }
+        }
+        let offsets = lines.iter().map(|(o, _)| *o).collect();
+        let mut d = self.finish(chunk, lines, batch, offsets, Vec::new())?;
+        d.ignored = ignored;
+        d.ignored_rows = ignored_rows;
+        Ok(Some(d))
     }
 
     /// Decodes `data` holding exactly `rows` objects; `None` if any line is bad.

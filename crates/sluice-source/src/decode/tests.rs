@@ -432,3 +432,21 @@ fn the_column_limit_turns_new_fields_into_dead_letters() {
     );
     assert_eq!(out.ignored.get("c"), Some(&1));
 }
+
+/// A field that is always null, or `{}`, carries nothing: the chunk decodes in one pass,
+/// every row kept, and `{}` (under `add`, nothing to store) is counted as left out.
+#[test]
+fn fields_with_nothing_to_store_do_not_stop_a_chunk() {
+    let mut d = LineDecoder::new(schema(), DecodeOptions::new("ts", TimeFormat::Rfc3339)).unwrap();
+    let out = d
+        .decode(&chunk(concat!(
+            "{\"ts\":\"2026-10-03T14:00:00Z\",\"n\":1,\"gone\":null}\n",
+            "{\"ts\":\"2026-10-03T14:00:01Z\",\"n\":2,\"gone\":null,\"meta\":{}}\n",
+        )))
+        .unwrap();
+    assert_eq!(out.batch.num_rows(), 2);
+    assert!(out.rejects.is_empty() && out.added.is_empty());
+    assert_eq!(out.ignored_rows, 1);
+    assert_eq!(out.ignored.get("meta"), Some(&1));
+    assert_eq!(d.schema().fields().len(), 2);
+}
