@@ -44,6 +44,8 @@ struct Alternative {
     id: &'static str,
     what: &'static str,
     command: CommandFor,
+    /// Whether it reads the nested input (for its MB/s).
+    nested: bool,
 }
 
 /// Wall time and peak RSS of each run of one alternative.
@@ -86,7 +88,7 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     let (lines, bytes) = generate(&sluice, args.events, &[], &input)?;
     // The same events, nested as GitHub's event archive is (same row count).
     let nested = work.join("nested");
-    generate(&sluice, args.events, &["--shape", "nested"], &nested)?;
+    let (_, nested_bytes) = generate(&sluice, args.events, &["--shape", "nested"], &nested)?;
 
     let flat_src = format!("ndjson:{}", input.display());
     let nested_src = format!("ndjson:{}", nested.display());
@@ -116,33 +118,49 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     let alternatives = vec![
         Alternative {
             id: "a",
+            nested: false,
             what: "floor: arrow-json decode + Parquet per hour, decode and encode on 2 threads, no Delta log",
             command: bench("floor", &["--threads", "2"]),
         },
         Alternative {
             id: "b",
+            nested: false,
             what: "deltalake 1.1 `write` (append, hour-partitioned, no dedupe, no offsets)",
             command: bench("delta-write", &[]),
         },
         Alternative {
             id: "c",
+            nested: false,
             what: "`sluice run` swap mode, 1h windows, `--key event_id`, late rewrite",
             command: sluice_run(&flat_src, &["--window", "1h"]),
         },
         Alternative {
             id: "d",
+            nested: false,
             what: "`sluice run` merge mode (`--mode merge`), otherwise as (c)",
             command: sluice_run(&flat_src, &["--window", "1h", "--mode", "merge"]),
         },
         Alternative {
             id: "e",
+            nested: false,
             what: "(c) with 1-day windows (24x larger), memory check",
             command: sluice_run(&flat_src, &["--window", "1d"]),
         },
         Alternative {
             id: "f",
+            nested: true,
             what: "(c) over the same events nested like GitHub's event archive (objects 3 deep, arrays of objects, maps, nulls; schema inferred)",
             command: sluice_run(&nested_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "g",
+            nested: true,
+            what: "the floor (a) over the nested events of (f): what their size costs any writer",
+            command: {
+                let floor = bench("floor", &["--threads", "2"]);
+                let nested = nested.clone();
+                Box::new(move |_: &Path, out: &Path| floor(&nested, out)) as CommandFor
+            },
         },
     ];
     let mut samples: Vec<Samples> = alternatives.iter().map(|_| Samples::default()).collect();
@@ -180,7 +198,13 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     } else {
         None
     };
-    let mut report = report(&alternatives, &samples, lines, bytes, args.runs);
+    let mut report = report(
+        &alternatives,
+        &samples,
+        lines,
+        (bytes, nested_bytes),
+        args.runs,
+    );
     if let Some(log) = &log {
         log_report(&mut report, log);
     }
@@ -275,7 +299,7 @@ fn report(
     alternatives: &[Alternative],
     samples: &[Samples],
     lines: u64,
-    bytes: u64,
+    (bytes, nested_bytes): (u64, u64),
     runs: usize,
 ) -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -302,8 +326,10 @@ fn report(
     let _ = writeln!(
         r,
         "Input: {lines} lines, {:.1} MB of NDJSON (24 hours, 3% duplicate deliveries, 2% out of order, 0.5% hours late). \
+         The same events nested (f, g): {:.1} MB. \
          Each alternative is one process, run {runs} times in alternation; medians of wall time and peak RSS (`ru_maxrss`).\n",
-        bytes as f64 / 1e6
+        bytes as f64 / 1e6,
+        nested_bytes as f64 / 1e6
     );
     let _ = writeln!(r, "| | what | wall | rows/s | input MB/s | peak RSS |");
     let _ = writeln!(r, "| --- | --- | --- | --- | --- | --- |");
@@ -315,7 +341,7 @@ fn report(
             a.id,
             a.what,
             lines as f64 / wall / 1e6,
-            bytes as f64 / 1e6 / wall,
+            if a.nested { nested_bytes } else { bytes } as f64 / 1e6 / wall,
             s.median_rss_kib() / 1024
         );
     }
@@ -368,6 +394,21 @@ fn report(
         r,
         "| rows/s nested (f) / flat (c) | {f_over_c:.2} | ≥ 0.7 | {} |",
         verdict(f_over_c >= 0.7)
+    );
+    let _ = writeln!(
+        r,
+        "| input MB/s nested (f) / flat (c) | {:.2} | (bytes per second, whatever the shape) | |",
+        (nested_bytes as f64 / wall("f")) / (bytes as f64 / wall("c"))
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s floor nested (g) / floor flat (a) | {:.2} | (what the nested rows' size costs the floor) | |",
+        wall("a") / wall("g")
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s nested (f) / floor nested (g) | {:.2} | (compare with (c)/(a)) | |",
+        wall("g") / wall("f")
     );
     r
 }
