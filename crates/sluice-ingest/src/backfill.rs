@@ -1,21 +1,23 @@
 //! Backfill: recompute a range of windows from a bounded source, the batch rerun of the same
-//! definition the stream uses (windows, row keys, dedupe winners), published by the same swap.
+//! definition the stream uses (windows, row keys, dedupe winners), through the stream's own
+//! path: rows buffered within `--flush-bytes-max` (parts staged per key bucket above it), each
+//! window published by the [`Publisher`] as a stream's first publication (deduped one group of
+//! key buckets at a time), so a day-long window costs the memory a stream's does.
 
 use std::collections::{BTreeMap, HashMap};
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
-use serde_json::json;
-use sluice_publish::{Coverage, Publication, Replace, WindowTable};
+use sluice_publish::{Coverage, WindowTable};
 use sluice_source::{LineDecoder, NdjsonSource};
 use sluice_stage::Stager;
 use sluice_window::{EventTime, Window};
 
-use crate::buffer::{read_rows, Buffers};
-use crate::config::{Clock, IngestConfig, IngestError};
-use crate::dedupe::with_positions;
-use crate::publish::unique_rows;
-
+use crate::buffer::Buffers;
+use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
+use crate::dedupe::{record_fields, with_positions};
+use crate::publisher::{Plan, Policy, Publisher};
+use crate::run::with_ranges;
 /// What a backfill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BackfillSummary {
@@ -62,7 +64,6 @@ pub async fn backfill(
     progress: &mut dyn FnMut(BackfillProgress),
 ) -> Result<(BackfillSummary, WindowTable), IngestError> {
     let mut summary = BackfillSummary::default();
-    let mut stager = Stager::new(table.store(), attempt, config.stage_options());
     let mut decoder = decoder.clone();
     if let Some(key) = &config.key {
         decoder.set_key(key.columns.clone())?;
@@ -70,7 +71,13 @@ pub async fn backfill(
     table
         .grow_schema(decoder.schema())
         .map_err(|e| IngestError::Schema(Box::new(e)))?;
-    let mut schema = table.staging_schema().clone();
+    let stager = Stager::new(table.store(), attempt, config.stage_options());
+    // A backfill publishes by swap whatever the stream's mode (a merge-mode table is
+    // recomputed by running the stream again; the binary says so).
+    let mut policy = Policy::of(config);
+    policy.mode = PublishMode::Swap;
+    let mut publisher = Publisher::new(policy, table, None, stager);
+    decoder.set_schema(publisher.adopt_table_schema())?;
     let mut buffers = Buffers::new(config.flush_bytes_max);
     let total: u64 = source.files().iter().map(|f| f.len).sum();
     let mut reader = source.reader(&HashMap::new(), config.chunk_bytes)?;
@@ -78,11 +85,11 @@ pub async fn backfill(
         let decoded = decoder.decode(&chunk)?;
         if !decoded.added.is_empty() {
             // New fields: the table grows by them with the first window published.
-            table
+            publisher
+                .table_mut()
                 .grow_schema(&decoded.batch.schema())
                 .map_err(|e| IngestError::Schema(Box::new(e)))?;
-            schema = table.staging_schema().clone();
-            decoder.set_schema(crate::dedupe::record_fields(&schema))?;
+            decoder.set_schema(publisher.adopt_table_schema())?;
         }
         summary.bytes += chunk.data.len() as u64;
         summary.rejected += decoded.rejects.len() as u64;
@@ -99,12 +106,12 @@ pub async fn backfill(
                 summary.outside += 1;
             }
         }
+        let schema = publisher.file_schema().clone();
         for (window, rows) in groups {
             summary.rows += rows.len() as u64;
             let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
             let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
-            let records =
-                sluice_stage::align_batch(&records, &crate::dedupe::record_fields(&schema))?;
+            let records = sluice_stage::align_batch(&records, &record_fields(&schema))?;
             let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
             let batch = with_positions(&schema, &records, &name, offsets)?;
             buffers.push(window, batch, &name, first, last);
@@ -114,15 +121,9 @@ pub async fn backfill(
                 break;
             };
             let batches = buffers.take_batches(window);
-            let address = table.address(window);
-            let part = stager.stage(&address, &schema, batches).await?;
-            buffers.add_part(
-                window,
-                crate::buffer::Part {
-                    file: part,
-                    bucket: None,
-                },
-            );
+            for part in publisher.stage_parts(window, batches).await? {
+                buffers.add_part(window, part);
+            }
         }
         progress(BackfillProgress::Read {
             bytes: summary.bytes,
@@ -135,7 +136,8 @@ pub async fn backfill(
         partition: last.name.to_string(),
         offset: last.len as i64,
     };
-    let covered: HashMap<Window, Coverage> = table
+    let covered: HashMap<Window, Coverage> = publisher
+        .table_mut()
         .published_windows(&config.pipeline)
         .await?
         .into_iter()
@@ -147,35 +149,24 @@ pub async fn backfill(
         let buffer = buffers.remove(window);
         if !force && covered.get(&window).is_some_and(|c| *c >= coverage) {
             summary.windows_unchanged += 1;
+            publisher.discard(buffer).await;
         } else {
-            let address = table.address(window);
-            let inputs = read_rows(&stager, &buffer.parts, buffer.batches).await?;
-            let rows = unique_rows(&schema, &inputs, config.key.as_ref())?;
-            let file = stager.stage(&address, &schema, vec![rows]).await?;
-            let mut ranges: Vec<_> = buffer.ranges.iter().collect();
-            ranges.sort();
-            let published = table
-                .publish(Publication {
-                    pipeline: config.pipeline.clone(),
-                    window,
-                    files: vec![file],
-                    replace: Replace::Window,
-                    coverage: coverage.clone(),
-                    txns: Vec::new(),
-                    position_ranges: json!(ranges
-                        .iter()
-                        .map(|(p, (lo, hi))| json!({"partition": p, "first_offset": lo, "last_offset": hi, "backfill": true}))
-                        .collect::<Vec<_>>()),
-                    published_at_ms: clock.now_ms(),
-                })
+            // No txns: a backfill never moves the stream's offsets. Its coverage is the
+            // whole source, so a stream that later replays these events recognises them.
+            let plan = Plan {
+                txns: Vec::new(),
+                position_ranges: serde_json::Value::Null,
+                coverage: coverage.clone(),
+                now_ms: clock.now_ms(),
+            };
+            let plan = with_ranges(plan, &buffer, true);
+            let committed = publisher
+                .publish(window, buffer, false, plan, false)
                 .await?;
-            summary.windows_published += 1;
-            summary.last_version = Some(published.version);
-            tracing::info!(window = %address.label(), version = published.version, rows = published.rows, "backfilled");
-        }
-        for part in buffer.parts.iter().map(|p| &p.file) {
-            if let Err(e) = stager.delete(&part.path).await {
-                tracing::warn!(path = %part.path, error = %e, "could not delete an intermediate part");
+            if let Some(c) = committed {
+                summary.windows_published += 1;
+                summary.last_version = Some(c.published.version);
+                tracing::info!(window = %publisher.table().address(window).label(), version = c.published.version, rows = c.published.rows, "backfilled");
             }
         }
         progress(BackfillProgress::Published {
@@ -183,5 +174,5 @@ pub async fn backfill(
             total: n,
         });
     }
-    Ok((summary, table))
+    Ok((summary, publisher.into_table()))
 }

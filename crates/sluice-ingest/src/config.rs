@@ -160,6 +160,8 @@ pub enum IngestError {
     Schema(Box<sluice_publish::OpenError>),
     #[error(transparent)]
     Derive(Box<crate::derive::DeriveError>),
+    #[error("{count} dead letters have no dead-letter table to go to")]
+    NoDeadLetterTable { count: usize },
 }
 
 impl IngestError {

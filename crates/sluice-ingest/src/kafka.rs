@@ -18,12 +18,12 @@ use sluice_publish::{DeadLetterTable, TableOptions, WindowTable};
 use sluice_source::kafka::{
     partition_name, KafkaConsumer, KafkaEvent, KafkaOptions, KafkaSourceError, ResumeLookup,
 };
-use sluice_source::{Chunk, LineDecoder, NdjsonSource};
+use sluice_source::{Chunk, LineDecoder, LogPartition};
 use sluice_window::Shard;
 use tokio::sync::watch;
 
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
-use crate::run::Ingester;
+use crate::run::{Ingester, Restarts};
 
 /// How long `--until-idle` waits at least for the group's first assignment of the process:
 /// several session timeouts and a rebalance of a group whose members come and go.
@@ -69,7 +69,7 @@ pub enum KafkaRunError {
 
 /// One assigned partition: its writer and where its messages stand.
 struct Owned<'a> {
-    ingester: Ingester<'a>,
+    ingester: Ingester<'a, LogPartition>,
     name: String,
     /// Messages of an older generation were fetched before the last seek: dropped.
     generation: u64,
@@ -78,9 +78,8 @@ struct Owned<'a> {
     /// The first offset read, for a partition the table had no position of (where a seek
     /// after a rebuild must go back to).
     origin: Option<i64>,
-    /// Commits before the last failure: a failure after no new commit counts toward
-    /// [`IngestConfig::restarts_max`].
-    failures: u32,
+    /// Its consecutive failures and restarts from the table.
+    restarts: Restarts,
 }
 
 /// What a finished run reports: the sum over every partition this process owned.
@@ -178,19 +177,19 @@ impl KafkaRun {
                             }
                             stale => {
                                 if let Some(old) = stale {
-                                    summary.run.absorb(&old.ingester.summary);
+                                    summary.run.absorb(old.ingester.summary());
                                 }
                                 opened += 1;
                                 self.open_partition(p, opened, clock).await?
                             }
                         };
                         if let Some(old) = owned.insert(p, shard) {
-                            summary.run.absorb(&old.ingester.summary);
+                            summary.run.absorb(old.ingester.summary());
                         }
                     }
                     for (p, old) in parked.drain() {
                         tracing::info!(partition = p, "revoked: dropped its unpublished state");
-                        summary.run.absorb(&old.ingester.summary);
+                        summary.run.absorb(old.ingester.summary());
                     }
                 }
                 Some(KafkaEvent::Revoked(partitions)) => {
@@ -219,10 +218,13 @@ impl KafkaRun {
                     let (chunk, count) = shard.admit(chunk, budget);
                     summary.messages += count;
                     if let Some(chunk) = chunk {
-                        let commits = shard.ingester.summary.commits;
-                        let taken = self.take(shard, chunk).await;
-                        self.settle(partition, shard, taken, &consumer).await?;
-                        if shard.ingester.summary.commits > commits {
+                        let commits = shard.ingester.summary().commits;
+                        let before = shard.ingester.commits();
+                        shard.next = Some(chunk.end());
+                        let taken = shard.ingester.take_chunk(&chunk).await;
+                        self.settle(partition, shard, taken, before, &consumer)
+                            .await?;
+                        if shard.ingester.summary().commits > commits {
                             consumer.commit_for_monitoring(vec![(
                                 partition,
                                 shard.committed().unwrap_or(0),
@@ -236,12 +238,13 @@ impl KafkaRun {
                 None => {
                     // Quiet: late batches that are due, pending dead letters.
                     for (p, shard) in owned.iter_mut() {
+                        let before = shard.ingester.commits();
                         let done = async {
-                            shard.ingester.publish_sealed().await?;
+                            shard.ingester.publish_due().await?;
                             shard.ingester.commit_dead_letters().await
                         }
                         .await;
-                        self.settle(*p, shard, done, &consumer).await?;
+                        self.settle(*p, shard, done, before, &consumer).await?;
                     }
                     if let Some(t) = self.until_idle_ms {
                         let now_ms = clock.now_ms();
@@ -290,7 +293,7 @@ impl KafkaRun {
                     })
                 }
             }
-            summary.run.absorb(&shard.ingester.summary);
+            summary.run.absorb(shard.ingester.summary());
         }
         consumer.stop();
         Ok(summary)
@@ -325,7 +328,7 @@ impl KafkaRun {
         let dlq = DeadLetterTable::open_or_create(&self.dlq).await?;
         let ingester = Ingester::recover(
             self.config.clone(),
-            NdjsonSource::log_partition(&name),
+            LogPartition::new(&name),
             self.decoder.clone(),
             table,
             dlq,
@@ -340,19 +343,10 @@ impl KafkaRun {
             generation: 0,
             next: None,
             origin: None,
-            failures: 0,
+            restarts: Restarts::default(),
         };
         owned.next = owned.committed();
         Ok(owned)
-    }
-
-    /// Decodes and takes one chunk of a partition (with the partition's own decoder: its
-    /// schema grows with what the partition's records add).
-    async fn take(&self, shard: &mut Owned<'_>, chunk: Chunk) -> Result<(), IngestError> {
-        let decoded = shard.ingester.decoder.decode(&chunk)?;
-        shard.next = Some(chunk.end());
-        shard.ingester.summary.bytes += chunk.data.len() as u64;
-        shard.ingester.take(decoded, &chunk).await
     }
 
     /// After a partition's step: on a resumable failure, rebuilds its writer from the table
@@ -363,24 +357,16 @@ impl KafkaRun {
         partition: i32,
         shard: &mut Owned<'_>,
         result: Result<(), IngestError>,
+        commits_before: u64,
         consumer: &KafkaConsumer,
     ) -> Result<(), KafkaRunError> {
-        let fail = |source| KafkaRunError::Partition { partition, source };
-        let Err(mut error) = result else {
-            shard.failures = 0;
+        let restarted = shard
+            .restarts
+            .settle(&mut shard.ingester, result, commits_before)
+            .await
+            .map_err(|source| KafkaRunError::Partition { partition, source })?;
+        if !restarted {
             return Ok(());
-        };
-        loop {
-            if !error.is_resumable() || shard.failures >= self.config.restarts_max {
-                return Err(fail(error));
-            }
-            shard.failures += 1;
-            shard.ingester.summary.restarts += 1;
-            tracing::warn!(partition, error = %error, "re-reading the table and resuming the partition from it");
-            match shard.ingester.reload().await {
-                Ok(()) => break,
-                Err(e) => error = e,
-            }
         }
         let from = shard.committed().or(shard.origin);
         shard.next = from;
@@ -398,7 +384,7 @@ impl KafkaRun {
 impl Owned<'_> {
     /// The table's resume offset of this partition, as the writer last read or wrote it.
     fn committed(&self) -> Option<i64> {
-        self.ingester.committed.get(&self.name).copied()
+        self.ingester.resume_offset(&self.name)
     }
 
     /// The part of `chunk` this writer has not seen (replays of what the table or the writer

@@ -24,8 +24,11 @@ mod dedupe;
 mod derive;
 mod follow;
 mod kafka;
-mod publish;
+mod ledger;
+mod ndjson;
+mod publisher;
 mod run;
+mod state;
 
 pub use backfill::{backfill, BackfillProgress, BackfillSummary};
 pub use config::{

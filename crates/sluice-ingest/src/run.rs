@@ -1,108 +1,62 @@
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+//! The runner of one pipeline over one replayable log into one window table (one shard of
+//! it, for a sharded table): it feeds decoded chunks to the [`WindowState`], buffers the rows
+//! it keeps, and has the [`Publisher`] publish what the state says is due, with the `txn`s
+//! the [`Ledger`] names. Restarts from the table go through [`Restarts`], for every kind of
+//! run alike.
+
+use std::sync::Arc;
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::datatypes::SchemaRef;
-use sluice_publish::{shard_sealed_txn, DeadLetter, DeadLetterTable, WindowTable};
-use sluice_source::{Chunk, Decoded, LineDecoder, NdjsonSource, Position, RAW_BYTES_MAX};
+use serde_json::json;
+use sluice_publish::{Coverage, DeadLetter, DeadLetterTable, WindowTable};
+use sluice_source::{Chunk, Decoded, LineDecoder, ReplayLog, RAW_BYTES_MAX};
 use sluice_stage::{align_batch, Stager};
-use sluice_window::{EventTime, Observed, Route, Watermark, WatermarkState, Window, WindowBook};
-use tokio::sync::mpsc;
+use sluice_window::Window;
 
-use crate::buffer::Buffers;
-use crate::config::{Clock, IngestConfig, IngestError, LatePolicy, RunSummary};
+use crate::buffer::WindowBuffer;
+use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
 use crate::dedupe::{record_fields, with_positions};
 use crate::derive::Deriver;
-use crate::follow::Follow;
+use crate::ledger::Ledger;
+use crate::publisher::{Committed, Plan, Policy, Publisher};
+use crate::state::{Rules, WindowState};
 
-/// The `txn` partition name under which the watermark's input is stored: the largest event
-/// time read before the resume position. A leading dot: NDJSON sources skip hidden files, so
-/// no source partition can have this name.
-pub(crate) const MAX_EVENT_TIME_TXN: &str = ".max_event_time_us";
-
-/// The `txn` partition name of the clock-skew guard's state at the resume position (see
-/// [`sluice_window::SkewGuard`]; [`WatermarkState::ahead_code`]): ahead events in a row, and
-/// the earliest of them. It goes down as well as up (`sluice_publish::STATE_TXN_PREFIX`).
-pub(crate) const AHEAD_TXN: &str = ".state.ahead";
-
-/// One run of a pipeline over an NDJSON source into a window table.
-pub struct Ingester<'a> {
-    pub(crate) config: IngestConfig,
-    pub(crate) source: NdjsonSource,
-    /// Decodes the source's records; its schema grows with the records' new fields (schema
+/// One run of a pipeline over the replayable log `L` into a window table: an NDJSON source
+/// ([`sluice_source::NdjsonSource`]) or one Kafka partition
+/// ([`sluice_source::LogPartition`]).
+pub struct Ingester<'a, L: ReplayLog> {
+    config: IngestConfig,
+    log: L,
+    /// Decodes the log's records; its schema grows with the records' new fields (schema
     /// evolution), and a reload resets it to the table's (plus `declared`).
-    pub(crate) decoder: LineDecoder,
+    decoder: LineDecoder,
     /// The record schema the run started with (the table's, or what a schema file adds to
     /// it): a reload grows the re-read table's schema by it again.
     declared: SchemaRef,
-    /// The schema of the rows this run buffers and stages: the record fields (the table's,
-    /// grown by the records read) and the position columns.
-    pub(crate) file_schema: SchemaRef,
-    pub(crate) table: WindowTable,
-    pub(crate) dlq: DeadLetterTable,
-    pub(crate) stager: Stager,
-    pub(crate) clock: &'a dyn Clock,
-    pub(crate) book: WindowBook<Position>,
-    pub(crate) watermark: Watermark,
-    /// Per open window: the watermark's input before its first held event (what the
-    /// watermark must be restored to if the stream resumes at that event).
-    pub(crate) max_before_hold: HashMap<Window, WatermarkState>,
-    pub(crate) buffers: Buffers,
-    /// Resume offsets in the table, per file name.
-    pub(crate) committed: HashMap<String, i64>,
-    /// The largest event time before the committed resume position, as stored in the table.
-    pub(crate) committed_max_event_us: Option<i64>,
-    /// The skew guard's state at the committed resume position
-    /// ([`WatermarkState::ahead_code`]).
-    pub(crate) committed_ahead: Option<i64>,
-    /// Open windows holding events far ahead of the stream: published on their own after the
-    /// late batch interval (the watermark may never reach them).
-    pub(crate) ahead_windows: BTreeSet<Window>,
-    /// In a sharded table, the shard's sealed-through `txn` ([`shard_sealed_txn`]) and its
-    /// committed value: how far this shard has sealed, for readers of the table.
-    pub(crate) sealed_txn: Option<String>,
-    pub(crate) committed_sealed_us: Option<i64>,
-    /// Per file name: every dead letter below this offset is in the dead-letter table.
-    pub(crate) dead_committed: HashMap<String, i64>,
-    /// Dead letters read but not yet committed.
-    pub(crate) dead_pending: Vec<DeadLetter>,
-    /// The next unread position.
-    pub(crate) read_position: Position,
-    /// Per file name, where the next read of it starts (the end of the last chunk read).
-    pub(crate) cursors: HashMap<String, i64>,
-    /// Published windows holding late rows, with the (processing) time the first of them was
-    /// read: they are republished once [`IngestConfig::late_batch_ms`] has passed.
-    pub(crate) late_since_ms: HashMap<Window, i64>,
-    /// Set when every held window must publish now (end of input, idle seal), late batches
-    /// included.
-    pub(crate) draining: bool,
+    clock: &'a dyn Clock,
+    state: WindowState,
+    ledger: Ledger,
+    publisher: Publisher,
     /// The pipeline's derived tables, recomputed after each raw commit.
-    pub(crate) deriver: Option<Deriver>,
-    /// The `txn` partition name of the watermark's input ([`MAX_EVENT_TIME_TXN`]); in a
-    /// sharded table, each shard has its own (`<source partition>/.max_event_time_us`), as
-    /// each has its own watermark.
-    pub(crate) watermark_txn: String,
-    /// The `txn` partition name of the skew guard's state ([`AHEAD_TXN`]; per shard in a
-    /// sharded table).
-    pub(crate) ahead_txn: String,
-    pub(crate) summary: RunSummary,
-    /// A publication whose file is still being staged on a task of its own (at most one);
-    /// it commits before any other commit of the run.
-    pub(crate) pending: Option<crate::publish::Pending>,
+    deriver: Option<Deriver>,
+    summary: RunSummary,
 }
 
-impl<'a> Ingester<'a> {
+impl<'a, L: ReplayLog> Ingester<'a, L> {
     /// Recovers the pipeline's state from the tables: resume offsets, watermark, published
-    /// windows and dead-letter offsets.
+    /// windows and dead-letter offsets. `attempt` names this run's staged files apart from
+    /// every other run's.
     pub async fn recover(
         config: IngestConfig,
-        source: NdjsonSource,
+        log: L,
         decoder: LineDecoder,
         table: WindowTable,
         dlq: DeadLetterTable,
         attempt: String,
         clock: &'a dyn Clock,
-    ) -> Result<Ingester<'a>, IngestError> {
+    ) -> Result<Ingester<'a, L>, IngestError> {
         if matches!(config.mode, crate::config::PublishMode::Merge(_)) && config.key.is_none() {
             return Err(IngestError::MergeNeedsKey);
         }
@@ -112,46 +66,26 @@ impl<'a> Ingester<'a> {
             decoder.set_key(key.columns.clone())?;
         }
         let stager = Stager::new(table.store(), attempt, config.stage_options());
-        let per_shard = |name: &str| match (table.shard(), source.files().first()) {
-            (Some(_), Some(f)) => format!("{}/{name}", f.name),
-            _ => name.to_string(),
-        };
-        let watermark_txn = per_shard(MAX_EVENT_TIME_TXN);
-        let ahead_txn = per_shard(AHEAD_TXN);
+        let ledger = Ledger::new(&log, table.shard());
         let declared = decoder.schema().clone();
-        let file_schema = table.file_schema().clone();
+        let state = WindowState::resumed(
+            Rules::of(&config),
+            std::iter::empty(),
+            log.resume_at(&Default::default()),
+            Default::default(),
+        );
+        let publisher = Publisher::new(Policy::of(&config), table, Some(dlq), stager);
         let mut ingester = Ingester {
-            watermark: Watermark::new(config.lateness_ms.saturating_mul(1000))
-                .with_guard(config.skew),
-            buffers: Buffers::new(config.flush_bytes_max),
-            book: WindowBook::from_published(std::iter::empty()),
-            max_before_hold: HashMap::new(),
-            committed: HashMap::new(),
-            committed_max_event_us: None,
-            committed_ahead: None,
-            ahead_windows: BTreeSet::new(),
-            sealed_txn: table.shard().map(shard_sealed_txn),
-            committed_sealed_us: None,
-            dead_committed: HashMap::new(),
-            dead_pending: Vec::new(),
-            read_position: first_unread(&source, &HashMap::new()),
-            cursors: HashMap::new(),
-            late_since_ms: HashMap::new(),
-            draining: false,
-            deriver: None,
-            watermark_txn,
-            ahead_txn,
             config,
-            source,
+            log,
             decoder,
             declared,
-            file_schema,
-            table,
-            dlq,
-            stager,
             clock,
+            state,
+            ledger,
+            publisher,
+            deriver: None,
             summary: RunSummary::default(),
-            pending: None,
         };
         ingester.read_table_state().await?;
         Ok(ingester)
@@ -161,69 +95,51 @@ impl<'a> Ingester<'a> {
     /// published windows and their coverage, dead-letter offsets; buffered rows and pending
     /// dead letters are dropped (they are re-read from the source).
     async fn read_table_state(&mut self) -> Result<(), IngestError> {
-        let mut names: Vec<String> = self
-            .source
-            .files()
+        let pipeline = &self.config.pipeline;
+        let partitions: Vec<String> = self
+            .log
+            .partitions()
             .iter()
-            .map(|f| f.name.to_string())
+            .map(|p| p.to_string())
             .collect();
-        self.dead_committed = self
-            .dlq
-            .committed_offsets(&self.config.pipeline, &names)
+        let dead = self.publisher.dead_letter_offsets(&partitions).await?;
+        let names = self.ledger.txn_names(&self.log);
+        let txns = self
+            .publisher
+            .table_mut()
+            .resume_offsets(pipeline, &names)
             .await?;
-        names.push(self.watermark_txn.clone());
-        names.push(self.ahead_txn.clone());
-        names.extend(self.sealed_txn.clone());
-        let mut committed = self
-            .table
-            .resume_offsets(&self.config.pipeline, &names)
+        self.ledger.restore(txns, dead);
+        self.log.check_resume(self.ledger.committed())?;
+        let published = self
+            .publisher
+            .table_mut()
+            .published_windows(pipeline)
             .await?;
-        self.committed_max_event_us = committed.remove(&self.watermark_txn);
-        self.committed_ahead = committed.remove(&self.ahead_txn);
-        self.committed_sealed_us = match &self.sealed_txn {
-            Some(name) => committed.remove(name),
-            None => None,
-        };
-        self.source.check_append_only(&committed)?;
-        self.cursors = committed.clone();
-        self.committed = committed;
-        let published = self.table.published_windows(&self.config.pipeline).await?;
-        let source = &self.source;
-        self.book = WindowBook::from_published(published.into_iter().map(|p| {
-            (
-                p.window,
-                source.position_of(&p.coverage.partition, p.coverage.offset),
-            )
-        }));
-        self.read_position = first_unread(&self.source, &self.committed);
-        self.buffers = Buffers::new(self.config.flush_bytes_max);
-        self.max_before_hold.clear();
-        self.late_since_ms.clear();
-        self.ahead_windows.clear();
-        self.draining = false;
-        self.dead_pending.clear();
-        self.watermark = Watermark::new(self.config.lateness_ms.saturating_mul(1000))
-            .with_guard(self.config.skew)
-            .resumed(
-                WatermarkState {
-                    max_seen: self.committed_max_event_us.map(EventTime::from_micros),
-                    ..WatermarkState::default()
-                }
-                .with_ahead_code(self.committed_ahead.unwrap_or(0)),
-            );
+        let log = &self.log;
+        self.state = WindowState::resumed(
+            Rules::of(&self.config),
+            published.into_iter().map(|p| {
+                (
+                    p.window,
+                    log.position_of(&p.coverage.partition, p.coverage.offset),
+                )
+            }),
+            self.log.resume_at(self.ledger.committed()),
+            self.ledger.watermark_state(),
+        );
         // The table's columns (another writer may have added some), grown by what this run
         // declared; what the records add is added again as they are re-read.
-        self.table
+        self.publisher
+            .table_mut()
             .grow_schema(&self.declared)
             .map_err(|e| IngestError::Schema(Box::new(e)))?;
-        self.adopt_table_schema()?;
-        Ok(())
+        self.adopt_table_schema()
     }
 
     /// Decodes and stages with the table's (staging) schema from now on.
     fn adopt_table_schema(&mut self) -> Result<(), IngestError> {
-        self.file_schema = self.table.staging_schema().clone();
-        let record = record_fields(&self.file_schema);
+        let record = self.publisher.adopt_table_schema();
         self.decoder.set_schema(record)?;
         Ok(())
     }
@@ -233,17 +149,14 @@ impl<'a> Ingester<'a> {
     fn grow(&mut self, decoded: &Decoded) -> Result<(), IngestError> {
         let record = decoded.batch.schema();
         let added = self
-            .table
+            .publisher
+            .table_mut()
             .grow_schema(&record)
             .map_err(|e| IngestError::Schema(Box::new(e)))?;
         self.adopt_table_schema()?;
         if !added.is_empty() {
             let at = decoded.offsets.first().copied().unwrap_or_default();
-            let name = self
-                .source
-                .name(decoded.file)
-                .map(|n| n.to_string())
-                .unwrap_or_default();
+            let name = self.partition_name(decoded.file);
             tracing::info!(fields = %added.join(", "), source = %name, near_offset = at, "new fields: the table grows by these columns with its next commit");
             for f in added {
                 if !self.summary.fields_added.contains(&f) {
@@ -259,135 +172,96 @@ impl<'a> Ingester<'a> {
     /// derived rows after each raw commit that changes it.
     pub async fn with_deriver(mut self, mut deriver: Deriver) -> Result<Self, IngestError> {
         deriver
-            .catch_up(&mut self.table, self.clock.now_ms())
+            .catch_up(self.publisher.table_mut(), self.clock.now_ms())
             .await?;
         self.deriver = Some(deriver);
         Ok(self)
     }
 
-    /// Reads the source to its end, publishing every window it seals.
-    ///
-    /// A resumable failure ([`IngestError::is_resumable`]) makes the run re-read the tables and
-    /// resume from them, exactly as a restarted process would, up to
-    /// [`IngestConfig::restarts_max`] times in a row without a successful commit.
-    pub async fn run(self) -> Result<(RunSummary, WindowTable), IngestError> {
-        self.drive(None).await
-    }
-
-    /// Follows the source (opened with [`NdjsonSource::open_following`]) until
-    /// [`Follow::stop`] says so or it stayed idle for [`Follow::until_idle_ms`]; see
-    /// [`Follow`]. Resumable failures are handled as in [`Ingester::run`].
-    pub async fn follow(self, follow: Follow) -> Result<(RunSummary, WindowTable), IngestError> {
-        self.drive(Some(follow)).await
-    }
-
-    async fn drive(
-        mut self,
-        mut follow: Option<Follow>,
-    ) -> Result<(RunSummary, WindowTable), IngestError> {
-        let mut failures = 0u32;
-        loop {
-            let commits_before = self.summary.commits + self.summary.dead_letter_commits;
-            let outcome = match follow.as_mut() {
-                None => self.read_to_end().await,
-                Some(f) => self.follow_until_stopped(f).await,
-            };
-            let outcome = match (outcome, self.deriver.as_mut()) {
-                (Ok(()), Some(d)) => d.settle(self.clock.now_ms()).await.map_err(Into::into),
-                (outcome, _) => outcome,
-            };
-            if let Some(d) = &self.deriver {
-                self.summary.derived = d.summary.clone();
-            }
-            let mut error = match outcome {
-                Ok(()) => return Ok((self.summary, self.table)),
-                Err(e) => e,
-            };
-            if self.summary.commits + self.summary.dead_letter_commits > commits_before {
-                failures = 0;
-            }
-            loop {
-                if !error.is_resumable() || failures >= self.config.restarts_max {
-                    return Err(error);
-                }
-                failures += 1;
-                self.summary.restarts += 1;
-                tracing::warn!(error = %error, restart = failures, "re-reading the table and resuming from it");
-                match self.reload().await {
-                    Ok(()) => break,
-                    Err(e) => error = e,
-                }
-            }
+    /// Brings the derived tables up to the raw table (end of a bounded run).
+    pub(crate) async fn settle_derived(&mut self) -> Result<(), IngestError> {
+        let now_ms = self.clock.now_ms();
+        let outcome = match self.deriver.as_mut() {
+            Some(d) => d.settle(now_ms).await.map_err(Into::into),
+            None => Ok(()),
+        };
+        if let Some(d) = &self.deriver {
+            self.summary.derived = d.summary.clone();
         }
+        outcome
     }
 
+    /// What the run did so far.
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// Input bytes read by the caller (a log whose chunks the caller reads).
+    pub(crate) fn count_bytes(&mut self, bytes: u64) {
+        self.summary.bytes += bytes;
+    }
+
+    /// Commits made so far (data and dead letters): a restart that follows new commits
+    /// starts its count of consecutive failures over.
+    pub(crate) fn commits(&self) -> u64 {
+        self.summary.commits + self.summary.dead_letter_commits
+    }
+
+    pub(crate) fn log(&self) -> &L {
+        &self.log
+    }
+
+    pub(crate) fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
+    /// The table's resume offset of source partition `name`, as last read or written.
+    pub fn resume_offset(&self, name: &str) -> Option<i64> {
+        self.ledger.committed().get(name).copied()
+    }
+
+    /// Where each source partition's next read starts.
+    pub(crate) fn cursors(&self) -> &std::collections::HashMap<String, i64> {
+        self.ledger.cursors()
+    }
+
+    /// The decoder, for a caller that decodes on a thread of its own.
+    pub(crate) fn decoder(&self) -> &LineDecoder {
+        &self.decoder
+    }
+
+    /// Chunk size and chunks in flight of the run's reads.
+    pub(crate) fn config(&self) -> &IngestConfig {
+        &self.config
+    }
+
+    pub(crate) fn clock(&self) -> &'a dyn Clock {
+        self.clock
+    }
+
+    /// Ends the run, handing back the table.
+    pub(crate) fn finish(self) -> (RunSummary, WindowTable) {
+        (self.summary, self.publisher.into_table())
+    }
+
+    /// Re-reads the tables and resumes from them, exactly as a restarted process would: what
+    /// was buffered or staging is dropped and read again from the log.
     pub(crate) async fn reload(&mut self) -> Result<(), IngestError> {
-        // A publication still staging is dropped (its task stopped): the table decides.
-        self.pending = None;
-        self.table.reload().await?;
-        self.dlq.reload().await?;
+        self.publisher.reload().await?;
         self.read_table_state().await?;
         if let Some(d) = self.deriver.as_mut() {
-            d.catch_up(&mut self.table, self.clock.now_ms()).await?;
+            d.catch_up(self.publisher.table_mut(), self.clock.now_ms())
+                .await?;
         }
         Ok(())
     }
 
-    async fn read_to_end(&mut self) -> Result<(), IngestError> {
-        self.read_pass(None).await?;
-        self.drain().await
-    }
-
-    /// Seals and publishes every held window (late batches included), then commits the
-    /// pending dead letters.
-    pub(crate) async fn drain(&mut self) -> Result<(), IngestError> {
-        self.watermark.end_of_input();
-        self.draining = true;
-        self.publish_sealed().await?;
-        self.commit_dead_letters().await
-    }
-
-    /// Reads what the source holds now, from the cursors, routing and publishing as it goes;
-    /// returns the bytes read. Stops early, between chunks, once `stop` says so.
-    pub(crate) async fn read_pass(
-        &mut self,
-        stop: Option<&tokio::sync::watch::Receiver<bool>>,
-    ) -> Result<u64, IngestError> {
-        type Item = Result<(Decoded, Chunk), IngestError>;
-        let (tx, mut rx) = mpsc::channel::<Item>(self.config.chunks_in_flight_max.max(1));
-        let mut reader = self.source.reader(&self.cursors, self.config.chunk_bytes)?;
-        let mut decoder = self.decoder.clone();
-        let thread = std::thread::Builder::new()
-            .name("sluice-reader".into())
-            .spawn(move || loop {
-                let item = match reader.next_chunk() {
-                    Ok(Some(chunk)) => decoder
-                        .decode(&chunk)
-                        .map(|d| (d, chunk))
-                        .map_err(IngestError::from),
-                    Ok(None) => return,
-                    Err(e) => Err(e.into()),
-                };
-                let stop = item.is_err();
-                if tx.blocking_send(item).is_err() || stop {
-                    return;
-                }
-            })
-            .map_err(|_| IngestError::ReaderGone)?;
-        let mut bytes = 0u64;
-        while let Some(item) = rx.recv().await {
-            let (decoded, chunk) = item?;
-            bytes += chunk.data.len() as u64;
-            self.take(decoded, &chunk).await?;
-            if stop.is_some_and(|s| *s.borrow()) {
-                break;
-            }
-        }
-        // Dropping the receiver ends the reader thread at its next chunk.
-        drop(rx);
-        thread.join().map_err(|_| IngestError::ReaderGone)?;
-        self.summary.bytes += bytes;
-        Ok(bytes)
+    /// Decodes `chunk` with the run's decoder and takes it (a log whose records the caller
+    /// receives, such as a Kafka partition).
+    pub(crate) async fn take_chunk(&mut self, chunk: &Chunk) -> Result<(), IngestError> {
+        let decoded = self.decoder.decode(chunk)?;
+        self.summary.bytes += chunk.data.len() as u64;
+        self.take(decoded, chunk).await
     }
 
     /// Takes one decoded chunk: routes its rows to their windows, stages parts while the
@@ -397,28 +271,32 @@ impl<'a> Ingester<'a> {
         decoded: Decoded,
         chunk: &Chunk,
     ) -> Result<(), IngestError> {
-        if let Some(name) = self.source.name(chunk.file) {
-            self.cursors.insert(name.to_string(), chunk.end());
-        }
-        // The decoder (this run's, or the reader thread's copy) grew the schema by fields the
+        let name = self.partition_name(chunk.file);
+        self.ledger.read_to(&name, chunk.end());
+        // The decoder (this run's, or a reader thread's copy) grew the schema by fields the
         // table lacks: the table grows by them with its next commit.
-        if decoded.batch.schema().fields() != record_fields(&self.file_schema).fields() {
+        if decoded.batch.schema().fields() != record_fields(self.publisher.file_schema()).fields() {
             self.grow(&decoded)?;
         }
-        self.route(decoded, chunk)?;
-        while self.buffers.over_budget() {
-            self.flush_largest().await?;
+        self.route(decoded, chunk, &name)?;
+        while let Some((window, batches)) = self.state.take_largest() {
+            for part in self.publisher.stage_parts(window, batches).await? {
+                self.state.add_part(window, part);
+                self.summary.parts_flushed += 1;
+            }
         }
-        self.publish_sealed_overlapping().await
+        self.publish_due_overlapping().await
     }
 
-    fn route(&mut self, decoded: Decoded, chunk: &Chunk) -> Result<(), IngestError> {
-        let name = self
-            .source
-            .name(decoded.file)
+    fn partition_name(&self, file: u32) -> Arc<str> {
+        self.log
+            .partition_of(sluice_source::Position { file, offset: 0 })
             .cloned()
-            .unwrap_or_else(|| "?".into());
-        let dead_below = self.dead_committed.get(name.as_ref()).copied().unwrap_or(0);
+            .unwrap_or_else(|| "?".into())
+    }
+
+    fn route(&mut self, decoded: Decoded, chunk: &Chunk, name: &str) -> Result<(), IngestError> {
+        let dead_below = self.ledger.dead_below(name);
         if decoded.ignored_rows > 0 {
             self.summary.rows_with_ignored_fields += decoded.ignored_rows;
             for (f, n) in &decoded.ignored {
@@ -430,7 +308,7 @@ impl<'a> Ingester<'a> {
             if r.offset < dead_below {
                 continue; // in the dead-letter table already (a replay)
             }
-            self.dead_pending.push(DeadLetter {
+            self.publisher.dead_letter(DeadLetter {
                 source: name.to_string(),
                 offset: r.offset,
                 reason: r.reason.as_str().to_string(),
@@ -439,98 +317,37 @@ impl<'a> Ingester<'a> {
                 window: None,
             });
         }
-        let size = self.config.window;
-        let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
-        let mut last: Option<(Window, Vec<u32>)> = None;
-        for (i, (t, offset)) in decoded.event_times.iter().zip(&decoded.offsets).enumerate() {
-            let window = Window::containing(size, *t);
-            let position = Position {
-                file: decoded.file,
-                offset: *offset,
-            };
-            let wm = self.watermark.current();
-            let route = self.book.route(window, &position, wm);
-            let keep = match route {
-                Route::Replayed => {
-                    self.summary.replayed += 1;
-                    false
-                }
-                Route::Buffer => true,
-                Route::Late => {
-                    self.summary.late += 1;
-                    let too_late = self.config.max_rewrite_age_ms.is_some_and(|age| {
-                        window
-                            .end()
-                            .as_micros()
-                            .saturating_add(age.saturating_mul(1000))
-                            < wm.as_micros()
-                    });
-                    let reason = if too_late {
-                        Some("too_late")
-                    } else if self.config.late == LatePolicy::Drop {
-                        Some("late")
-                    } else {
-                        None
-                    };
-                    match reason {
-                        None => true,
-                        Some(reason) => {
-                            self.summary.late_dead_lettered += 1;
-                            if *offset >= dead_below {
-                                let label = self.table.address(window).label();
-                                self.dead_pending.push(DeadLetter {
-                                    source: name.to_string(),
-                                    offset: *offset,
-                                    reason: reason.to_string(),
-                                    detail: format!(
-                                        "event time {} is in window {label}, which the watermark {} passed",
-                                        t.to_rfc3339(),
-                                        wm.to_rfc3339()
-                                    ),
-                                    raw: raw_line(chunk, *offset),
-                                    window: Some(label),
-                                });
-                            }
-                            false
-                        }
-                    }
-                }
-            };
-            if keep {
-                if !self.book.is_open(window) {
-                    self.max_before_hold.insert(window, self.watermark.state());
-                    if route == Route::Late {
-                        self.late_since_ms.insert(window, self.clock.now_ms());
-                    }
-                }
-                self.book.hold(window, &position);
-                // Events mostly arrive in time order: keep the current window's rows
-                // aside instead of a map lookup per row.
-                match &mut last {
-                    Some((w, rows)) if *w == window => rows.push(i as u32),
-                    _ => {
-                        if let Some((w, rows)) = last.take() {
-                            groups.entry(w).or_default().extend(rows);
-                        }
-                        last = Some((window, vec![i as u32]));
-                    }
-                }
+        let routed = self.state.route(
+            decoded.file,
+            &decoded.event_times,
+            &decoded.offsets,
+            self.clock.now_ms(),
+        );
+        self.summary.replayed += routed.replayed;
+        self.summary.late += routed.late;
+        self.summary.ahead += routed.ahead;
+        self.summary.late_dead_lettered += routed.dropped.len() as u64;
+        for late in &routed.dropped {
+            let offset = decoded.offsets[late.index];
+            if offset < dead_below {
+                continue;
             }
-            if self.watermark.observe(*t) == Observed::Ahead && keep && route == Route::Buffer {
-                // Far ahead of the stream: its window is published on its own (after the
-                // late batch), not when the watermark reaches it, which it may never do.
-                self.summary.ahead += 1;
-                self.ahead_windows.insert(window);
-                self.late_since_ms
-                    .entry(window)
-                    .or_insert_with(|| self.clock.now_ms());
-            }
-        }
-        if let Some((w, rows)) = last {
-            groups.entry(w).or_default().extend(rows);
+            let label = self.publisher.table().address(late.window).label();
+            self.publisher.dead_letter(DeadLetter {
+                source: name.to_string(),
+                offset,
+                reason: late.reason.as_str().to_string(),
+                detail: format!(
+                    "event time {} is in window {label}, which the watermark {} passed",
+                    late.event_time.to_rfc3339(),
+                    late.watermark.to_rfc3339()
+                ),
+                raw: raw_line(chunk, offset),
+                window: Some(label),
+            });
         }
         self.summary.rows += decoded.offsets.len() as u64;
-        let schema = self.file_schema.clone();
+        let schema = self.publisher.file_schema().clone();
         let record_schema = record_fields(&schema);
         // Rows decoded before this run grew the schema (the reader decodes ahead).
         let batch = if decoded.batch.schema().fields() == record_schema.fields() {
@@ -538,10 +355,12 @@ impl<'a> Ingester<'a> {
         } else {
             align_batch(&decoded.batch, &record_schema)?
         };
-        let everything =
-            groups.len() == 1 && groups.values().all(|r| r.len() == decoded.offsets.len());
-        for (window, mut rows) in groups {
-            rows.sort_unstable();
+        let everything = routed.groups.len() == 1
+            && routed
+                .groups
+                .values()
+                .all(|r| r.len() == decoded.offsets.len());
+        for (window, rows) in routed.groups {
             let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
             let records = if everything {
                 batch.clone()
@@ -549,15 +368,180 @@ impl<'a> Ingester<'a> {
                 take_record_batch(&batch, &UInt32Array::from(rows))?
             };
             let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
-            let batch = with_positions(&schema, &records, &name, offsets)?;
-            self.buffers.push(window, batch, &name, first, last);
+            let batch = with_positions(&schema, &records, name, offsets)?;
+            self.state.buffer(window, batch, name, first, last);
         }
-        self.read_position = Position {
+        self.state.read_to(sluice_source::Position {
             file: decoded.file,
             offset: chunk.end(),
-        };
+        });
         Ok(())
     }
+
+    /// Seals and publishes every held window (late batches included), then commits the
+    /// pending dead letters.
+    pub(crate) async fn drain(&mut self) -> Result<(), IngestError> {
+        self.state.end_of_input();
+        self.publish_due().await?;
+        self.commit_dead_letters().await
+    }
+
+    /// Seals every open window (an idle source): the watermark moves to the end of the
+    /// newest one, as if an event that much past it had arrived. The moved watermark is
+    /// stored with the next commit like any other, so a restart treats later events for
+    /// these windows as late, as this run does. Returns whether any window was open.
+    pub(crate) async fn seal_idle(&mut self) -> Result<bool, IngestError> {
+        if !self.state.begin_idle_seal() {
+            return Ok(false);
+        }
+        let published = self.publish_due().await;
+        self.state.end_idle_seal();
+        published?;
+        self.summary.idle_seals += 1;
+        tracing::info!(watermark = %self.state.watermark().to_rfc3339(), "idle: sealed every open window");
+        Ok(true)
+    }
+
+    /// Publishes every due window; every publication is committed when this returns.
+    pub(crate) async fn publish_due(&mut self) -> Result<(), IngestError> {
+        self.publish_due_with(false).await?;
+        self.finish_pending().await
+    }
+
+    /// As [`Ingester::publish_due`], but the last first publication may still be staging
+    /// (dedupe and encode on a task of its own) when this returns, so that routing the next
+    /// rows overlaps it. A publication whose staging is done is committed first.
+    async fn publish_due_overlapping(&mut self) -> Result<(), IngestError> {
+        if self.publisher.pending_ready() {
+            self.finish_pending().await?;
+        }
+        self.publish_due_with(true).await
+    }
+
+    async fn publish_due_with(&mut self, overlap: bool) -> Result<(), IngestError> {
+        for window in self.state.due(self.clock.now_ms()) {
+            self.finish_pending().await?;
+            self.commit_dead_letters().await?;
+            let plan = self.plan(window);
+            let (buffer, republish) = self.state.take_for_publication(window);
+            let plan = with_ranges(plan, &buffer, false);
+            let committed = self
+                .publisher
+                .publish(window, buffer, republish, plan, overlap)
+                .await?;
+            if let Some(committed) = committed {
+                self.after_commit(committed).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the publication left staging, if any.
+    pub(crate) async fn finish_pending(&mut self) -> Result<(), IngestError> {
+        match self.publisher.finish_pending().await? {
+            Some(committed) => self.after_commit(committed).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Commits the pending dead letters with the dead-letter offsets moved to the read
+    /// position. Runs before every data commit, so no data commit ever moves the resume
+    /// position past a dead letter that is not in the dead-letter table.
+    pub(crate) async fn commit_dead_letters(&mut self) -> Result<(), IngestError> {
+        if !self.publisher.has_dead_letters() {
+            return Ok(());
+        }
+        let through = self
+            .ledger
+            .dead_through(&self.log, self.state.read_position());
+        if self
+            .publisher
+            .commit_dead_letters(&through, self.clock.now_ms())
+            .await?
+        {
+            self.summary.dead_letter_commits += 1;
+            self.ledger.dead_committed(through);
+        }
+        Ok(())
+    }
+
+    /// What a publication of `window` commits along with its files, as of now: the offsets
+    /// (and watermark) the stream resumes from once it is published, and its coverage.
+    fn plan(&self, window: Window) -> Plan {
+        let resume = self.state.resume_excluding(window);
+        let state = self.state.watermark_before(resume, window);
+        let txns = self
+            .ledger
+            .txns(&self.log, resume, state, self.state.lateness_us());
+        let read = self.state.read_position();
+        Plan {
+            txns,
+            position_ranges: serde_json::Value::Null,
+            coverage: Coverage {
+                partition: self
+                    .log
+                    .partition_of(read)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+                offset: read.offset,
+            },
+            now_ms: self.clock.now_ms(),
+        }
+    }
+
+    /// The run's state after a publication's commit: the offsets it stored, derived tables,
+    /// the summary.
+    async fn after_commit(&mut self, c: Committed) -> Result<(), IngestError> {
+        // A MERGE that changes no row commits nothing (deltalake skips empty commits), and its
+        // offsets stay unwritten: the ledger must not claim them, or a later commit would
+        // leave them out.
+        if c.landed {
+            self.ledger.committed_txns(c.plan.txns);
+            if let Some(d) = self.deriver.as_mut() {
+                d.published(
+                    self.publisher.table(),
+                    c.window,
+                    c.published.version,
+                    c.plan.now_ms,
+                )
+                .await?;
+            }
+            self.summary.windows_published += 1;
+            self.summary.commits += 1;
+            self.summary.last_version = Some(c.published.version);
+        } else {
+            self.summary.merges_unchanged += 1;
+        }
+        tracing::info!(
+            window = %self.publisher.table().address(c.window).label(),
+            version = c.published.version,
+            rows = c.published.rows,
+            files_added = c.published.files_added,
+            files_removed = c.published.files_removed,
+            republish = c.republish,
+            merge = c.merge,
+            "published"
+        );
+        Ok(())
+    }
+}
+
+/// `plan` with the window's source position ranges (for the commit metadata); `backfill`
+/// marks them as a backfill's.
+pub(crate) fn with_ranges(mut plan: Plan, buffer: &WindowBuffer, backfill: bool) -> Plan {
+    let mut ranges: Vec<_> = buffer.ranges.iter().collect();
+    ranges.sort();
+    plan.position_ranges = json!(ranges
+        .iter()
+        .map(|(p, (lo, hi))| {
+            let mut range = json!({"partition": p, "first_offset": lo, "last_offset": hi});
+            if backfill {
+                range["backfill"] = json!(true);
+            }
+            range
+        })
+        .collect::<Vec<_>>());
+    plan
 }
 
 /// The line at `offset` of `chunk`, as text (lossy), cut at the dead-letter raw limit.
@@ -566,21 +550,46 @@ fn raw_line(chunk: &Chunk, offset: i64) -> String {
     String::from_utf8_lossy(&line[..line.len().min(RAW_BYTES_MAX)]).into_owned()
 }
 
-/// The first position a run reads: the first file not fully consumed, at its resume offset;
-/// or the end of the last file when all are.
-pub(crate) fn first_unread(source: &NdjsonSource, committed: &HashMap<String, i64>) -> Position {
-    for (i, f) in source.files().iter().enumerate() {
-        let offset = committed.get(f.name.as_ref()).copied().unwrap_or(0);
-        if (offset as u64) < f.len {
-            return Position {
-                file: 2 * i as u32 + 1,
-                offset,
-            };
+/// Consecutive resumable failures of one run (or one Kafka partition's writer), and the
+/// restart from the table that follows each: the one restart loop of every kind of run.
+#[derive(Debug, Default)]
+pub(crate) struct Restarts {
+    failures: u32,
+}
+
+impl Restarts {
+    /// After a step of `ingester` that ended in `result`, with `commits_before` commits made
+    /// before it: on a resumable failure, re-reads the tables and resumes from them (as a
+    /// restarted process would) and returns `true`; up to
+    /// [`IngestConfig::restarts_max`] failures in a row without a successful step or commit.
+    /// Anything else is returned as the error.
+    pub async fn settle<L: ReplayLog>(
+        &mut self,
+        ingester: &mut Ingester<'_, L>,
+        result: Result<(), IngestError>,
+        commits_before: u64,
+    ) -> Result<bool, IngestError> {
+        let mut error = match result {
+            Ok(()) => {
+                self.failures = 0;
+                return Ok(false);
+            }
+            Err(e) => e,
+        };
+        if ingester.commits() > commits_before {
+            self.failures = 0;
         }
-    }
-    let last = source.files().len() - 1;
-    Position {
-        file: 2 * last as u32 + 1,
-        offset: source.files()[last].len as i64,
+        loop {
+            if !error.is_resumable() || self.failures >= ingester.config.restarts_max {
+                return Err(error);
+            }
+            self.failures += 1;
+            ingester.summary.restarts += 1;
+            tracing::warn!(error = %error, restart = self.failures, "re-reading the table and resuming from it");
+            match ingester.reload().await {
+                Ok(()) => return Ok(true),
+                Err(e) => error = e,
+            }
+        }
     }
 }

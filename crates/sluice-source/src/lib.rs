@@ -2,6 +2,9 @@
 //!
 //! - [`ndjson`]: one NDJSON file or a directory of them, read in name order. An event's
 //!   position is `(file, byte offset of its line)`, so a restart seeks instead of re-reading.
+//! - [`log`]: the seam a run reads through, [`ReplayLog`]: ordered positions per source
+//!   partition, where to resume from the table's offsets, and which offsets a publication
+//!   moves. [`NdjsonSource`] and [`LogPartition`] (a Kafka partition) implement it.
 //! - [`decode`]: NDJSON lines to Arrow record batches with arrow-json, per chunk, falling back
 //!   to per-line decoding only for chunks that hold a bad line. Bad lines become [`Reject`]s
 //!   with their position and reason; good lines are never lost with them.
@@ -14,6 +17,7 @@
 pub mod decode;
 pub mod generate;
 pub mod kafka;
+pub mod log;
 pub mod ndjson;
 pub mod schema;
 
@@ -21,5 +25,6 @@ pub use decode::{
     DecodeError, DecodeOptions, Decoded, LineDecoder, Reject, RejectReason, SchemaEvolution,
     COLUMNS_MAX_DEFAULT, RAW_BYTES_MAX,
 };
+pub use log::{LogPartition, ReplayLog};
 pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Position, SourceError, SourceFile};
 pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};

@@ -80,21 +80,6 @@ impl NdjsonSource {
         })
     }
 
-    /// One partition of a message log (a Kafka topic partition) named `name`: positions are
-    /// `(1, message offset)`, and its messages come as [`Chunk::messages`] from the log's
-    /// consumer, not from a reader of this source. The partition has no end.
-    pub fn log_partition(name: &str) -> Self {
-        NdjsonSource {
-            root: PathBuf::from(name),
-            files: vec![SourceFile {
-                name: Arc::from(name),
-                path: PathBuf::from(name),
-                len: i64::MAX as u64,
-            }],
-            following: false,
-        }
-    }
-
     /// A followed source: like [`NdjsonSource::open`], but the last file is read only up to
     /// its last complete line, and [`NdjsonSource::refresh`] picks up what was appended.
     pub fn open_following(path: &Path) -> Result<Self, SourceError> {
@@ -191,6 +176,11 @@ impl NdjsonSource {
         &self.files
     }
 
+    /// The position ordinal of the `i`th file of this run (see [`Position`]).
+    pub(crate) fn ordinal(i: usize) -> u32 {
+        2 * i as u32 + 1
+    }
+
     pub fn file(&self, ordinal: u32) -> Option<&SourceFile> {
         if ordinal % 2 == 1 {
             self.files.get((ordinal / 2) as usize)
@@ -207,8 +197,8 @@ impl NdjsonSource {
     /// The position of `offset` in the file called `name`, which may not exist in this run.
     pub fn position_of(&self, name: &str, offset: i64) -> Position {
         let file = match self.files.binary_search_by(|f| f.name.as_ref().cmp(name)) {
-            Ok(i) => 2 * i as u32 + 1,
-            Err(i) => 2 * i as u32,
+            Ok(i) => NdjsonSource::ordinal(i),
+            Err(i) => NdjsonSource::ordinal(i) - 1,
         };
         Position { file, offset }
     }
@@ -221,7 +211,7 @@ impl NdjsonSource {
     /// The position after everything this run can read.
     pub fn end(&self) -> Position {
         Position {
-            file: 2 * self.files.len() as u32,
+            file: NdjsonSource::ordinal(self.files.len()) - 1,
             offset: 0,
         }
     }
@@ -508,7 +498,7 @@ impl NdjsonReader {
                 f.seek(SeekFrom::Current(-(carry as i64))).map_err(io)?;
             }
             let chunk = Chunk {
-                file: 2 * self.index as u32 + 1,
+                file: NdjsonSource::ordinal(self.index),
                 start: *at,
                 data,
                 message_offsets: None,

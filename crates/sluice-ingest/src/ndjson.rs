@@ -1,0 +1,130 @@
+//! Runs over an NDJSON source: read to the end (a bounded run), or follow the files as they
+//! grow. Reading and decoding run on a thread of their own, so they overlap with staging and
+//! commits; the runner takes the decoded chunks in order.
+
+use sluice_publish::WindowTable;
+use sluice_source::{Chunk, Decoded, NdjsonSource};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{IngestError, RunSummary};
+use crate::follow::{pause, Follow};
+use crate::run::{Ingester, Restarts};
+
+impl Ingester<'_, NdjsonSource> {
+    /// Reads the source to its end, publishing every window it seals.
+    ///
+    /// A resumable failure ([`IngestError::is_resumable`]) makes the run re-read the tables and
+    /// resume from them, exactly as a restarted process would, up to
+    /// [`crate::IngestConfig::restarts_max`] times in a row without a successful commit.
+    pub async fn run(self) -> Result<(RunSummary, WindowTable), IngestError> {
+        self.drive(None).await
+    }
+
+    /// Follows the source (opened with [`NdjsonSource::open_following`]) until
+    /// [`Follow::stop`] says so or it stayed idle for [`Follow::until_idle_ms`]; see
+    /// [`Follow`]. Resumable failures are handled as in [`Ingester::run`].
+    pub async fn follow(self, follow: Follow) -> Result<(RunSummary, WindowTable), IngestError> {
+        self.drive(Some(follow)).await
+    }
+
+    async fn drive(
+        mut self,
+        mut follow: Option<Follow>,
+    ) -> Result<(RunSummary, WindowTable), IngestError> {
+        let mut restarts = Restarts::default();
+        loop {
+            let commits_before = self.commits();
+            let outcome = match follow.as_mut() {
+                None => self.read_to_end().await,
+                Some(f) => self.follow_until_stopped(f).await,
+            };
+            let outcome = match outcome {
+                Ok(()) => self.settle_derived().await,
+                failed => failed,
+            };
+            let ended = outcome.is_ok();
+            restarts.settle(&mut self, outcome, commits_before).await?;
+            if ended {
+                return Ok(self.finish());
+            }
+        }
+    }
+
+    async fn read_to_end(&mut self) -> Result<(), IngestError> {
+        self.read_pass(None).await?;
+        self.drain().await
+    }
+
+    /// Reads what the source holds now, from the cursors, routing and publishing as it goes;
+    /// returns the bytes read. Stops early, between chunks, once `stop` says so.
+    async fn read_pass(
+        &mut self,
+        stop: Option<&watch::Receiver<bool>>,
+    ) -> Result<u64, IngestError> {
+        type Item = Result<(Decoded, Chunk), IngestError>;
+        let config = self.config();
+        let (tx, mut rx) = mpsc::channel::<Item>(config.chunks_in_flight_max.max(1));
+        let mut reader = self.log().reader(self.cursors(), config.chunk_bytes)?;
+        let mut decoder = self.decoder().clone();
+        let thread = std::thread::Builder::new()
+            .name("sluice-reader".into())
+            .spawn(move || loop {
+                let item = match reader.next_chunk() {
+                    Ok(Some(chunk)) => decoder
+                        .decode(&chunk)
+                        .map(|d| (d, chunk))
+                        .map_err(IngestError::from),
+                    Ok(None) => return,
+                    Err(e) => Err(e.into()),
+                };
+                let stop = item.is_err();
+                if tx.blocking_send(item).is_err() || stop {
+                    return;
+                }
+            })
+            .map_err(|_| IngestError::ReaderGone)?;
+        let mut bytes = 0u64;
+        while let Some(item) = rx.recv().await {
+            let (decoded, chunk) = item?;
+            bytes += chunk.data.len() as u64;
+            self.take(decoded, &chunk).await?;
+            if stop.is_some_and(|s| *s.borrow()) {
+                break;
+            }
+        }
+        // Dropping the receiver ends the reader thread at its next chunk.
+        drop(rx);
+        thread.join().map_err(|_| IngestError::ReaderGone)?;
+        self.count_bytes(bytes);
+        Ok(bytes)
+    }
+
+    async fn follow_until_stopped(&mut self, follow: &mut Follow) -> Result<(), IngestError> {
+        let mut last_input_ms = self.clock().now_ms();
+        loop {
+            let bytes = self.read_pass(Some(&follow.stop)).await?;
+            let now_ms = self.clock().now_ms();
+            if bytes > 0 {
+                last_input_ms = now_ms;
+            }
+            // Late batches whose interval passed while the source was quiet.
+            self.publish_due().await?;
+            self.commit_dead_letters().await?;
+            if *follow.stop.borrow() {
+                return Ok(());
+            }
+            let idle_ms = now_ms.saturating_sub(last_input_ms);
+            if follow.idle_timeout_ms.is_some_and(|t| idle_ms >= t) {
+                self.seal_idle().await?;
+            }
+            if follow.until_idle_ms.is_some_and(|t| idle_ms >= t) {
+                return Ok(());
+            }
+            pause(follow).await;
+            if *follow.stop.borrow() {
+                return Ok(());
+            }
+            self.log_mut().refresh()?;
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! The publisher of a run: stages a window's rows (parts while the memory budget is
+//! exceeded, then the window's deduped files), commits each publication (a swap of the
+//! window, a late-row append or rewrite, or a MERGE) with the `txn`s its [`Plan`] names, and
+//! commits dead letters before any data commit that moves offsets past them. It owns the
+//! run's table handles and its one publication that may still be staging; what a commit
+//! means for the run's offsets, derived tables and counts is the runner's to apply
+//! ([`Committed`]).
+
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::datatypes::SchemaRef;
+use sluice_publish::{
+    Coverage, DeadLetter, DeadLetterTable, MergeAction, MergePublication, MergeScope, Publication,
+    Published, Replace, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
+};
+use sluice_stage::{StageError, StageSlot, StagedFile, Stager};
+use sluice_window::{Address, Window};
+
+use crate::buffer::{read_rows, Part, WindowBuffer};
+use crate::config::{IngestConfig, IngestError, LatePolicy, PublishMode};
+use crate::dedupe::{
+    any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns, record_fields,
+    split_by_key, KeySpec, KEY_BUCKETS,
+};
+
+/// How a run publishes, fixed for the run.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    pub pipeline: String,
+    pub mode: PublishMode,
+    pub key: Option<KeySpec>,
+    pub late: LatePolicy,
+    pub flush_bytes_max: usize,
+}
+
+impl Policy {
+    pub fn of(config: &IngestConfig) -> Policy {
+        Policy {
+            pipeline: config.pipeline.clone(),
+            mode: config.mode,
+            key: config.key.clone(),
+            late: config.late,
+            flush_bytes_max: config.flush_bytes_max,
+        }
+    }
+
+    /// The columns that identify a row: the row key, or the source position.
+    fn key_columns(&self) -> Vec<String> {
+        match &self.key {
+            Some(key) => key.columns.clone(),
+            None => vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()],
+        }
+    }
+}
+
+/// A commit that landed (or a MERGE that changed nothing), for the runner to apply.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    pub window: Window,
+    pub plan: Plan,
+    pub published: Published,
+    /// Whether a commit was made: a MERGE that changes no row commits nothing, and its
+    /// `txn`s stay unwritten.
+    pub landed: bool,
+    pub republish: bool,
+    pub merge: bool,
+}
+
+/// The publisher; see the module doc.
+pub(crate) struct Publisher {
+    policy: Policy,
+    table: WindowTable,
+    /// The dead-letter table; `None` for a backfill, which leaves bad lines to the stream.
+    dlq: Option<DeadLetterTable>,
+    stager: Stager,
+    /// The schema of the rows this run buffers and stages: the record fields (the table's,
+    /// grown by the records read) and the position columns.
+    file_schema: SchemaRef,
+    /// A publication whose file is still being staged on a task of its own (at most one);
+    /// it commits before any other commit of the run.
+    pending: Option<Pending>,
+    /// Dead letters read but not yet committed.
+    dead_pending: Vec<DeadLetter>,
+}
+
+impl Publisher {
+    /// A publisher into `table`, dead letters into `dlq`, staging with `stager` (whose
+    /// attempt names files apart from every other publisher's).
+    pub fn new(
+        policy: Policy,
+        table: WindowTable,
+        dlq: Option<DeadLetterTable>,
+        stager: Stager,
+    ) -> Publisher {
+        Publisher {
+            policy,
+            file_schema: table.staging_schema().clone(),
+            table,
+            dlq,
+            stager,
+            pending: None,
+            dead_pending: Vec::new(),
+        }
+    }
+
+    pub fn table(&self) -> &WindowTable {
+        &self.table
+    }
+
+    pub fn table_mut(&mut self) -> &mut WindowTable {
+        &mut self.table
+    }
+
+    /// Per source partition, the offset below which every dead letter is in the
+    /// dead-letter table.
+    pub async fn dead_letter_offsets(
+        &self,
+        partitions: &[String],
+    ) -> Result<std::collections::HashMap<String, i64>, IngestError> {
+        match &self.dlq {
+            Some(dlq) => Ok(dlq
+                .committed_offsets(&self.policy.pipeline, partitions)
+                .await?),
+            None => Ok(Default::default()),
+        }
+    }
+
+    pub fn into_table(self) -> WindowTable {
+        self.table
+    }
+
+    pub fn file_schema(&self) -> &SchemaRef {
+        &self.file_schema
+    }
+
+    /// Stages with the table's (staging) schema from now on; returns its record fields.
+    pub fn adopt_table_schema(&mut self) -> SchemaRef {
+        self.file_schema = self.table.staging_schema().clone();
+        record_fields(&self.file_schema)
+    }
+
+    /// Re-reads both tables; a publication still staging is dropped (its task stopped) and
+    /// so are dead letters not committed (they are read again): the table decides.
+    pub async fn reload(&mut self) -> Result<(), IngestError> {
+        self.pending = None;
+        self.dead_pending.clear();
+        self.table.reload().await?;
+        if let Some(dlq) = self.dlq.as_mut() {
+            dlq.reload().await?;
+        }
+        Ok(())
+    }
+
+    pub fn dead_letter(&mut self, letter: DeadLetter) {
+        self.dead_pending.push(letter);
+    }
+
+    /// Commits the pending dead letters with the dead-letter offsets `through`; returns
+    /// whether there were any. Runs before every data commit, so no data commit ever moves
+    /// the resume position past a dead letter that is not in the dead-letter table.
+    pub async fn commit_dead_letters(
+        &mut self,
+        through: &[(String, i64)],
+        now_ms: i64,
+    ) -> Result<bool, IngestError> {
+        if self.dead_pending.is_empty() {
+            return Ok(false);
+        }
+        let Some(dlq) = self.dlq.as_mut() else {
+            return Err(IngestError::NoDeadLetterTable {
+                count: self.dead_pending.len(),
+            });
+        };
+        dlq.append(&self.policy.pipeline, &self.dead_pending, through, now_ms)
+            .await?;
+        self.dead_pending.clear();
+        Ok(true)
+    }
+
+    pub fn has_dead_letters(&self) -> bool {
+        !self.dead_pending.is_empty()
+    }
+
+    /// Stages `batches` of `window` as parts, to stay within the memory budget. With a row
+    /// key, one part per key bucket: the window's publication then dedupes a group of
+    /// buckets at a time instead of the whole window at once.
+    pub async fn stage_parts(
+        &mut self,
+        window: Window,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Vec<Part>, IngestError> {
+        let address = self.table.address(window);
+        let schema = self.file_schema.clone();
+        let split: Vec<(Option<u32>, Vec<RecordBatch>)> = match &self.policy.key {
+            Some(key) => split_by_key(batches, &key.columns, KEY_BUCKETS)?
+                .into_iter()
+                .enumerate()
+                .filter(|(_, b)| !b.is_empty())
+                .map(|(i, b)| (Some(i as u32), b))
+                .collect(),
+            None => vec![(None, batches)],
+        };
+        let mut parts = Vec::with_capacity(split.len());
+        for (bucket, batches) in split {
+            let file = self.stager.stage(&address, &schema, batches).await?;
+            parts.push(Part { file, bucket });
+        }
+        Ok(parts)
+    }
+
+    /// Whether the publication left staging has finished (its commit would not wait).
+    pub fn pending_ready(&self) -> bool {
+        self.pending
+            .as_ref()
+            .is_some_and(|p| p.staging.as_ref().is_none_or(|s| s.0.is_finished()))
+    }
+
+    /// Publishes `window` (its rows in `buffer`; `republish`: it was published before) with
+    /// the `txn`s and coverage of `plan`. A first publication in swap mode may, with
+    /// `overlap`, leave its dedupe and encode running on a task of its own; it is committed
+    /// by the next [`Publisher::finish_pending`], before any other commit. The caller
+    /// finishes any pending publication and commits dead letters first.
+    pub async fn publish(
+        &mut self,
+        window: Window,
+        buffer: WindowBuffer,
+        republish: bool,
+        plan: Plan,
+        overlap: bool,
+    ) -> Result<Option<Committed>, IngestError> {
+        debug_assert!(self.pending.is_none(), "a publication is still pending");
+        let address = self.table.address(window);
+        let schema = self.file_schema.clone();
+        let upsert = match (self.policy.mode, &self.policy.key) {
+            (PublishMode::Merge(scope), Some(key)) => Some((scope, key.clone())),
+            _ => None,
+        };
+        let merge = upsert.is_some() || (republish && self.policy.late == LatePolicy::Merge);
+        let intermediates = |buffer: &WindowBuffer| -> Vec<StagedFile> {
+            buffer.parts.iter().map(|p| p.file.clone()).collect()
+        };
+        if merge && self.table.schema_change_pending() {
+            // deltalake's MERGE cannot carry the new columns (it would write metadata of
+            // its own, with a new table id): in window scope the same rows are published by
+            // a swap of the window, with the new columns' metadata in its commit.
+            if let Some((MergeScope::Table, _)) = upsert {
+                return Err(IngestError::MergeCannotGrow {
+                    added: self.table.pending_added().join(", "),
+                });
+            }
+            let parts = intermediates(&buffer);
+            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+            let offered = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
+            let mut current = self.current_rows(&address).await?;
+            let rows = match upsert {
+                // Every key's winner among the window's rows and the offered ones: what
+                // the upsert would leave (the winner rule is the MERGE's).
+                Some(_) => {
+                    current.push(offered);
+                    unique_rows(&schema, &current, self.policy.key.as_ref())?
+                }
+                // Insert-if-absent: the window's rows, and the offered rows of absent keys.
+                None => {
+                    let absent =
+                        crate::dedupe::absent_rows(&offered, &current, &self.policy.key_columns())?;
+                    current.push(absent);
+                    crate::dedupe::concat_rows(&schema, &current)?
+                }
+            };
+            let files = vec![self.stager.stage(&address, &schema, vec![rows]).await?];
+            self.pending = Some(Pending {
+                window,
+                republish,
+                staging: None,
+                files,
+                replace: Replace::Window,
+                intermediates: parts,
+                plan,
+            });
+            return self.finish_pending().await;
+        }
+        if merge {
+            let parts = intermediates(&buffer);
+            let version_before = self.table.version();
+            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+            let rows = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
+            let (rows, action, scope) = match upsert {
+                Some((scope, key)) => {
+                    let incumbents = self
+                        .table
+                        .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
+                        .await?;
+                    (
+                        drop_losers(&rows, &incumbents, &key)?,
+                        MergeAction::Upsert,
+                        scope,
+                    )
+                }
+                None => (rows, MergeAction::InsertAbsent, MergeScope::Window),
+            };
+            let published = self
+                .table
+                .merge(MergePublication {
+                    pipeline: self.policy.pipeline.clone(),
+                    window,
+                    action,
+                    scope,
+                    rows,
+                    key_columns: self.policy.key_columns(),
+                    txns: plan.txns.clone(),
+                    position_ranges: plan.position_ranges.clone(),
+                    published_at_ms: plan.now_ms,
+                })
+                .await?;
+            self.delete_intermediates(parts).await;
+            return Ok(Some(Committed {
+                window,
+                landed: version_before != Some(published.version),
+                plan,
+                published,
+                republish,
+                merge,
+            }));
+        }
+        if republish {
+            // Dedupe by row key; the late rows are added as one more file when none of their
+            // keys is in the window yet, else the window is rewritten with them.
+            let parts = intermediates(&buffer);
+            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+            let mut unique = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
+            let mut replace = Replace::Window;
+            if self.keys_absent(&address, &unique).await? {
+                // The rewrite would keep every published row and add these: adding them as
+                // one more file gives the same rows without reading and re-encoding the
+                // window.
+                replace = Replace::Nothing;
+            } else {
+                let mut inputs = self.current_rows(&address).await?;
+                inputs.push(unique);
+                unique = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
+            }
+            let files = vec![self.stager.stage(&address, &schema, vec![unique]).await?];
+            self.pending = Some(Pending {
+                window,
+                republish,
+                staging: None,
+                files,
+                replace,
+                intermediates: parts,
+                plan,
+            });
+            return self.finish_pending().await;
+        }
+        self.pending = Some(self.first_publication(window, &address, buffer, plan));
+        if overlap {
+            Ok(None)
+        } else {
+            self.finish_pending().await
+        }
+    }
+
+    /// A window's first publication: its rows, deduped by row key if there is one, staged on
+    /// a task of its own one group of key buckets at a time (memory bounded by the budget).
+    fn first_publication(
+        &mut self,
+        window: Window,
+        address: &Address,
+        buffer: WindowBuffer,
+        plan: Plan,
+    ) -> Pending {
+        let schema = self.file_schema.clone();
+        let (files, intermediates, staging) = match self.policy.key.clone() {
+            // Keyed by position: the buffered rows are the window, parts included.
+            None => {
+                let parts: Vec<StagedFile> = buffer.parts.into_iter().map(|p| p.file).collect();
+                if buffer.batches.is_empty() {
+                    (parts, Vec::new(), None)
+                } else {
+                    let slot = self.stager.slot(address);
+                    let batches = buffer.batches;
+                    let staging = async move {
+                        let file = slot
+                            .write_computed(schema, move || Ok::<_, IngestError>(batches))
+                            .await?;
+                        Ok(vec![file])
+                    };
+                    (parts, Vec::new(), Some(tokio::spawn(staging)))
+                }
+            }
+            Some(key) => {
+                let groups = dedupe_groups(&buffer, self.policy.flush_bytes_max);
+                let slots = (0..groups).map(|_| self.stager.slot(address)).collect();
+                let parts: Vec<(Option<u32>, String)> = buffer
+                    .parts
+                    .iter()
+                    .map(|p| (p.bucket, p.file.path.clone()))
+                    .collect();
+                let staging = stage_deduped(slots, schema, parts, buffer.batches, key);
+                let intermediates = buffer.parts.into_iter().map(|p| p.file).collect();
+                (Vec::new(), intermediates, Some(tokio::spawn(staging)))
+            }
+        };
+        Pending {
+            window,
+            republish: false,
+            staging: staging.map(AbortOnDrop),
+            files,
+            replace: Replace::Window,
+            intermediates,
+            plan,
+        }
+    }
+
+    /// Commits the publication left staging by [`Publisher::publish`], once its files are
+    /// written. Every commit of the run goes through here or through the merge path, in the
+    /// order the windows sealed.
+    pub async fn finish_pending(&mut self) -> Result<Option<Committed>, IngestError> {
+        let Some(mut pending) = self.pending.take() else {
+            return Ok(None);
+        };
+        if let Some(staging) = pending.staging.as_mut() {
+            let staged = (&mut staging.0).await.map_err(StageError::from)??;
+            pending.files.extend(staged);
+        }
+        let version_before = self.table.version();
+        let published = self
+            .table
+            .publish(Publication {
+                pipeline: self.policy.pipeline.clone(),
+                window: pending.window,
+                files: std::mem::take(&mut pending.files),
+                replace: pending.replace,
+                coverage: pending.plan.coverage.clone(),
+                txns: pending.plan.txns.clone(),
+                position_ranges: pending.plan.position_ranges.clone(),
+                published_at_ms: pending.plan.now_ms,
+            })
+            .await?;
+        self.delete_intermediates(std::mem::take(&mut pending.intermediates))
+            .await;
+        Ok(Some(Committed {
+            window: pending.window,
+            landed: version_before != Some(published.version),
+            plan: pending.plan,
+            published,
+            republish: pending.republish,
+            merge: false,
+        }))
+    }
+
+    /// Drops a window's rows without publishing them (its staged parts deleted).
+    pub async fn discard(&self, buffer: WindowBuffer) {
+        self.delete_intermediates(buffer.parts.into_iter().map(|p| p.file).collect())
+            .await;
+    }
+
+    /// Deletes parts whose rows a commit published in other files. Best effort: an
+    /// intermediate left behind is an orphan that gc removes.
+    async fn delete_intermediates(&self, parts: Vec<StagedFile>) {
+        for part in parts {
+            if let Err(e) = self.stager.delete(&part.path).await {
+                tracing::warn!(path = %part.path, error = %e, "could not delete an intermediate part");
+            }
+        }
+    }
+
+    /// The rows the table holds at `address`.
+    async fn current_rows(&mut self, address: &Address) -> Result<Vec<RecordBatch>, IngestError> {
+        let mut rows: Vec<RecordBatch> = Vec::new();
+        for f in self.table.files_at(address).await? {
+            rows.extend(self.stager.read(&f.path).await?);
+        }
+        Ok(rows)
+    }
+
+    /// Whether none of `rows`' row keys is at `address` in the table yet: only the key
+    /// columns of the window's files are read. A key already there (a duplicate delivery, or
+    /// late rows re-read after a restart) means the window must be rewritten, so that the
+    /// key's winner is chosen among all its rows.
+    async fn keys_absent(
+        &mut self,
+        address: &Address,
+        rows: &RecordBatch,
+    ) -> Result<bool, IngestError> {
+        let columns = self.policy.key_columns();
+        let mut present: Vec<RecordBatch> = Vec::new();
+        for f in self.table.files_at(address).await? {
+            present.extend(self.stager.read_columns(&f.path, &columns).await?);
+        }
+        Ok(!any_key_in(rows, &present, &columns)?)
+    }
+}
+
+/// How many groups of key buckets a window's dedupe takes, one after the other: enough for
+/// each group's rows to hold at most half of `flush_bytes_max` in memory (its dedupe holds
+/// them about twice: the rows and the winners), a power of two up to [`KEY_BUCKETS`] (so
+/// that a group is `bucket % groups` of the parts' buckets and of the in-memory rows alike).
+/// Parts without buckets (none are staged that way with a key) make it one group.
+fn dedupe_groups(buffer: &WindowBuffer, flush_bytes_max: usize) -> u32 {
+    if buffer.parts.iter().any(|p| p.bucket.is_none()) {
+        return 1;
+    }
+    let group_bytes_max = (flush_bytes_max / 2).max(1);
+    let wanted = buffer.total_bytes().div_ceil(group_bytes_max);
+    (wanted.clamp(1, KEY_BUCKETS as usize) as u32).next_power_of_two()
+}
+
+/// Stages a window's rows deduped by `key`, one group of key buckets at a time (one file per
+/// group that has rows, in `slots`' names): each group's parts are read, joined by its
+/// in-memory rows, deduped and encoded, and dropped before the next group is read. Rows of
+/// one key are in one group, so the winners are those of one dedupe over the whole window.
+async fn stage_deduped(
+    slots: Vec<StageSlot>,
+    schema: SchemaRef,
+    parts: Vec<(Option<u32>, String)>,
+    batches: Vec<RecordBatch>,
+    key: KeySpec,
+) -> Result<Vec<StagedFile>, IngestError> {
+    let groups = slots.len().max(1) as u32;
+    let mut in_memory = if groups == 1 {
+        vec![batches]
+    } else {
+        let columns = key.columns.clone();
+        tokio::task::spawn_blocking(move || split_by_key(batches, &columns, groups))
+            .await
+            .map_err(StageError::from)??
+    };
+    let mut files = Vec::with_capacity(slots.len());
+    for (group, slot) in slots.into_iter().enumerate() {
+        let mut inputs: Vec<RecordBatch> = Vec::new();
+        for (bucket, path) in &parts {
+            if bucket.map_or(group == 0, |b| b % groups == group as u32) {
+                inputs.extend(slot.read(path).await?);
+            }
+        }
+        inputs.append(&mut in_memory[group]);
+        if groups > 1 && inputs.iter().all(|b| b.num_rows() == 0) {
+            continue; // no rows of this group: no file (its name stays unused)
+        }
+        let (dedupe_schema, key) = (schema.clone(), key.clone());
+        let file = slot
+            .write_computed(schema.clone(), move || {
+                Ok::<_, IngestError>(vec![dedupe(&dedupe_schema, &inputs, &key)?])
+            })
+            .await?;
+        files.push(file);
+    }
+    Ok(files)
+}
+
+/// The rows of `inputs` that win by row key (or source position, without a key).
+pub(crate) fn unique_rows(
+    schema: &deltalake::arrow::datatypes::SchemaRef,
+    inputs: &[RecordBatch],
+    key: Option<&KeySpec>,
+) -> Result<RecordBatch, IngestError> {
+    Ok(match key {
+        Some(key) => dedupe(schema, inputs, key)?,
+        None => dedupe_by_position(schema, inputs)?,
+    })
+}
+
+/// What a publication commits besides its files, fixed when its window is published: the
+/// resume offsets (and watermark) as of then, the window's position ranges, the read
+/// position its coverage records.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub txns: Vec<(String, i64)>,
+    pub position_ranges: serde_json::Value,
+    /// The source position the publication covers: rows up to it are in the window.
+    pub coverage: Coverage,
+    pub now_ms: i64,
+}
+
+/// A task staging a publication's file; dropping it (a reload, an abandoned partition)
+/// stops the task, and a file it wrote anyway is an orphan for gc.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<Result<Vec<StagedFile>, IngestError>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A publication decided but not committed yet: its files (one of them maybe still being
+/// staged) and what its commit records.
+#[derive(Debug)]
+struct Pending {
+    window: Window,
+    republish: bool,
+    staging: Option<AbortOnDrop>,
+    files: Vec<StagedFile>,
+    replace: Replace,
+    intermediates: Vec<StagedFile>,
+    plan: Plan,
+}
