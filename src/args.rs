@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 use sluice_ingest::{KeySpec, LatePolicy, PublishMode};
-use sluice_publish::{MergeScope, Pipelines};
+use sluice_publish::{MergeScope, Pipelines, CHECKPOINT_INTERVAL_DEFAULT};
 use sluice_source::kafka::StartAt;
 use sluice_source::{SchemaEvolution, COLUMNS_MAX_DEFAULT};
 use sluice_stage::Codec;
@@ -290,11 +290,11 @@ impl RunArgs {
 
 /// Validated options of `sluice run`.
 #[derive(Debug, Clone)]
-pub struct RunPlan {
+pub struct RunSettings {
     /// The NDJSON source (empty with a Kafka source).
     pub source: PathBuf,
     /// `Some` with a kafka: source.
-    pub kafka: Option<KafkaPlan>,
+    pub kafka: Option<KafkaSettings>,
     pub table: String,
     pub pipeline: String,
     /// Given for a new table (or checked against an existing one).
@@ -316,7 +316,7 @@ pub struct RunPlan {
     pub max_rewrite_age_ms: Option<i64>,
     pub late_batch_ms: i64,
     /// `Some` with --follow.
-    pub follow: Option<FollowPlan>,
+    pub follow: Option<FollowSettings>,
     pub flush_bytes_max: usize,
     pub chunk_bytes: usize,
     pub codec: Codec,
@@ -330,7 +330,7 @@ pub struct RunPlan {
 
 /// Validated Kafka source options.
 #[derive(Debug, Clone)]
-pub struct KafkaPlan {
+pub struct KafkaSettings {
     pub topic: String,
     pub brokers: String,
     pub group: String,
@@ -342,7 +342,7 @@ pub struct KafkaPlan {
 
 /// Validated --follow options.
 #[derive(Debug, Clone, Copy)]
-pub struct FollowPlan {
+pub struct FollowSettings {
     pub poll_ms: u64,
     pub idle_timeout_ms: Option<i64>,
     pub until_idle_ms: Option<i64>,
@@ -355,7 +355,7 @@ fn duration_option(flag: &str, text: Option<&str>) -> anyhow::Result<Option<i64>
 }
 
 impl RunArgs {
-    pub fn plan(self) -> anyhow::Result<RunPlan> {
+    pub fn settings(self) -> anyhow::Result<RunSettings> {
         let a = self.merge_config()?;
         let source = a
             .source
@@ -494,7 +494,7 @@ impl RunArgs {
             .ok_or_else(|| usage("--chunk-bytes: expected a size of at least 4KiB, like 4MiB"))?;
         let codec = Codec::parse_name(a.compression.as_deref().unwrap_or("snappy"))
             .ok_or_else(|| usage("--compression: use snappy or zstd"))?;
-        let checkpoint_interval = a.checkpoint_interval.unwrap_or(100);
+        let checkpoint_interval = a.checkpoint_interval.unwrap_or(CHECKPOINT_INTERVAL_DEFAULT);
         if checkpoint_interval == 0 {
             return Err(usage("--checkpoint-interval: must be at least 1"));
         }
@@ -505,10 +505,8 @@ impl RunArgs {
         let restarts_max = a.restarts_max.unwrap_or(5);
         let mut storage_options = HashMap::new();
         for kv in &a.storage_options {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| usage(format!("--storage-option {kv:?}: expected KEY=VALUE")))?;
-            storage_options.insert(k.to_string(), v.to_string());
+            let (k, v) = key_value("--storage-option", kv)?;
+            storage_options.insert(k, v);
         }
         let dlq = a.dlq.unwrap_or_else(|| default_dlq_location(&table));
         let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or("rewrite"))
@@ -553,15 +551,12 @@ impl RunArgs {
                     .ok_or_else(|| usage("--start: use earliest or latest"))?;
                 let mut client_options = Vec::new();
                 for kv in &a.kafka_options {
-                    let (k, v) = kv.split_once('=').ok_or_else(|| {
-                        usage(format!("--kafka-option {kv:?}: expected KEY=VALUE"))
-                    })?;
-                    client_options.push((k.to_string(), v.to_string()));
+                    client_options.push(key_value("--kafka-option", kv)?);
                 }
                 if a.max_events == Some(0) {
                     return Err(usage("--max-events: must be at least 1"));
                 }
-                Some(KafkaPlan {
+                Some(KafkaSettings {
                     topic,
                     brokers,
                     group: a.group.clone().unwrap_or_else(|| pipeline.clone()),
@@ -577,7 +572,7 @@ impl RunArgs {
             if poll_ms < 1 {
                 return Err(usage("--poll-interval: must be at least 1ms"));
             }
-            Some(FollowPlan {
+            Some(FollowSettings {
                 poll_ms: poll_ms as u64,
                 idle_timeout_ms,
                 until_idle_ms,
@@ -611,7 +606,7 @@ impl RunArgs {
             }
         }
         crate::derive::check(&a.derive, &[&table, &dlq])?;
-        Ok(RunPlan {
+        Ok(RunSettings {
             source,
             kafka,
             table,
@@ -677,6 +672,16 @@ pub fn parse_bytes(text: &str) -> Option<usize> {
     n.checked_mul(unit)
 }
 
+/// The one parser of `KEY=VALUE` flag values (`--storage-option`, `--kafka-option`,
+/// `--derive`, `--derive-sql`, `--derive-key`): the key trimmed and not empty, the value as
+/// given (it may hold `=`).
+pub fn key_value(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(usage(format!("{flag} {text:?}: expected KEY=VALUE"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -704,35 +709,35 @@ mod tests {
             window: Some("1h".into()),
             ..Default::default()
         };
-        let plan = args.plan().unwrap();
-        assert_eq!(plan.window, WindowSize::parse("1h").unwrap());
-        assert_eq!(plan.table, "t");
-        assert_eq!(plan.key.unwrap().columns, vec!["id".to_string()]);
-        assert_eq!(plan.dlq, "t_dlq");
-        assert_eq!(plan.late, LatePolicy::Rewrite);
+        let settings = args.settings().unwrap();
+        assert_eq!(settings.window, WindowSize::parse("1h").unwrap());
+        assert_eq!(settings.table, "t");
+        assert_eq!(settings.key.unwrap().columns, vec!["id".to_string()]);
+        assert_eq!(settings.dlq, "t_dlq");
+        assert_eq!(settings.late, LatePolicy::Rewrite);
 
         std::fs::write(&cfg, "sorce = \"x\"\n").unwrap();
         let err = RunArgs {
             config: Some(cfg),
             ..Default::default()
         }
-        .plan()
+        .settings()
         .unwrap_err();
         assert!(err.to_string().contains("sorce"), "{err}");
     }
 
     #[test]
     fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
-        let plan = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
+        let settings = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
             let mut args = RunArgs {
                 source: Some(source.into()),
                 table: Some("t".into()),
                 ..Default::default()
             };
             extra(&mut args);
-            args.plan()
+            args.settings()
         };
-        let p = plan("kafka:events", &|a| {
+        let p = settings("kafka:events", &|a| {
             a.brokers = Some("127.0.0.1:9092".into());
             a.until_idle = Some("30s".into());
             a.kafka_options = vec!["fetch.min.bytes=1".into()];
@@ -747,7 +752,7 @@ mod tests {
             vec![("fetch.min.bytes".into(), "1".into())]
         );
         let err = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
-            plan(source, extra).unwrap_err().to_string()
+            settings(source, extra).unwrap_err().to_string()
         };
         assert!(err("kafka:events", &|_| {}).contains("--brokers"));
         assert!(err("kafka:a/b", &|a| a.brokers = Some("b:1".into())).contains("topic name"));

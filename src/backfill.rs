@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_ingest::{backfill, BackfillProgress};
 use sluice_window::{parse_instant, EventTime, Window};
 
-use crate::args::{RunArgs, RunPlan};
+use crate::args::{RunArgs, RunSettings};
 use crate::derive::open_deriver;
 use crate::ingest::{attempt, wire, SystemClock};
 use crate::usage;
@@ -48,38 +48,38 @@ pub fn parse_range(args: &BackfillArgs) -> anyhow::Result<(EventTime, EventTime)
 
 pub async fn backfill_command(args: BackfillArgs) -> anyhow::Result<()> {
     let (from, to) = parse_range(&args)?;
-    recompute(args.run.plan()?, from, to, "backfill").await
+    recompute(args.run.settings()?, from, to, "backfill").await
 }
 
 pub async fn rewrite_command(args: RewriteArgs) -> anyhow::Result<()> {
     let at = parse_instant(&args.at).map_err(|e| usage(format!("--at: {e}")))?;
-    let plan = args.run.plan()?;
-    let window = Window::containing(plan.window, at);
-    recompute(plan, window.start(), window.end(), "rewrite").await
+    let settings = args.run.settings()?;
+    let window = Window::containing(settings.window, at);
+    recompute(settings, window.start(), window.end(), "rewrite").await
 }
 
 async fn recompute(
-    plan: RunPlan,
+    settings: RunSettings,
     from: EventTime,
     to: EventTime,
     what: &str,
 ) -> anyhow::Result<()> {
-    if plan.mode != sluice_ingest::PublishMode::Swap {
+    if settings.mode != sluice_ingest::PublishMode::Swap {
         return Err(usage(format!(
             "--mode merge: {what} publishes by swap; recompute a merge-mode table by running the stream over the input again (merges are idempotent)"
         )));
     }
-    if plan.follow.is_some() {
+    if settings.follow.is_some() {
         return Err(usage(format!(
             "--follow: {what} reads a bounded source; use it with run"
         )));
     }
     let started = Instant::now();
-    let w = wire(&plan).await?;
-    let attempt = attempt(&plan);
+    let w = wire(&settings).await?;
+    let attempt = attempt(&settings);
     // Derived queries are checked before anything is recomputed.
     let deriver = open_deriver(
-        &plan,
+        &settings,
         &w.table,
         &w.options,
         &attempt,

@@ -10,7 +10,7 @@ use sluice_ingest::{DeriveError, DeriveSpec, Deriver};
 use sluice_publish::{OpenError, TableOptions, WindowTable};
 use sluice_sql::DerivedQuery;
 
-use crate::args::RunPlan;
+use crate::args::RunSettings;
 use crate::backfill::{parse_range, BackfillArgs};
 use crate::ingest::{attempt, table_options, SystemClock};
 use crate::usage;
@@ -31,18 +31,11 @@ pub struct DeriveConfig {
     pub key: Vec<String>,
 }
 
-fn split_flag(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
-    match text.split_once('=') {
-        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim().to_string(), v.to_string())),
-        _ => Err(usage(format!("{flag} {text:?}: expected NAME=VALUE"))),
-    }
-}
-
 /// Derived tables declared as flags: `--derive NAME=LOCATION`.
 pub fn tables_from_flags(tables: &[String]) -> anyhow::Result<Vec<DeriveConfig>> {
     let mut out: Vec<DeriveConfig> = Vec::new();
     for t in tables {
-        let (name, table) = split_flag("--derive", t)?;
+        let (name, table) = crate::args::key_value("--derive", t)?;
         if out.iter().any(|d| d.name == name) {
             return Err(usage(format!("--derive: {name} is given twice")));
         }
@@ -63,7 +56,7 @@ pub fn apply_flags(
     keys: &[String],
 ) -> anyhow::Result<()> {
     let find = |flag: &str, text: &str| -> anyhow::Result<(usize, String)> {
-        let (name, value) = split_flag(flag, text)?;
+        let (name, value) = crate::args::key_value(flag, text)?;
         let i = derive.iter().position(|d| d.name == name).ok_or_else(|| {
             usage(format!(
                 "{flag}: no derived table {name}; declare it with --derive {name}=LOCATION or in the config file"
@@ -132,19 +125,19 @@ pub fn check(derive: &[DeriveConfig], taken: &[&str]) -> anyhow::Result<()> {
 }
 
 /// Plans every derived query against `raw` and opens the derived tables. A query that does
-/// not plan, or a derived table whose columns differ from the query's output, is a usage
+/// not settings, or a derived table whose columns differ from the query's output, is a usage
 /// error (exit 2) before anything is ingested.
 pub async fn open_deriver(
-    plan: &RunPlan,
+    settings: &RunSettings,
     raw: &WindowTable,
     options: &TableOptions,
     attempt: &str,
     stage: sluice_stage::StageOptions,
 ) -> anyhow::Result<Option<Deriver>> {
-    if plan.derive.is_empty() {
+    if settings.derive.is_empty() {
         return Ok(None);
     }
-    let specs = plan
+    let specs = settings
         .derive
         .iter()
         .map(|d| DeriveSpec {
@@ -159,7 +152,7 @@ pub async fn open_deriver(
             },
         })
         .collect();
-    match Deriver::open(specs, raw, &plan.pipeline, attempt, stage).await {
+    match Deriver::open(specs, raw, &settings.pipeline, attempt, stage).await {
         Ok(d) => Ok(Some(d)),
         Err(e @ DeriveError::Query(_)) => Err(usage(e.to_string())),
         Err(DeriveError::Open { name, source }) => match *source {
@@ -189,31 +182,32 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     run.config = None;
     // The source is not read; a placeholder satisfies the run options' check.
     run.source.get_or_insert_with(|| "ndjson:-".into());
-    let plan = run.plan()?;
-    if plan.derive.is_empty() {
+    let settings = run.settings()?;
+    if settings.derive.is_empty() {
         return Err(usage(
             "no derived tables: declare them with [[derive]] in --config, or --derive NAME=LOCATION --derive-sql NAME=SQL",
         ));
     }
     let started = Instant::now();
-    let options = table_options(&plan);
-    let mut raw = match WindowTable::open_or_create(&options, None, plan.layout, plan.window).await
-    {
-        Err(OpenError::NeedSchema(url)) => {
-            return Err(usage(format!(
-                "--table: no raw table at {url}; derived tables are computed from it"
-            )))
-        }
-        Err(e @ OpenError::PartitionMismatch { .. }) => {
-            return Err(usage(format!("--window/--address: {e}")))
-        }
-        other => other.with_context(|| format!("opening table {}", plan.table))?,
-    };
+    let options = table_options(&settings);
+    let mut raw =
+        match WindowTable::open_or_create(&options, None, settings.layout, settings.window).await {
+            Err(OpenError::NeedSchema(url)) => {
+                return Err(usage(format!(
+                    "--table: no raw table at {url}; derived tables are computed from it"
+                )))
+            }
+            Err(e @ OpenError::PartitionMismatch { .. }) => {
+                return Err(usage(format!("--window/--address: {e}")))
+            }
+            other => other.with_context(|| format!("opening table {}", settings.table))?,
+        };
     let stage = sluice_stage::StageOptions {
-        codec: plan.codec,
+        codec: settings.codec,
         ..sluice_stage::StageOptions::default()
     };
-    let Some(mut deriver) = open_deriver(&plan, &raw, &options, &attempt(&plan), stage).await?
+    let Some(mut deriver) =
+        open_deriver(&settings, &raw, &options, &attempt(&settings), stage).await?
     else {
         return Ok(());
     };
@@ -268,15 +262,15 @@ mod tests {
             derive_key: vec!["extra=two".into()],
             ..Default::default()
         };
-        let plan = args.plan().unwrap();
-        let names: Vec<&str> = plan.derive.iter().map(|d| d.name.as_str()).collect();
+        let settings = args.settings().unwrap();
+        let names: Vec<&str> = settings.derive.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["extra", "rev", "kinds"]);
-        assert_eq!(plan.derive[0].key, ["two"]);
+        assert_eq!(settings.derive[0].key, ["two"]);
         assert_eq!(
-            plan.derive[1].sql, "SELECT 3 AS three FROM window",
+            settings.derive[1].sql, "SELECT 3 AS three FROM window",
             "a flag wins"
         );
-        assert_eq!(plan.derive[2].key, ["kind"]);
+        assert_eq!(settings.derive[2].key, ["kind"]);
 
         let bad = |derive_tables: Vec<&str>, derive_sql: Vec<&str>| {
             RunArgs {
@@ -286,7 +280,7 @@ mod tests {
                 derive_sql: derive_sql.into_iter().map(String::from).collect(),
                 ..Default::default()
             }
-            .plan()
+            .settings()
             .unwrap_err()
             .to_string()
         };
@@ -295,6 +289,6 @@ mod tests {
         assert!(bad(vec!["a=t"], vec!["a=SELECT 1"]).contains("already the raw"));
         assert!(bad(vec!["a=x", "a=y"], vec![]).contains("given twice"));
         assert!(bad(vec!["a b=x"], vec!["a b=SELECT 1"]).contains("use a name"));
-        assert!(bad(vec!["x"], vec![]).contains("expected NAME=VALUE"));
+        assert!(bad(vec!["x"], vec![]).contains("expected KEY=VALUE"));
     }
 }

@@ -15,7 +15,7 @@ use sluice_source::{
 use sluice_stage::StageOptions;
 use sluice_window::Shard;
 
-use crate::args::{KafkaPlan, RunArgs, RunPlan};
+use crate::args::{KafkaSettings, RunArgs, RunSettings};
 use crate::derive::open_deriver;
 use crate::usage;
 
@@ -29,12 +29,12 @@ impl Clock for SystemClock {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let plan = args.plan()?;
+    let settings = args.settings()?;
     let started = Instant::now();
-    let (summary, kafka) = match &plan.kafka {
-        None => (ingest(&plan).await?, None),
+    let (summary, kafka) = match &settings.kafka {
+        None => (ingest(&settings).await?, None),
         Some(k) => {
-            let (s, version) = ingest_kafka(&plan, k).await?;
+            let (s, version) = ingest_kafka(&settings, k).await?;
             ((s.run.clone(), version), Some(s))
         }
     };
@@ -56,7 +56,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         s.replayed,
         s.late,
         s.rejected,
-        if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, plan.dlq) } else { String::new() },
+        if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, settings.dlq) } else { String::new() },
         if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() }
             + &if s.merges_unchanged > 0 { format!("; {} merges changed nothing", s.merges_unchanged) } else { String::new() }
             + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() }
@@ -75,7 +75,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(|(f, n)| format!("{f} ({n})"))
             .collect::<Vec<_>>()
             .join(", ");
-        let how = if plan.evolution == SchemaEvolution::Ignore {
+        let how = if settings.evolution == SchemaEvolution::Ignore {
             "--schema-evolution ignore"
         } else {
             "values with nothing to store, such as {}"
@@ -89,7 +89,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A pipeline's parts, opened from a run plan: the source, the table (created with the
+/// A pipeline's parts, opened from a run settings: the source, the table (created with the
 /// record schema if new), the decoder and the runner's configuration.
 pub struct Wired {
     pub source: NdjsonSource,
@@ -99,16 +99,16 @@ pub struct Wired {
     pub options: TableOptions,
 }
 
-pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
-    let source = if plan.follow.is_some() {
-        NdjsonSource::open_following(&plan.source)
+pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
+    let source = if settings.follow.is_some() {
+        NdjsonSource::open_following(&settings.source)
     } else {
-        NdjsonSource::open(&plan.source)
+        NdjsonSource::open(&settings.source)
     }
     .map_err(|e| usage(format!("--source: {e}")))?;
-    let options = table_options(plan);
-    let (table, record) = open_raw(plan, &options, Some(&source)).await?;
-    let (decoder, config) = runner(plan, record)?;
+    let options = table_options(settings);
+    let (table, record) = open_raw(settings, &options, Some(&source)).await?;
+    let (decoder, config) = runner(settings, record)?;
     Ok(Wired {
         source,
         table,
@@ -122,22 +122,27 @@ pub async fn wire(plan: &RunPlan) -> anyhow::Result<Wired> {
 /// inferred from `infer_from`; with the record schema to decode with: the table's, grown by
 /// the schema file's fields it lacks (added to the table with its next commit).
 async fn open_raw(
-    plan: &RunPlan,
+    settings: &RunSettings,
     options: &TableOptions,
     infer_from: Option<&NdjsonSource>,
 ) -> anyhow::Result<(WindowTable, SchemaRef)> {
-    let record_schema = match &plan.schema {
+    let record_schema = match &settings.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
     };
     // Infer only for a new table: an existing table's schema is the contract.
-    let opened =
-        WindowTable::open_or_create(options, record_schema.as_ref(), plan.layout, plan.window)
-            .await;
+    let opened = WindowTable::open_or_create(
+        options,
+        record_schema.as_ref(),
+        settings.layout,
+        settings.window,
+    )
+    .await;
     let opened = match (opened, infer_from) {
         (Err(OpenError::NeedSchema(_)), Some(source)) => {
-            let inferred = infer(source, plan.infer_lines)?;
-            WindowTable::open_or_create(options, Some(&inferred), plan.layout, plan.window).await
+            let inferred = infer(source, settings.infer_lines)?;
+            WindowTable::open_or_create(options, Some(&inferred), settings.layout, settings.window)
+                .await
         }
         (other, _) => other,
     };
@@ -155,7 +160,7 @@ async fn open_raw(
         OpenError::NeedSchema(_) => usage(format!(
             "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
         )),
-        other => anyhow::Error::new(other).context(format!("opening table {}", plan.table)),
+        other => anyhow::Error::new(other).context(format!("opening table {}", settings.table)),
     })?;
     let record = table.record_schema();
     let record = match &record_schema {
@@ -165,7 +170,7 @@ async fn open_raw(
                 .map_err(|e| usage(format!("--schema: {e}")))?;
             if sluice_stage::extends(declared, &record) {
                 record
-            } else if plan.evolution == SchemaEvolution::Add {
+            } else if settings.evolution == SchemaEvolution::Add {
                 Arc::new(union)
             } else {
                 return Err(usage(format!(
@@ -180,17 +185,20 @@ async fn open_raw(
 
 /// The decoder and the runner's configuration for `record` (the table's record schema, as
 /// grown by a schema file).
-fn runner(plan: &RunPlan, record: SchemaRef) -> anyhow::Result<(LineDecoder, IngestConfig)> {
+fn runner(
+    settings: &RunSettings,
+    record: SchemaRef,
+) -> anyhow::Result<(LineDecoder, IngestConfig)> {
     let options = DecodeOptions {
-        time_field: plan.time_field.clone(),
-        time: plan.time.clone(),
-        key: plan
+        time_field: settings.time_field.clone(),
+        time: settings.time.clone(),
+        key: settings
             .key
             .as_ref()
             .map(|k| k.columns.clone())
             .unwrap_or_default(),
-        evolution: plan.evolution,
-        columns_max: plan.columns_max,
+        evolution: settings.evolution,
+        columns_max: settings.columns_max,
     };
     let decoder = LineDecoder::new(record.clone(), options).map_err(|e| match e {
         sluice_source::DecodeError::NoKeyField(_)
@@ -203,22 +211,22 @@ fn runner(plan: &RunPlan, record: SchemaRef) -> anyhow::Result<(LineDecoder, Ing
         )),
     })?;
     let config = IngestConfig {
-        pipeline: plan.pipeline.clone(),
-        window: plan.window,
-        layout: plan.layout,
-        lateness_ms: plan.lateness_ms,
-        key: plan.key.clone(),
-        flush_bytes_max: plan.flush_bytes_max,
-        chunk_bytes: plan.chunk_bytes,
+        pipeline: settings.pipeline.clone(),
+        window: settings.window,
+        layout: settings.layout,
+        lateness_ms: settings.lateness_ms,
+        key: settings.key.clone(),
+        flush_bytes_max: settings.flush_bytes_max,
+        chunk_bytes: settings.chunk_bytes,
         chunks_in_flight_max: 4,
-        restarts_max: plan.restarts_max,
-        late_batch_ms: plan.late_batch_ms,
-        late: plan.late,
-        mode: plan.mode,
-        max_rewrite_age_ms: plan.max_rewrite_age_ms,
-        skew: plan.skew,
+        restarts_max: settings.restarts_max,
+        late_batch_ms: settings.late_batch_ms,
+        late: settings.late,
+        mode: settings.mode,
+        max_rewrite_age_ms: settings.max_rewrite_age_ms,
+        skew: settings.skew,
         stage: StageOptions {
-            codec: plan.codec,
+            codec: settings.codec,
             ..StageOptions::default()
         },
     };
@@ -228,15 +236,14 @@ fn runner(plan: &RunPlan, record: SchemaRef) -> anyhow::Result<(LineDecoder, Ing
 /// A Kafka run: the processes of one consumer group share the topic's partitions, each
 /// partition a shard of the table.
 async fn ingest_kafka(
-    plan: &RunPlan,
-    kafka: &KafkaPlan,
+    settings: &RunSettings,
+    kafka: &KafkaSettings,
 ) -> anyhow::Result<(sluice_ingest::KafkaSummary, Option<u64>)> {
-    let mut options = table_options(plan);
+    let mut options = table_options(settings);
     options.shard = Some(Shard(0));
-    // Writers of one table race on every commit, on disjoint shards: retry over them.
-    options.commit_retries = 15;
-    let (table, record) = open_raw(plan, &options, None).await?;
-    let (decoder, config) = runner(plan, record)?;
+    options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
+    let (table, record) = open_raw(settings, &options, None).await?;
+    let (decoder, config) = runner(settings, record)?;
     options.shard = None;
     let run = KafkaRun {
         config,
@@ -246,55 +253,55 @@ async fn ingest_kafka(
             group: kafka.group.clone(),
             start: kafka.start,
             client_options: kafka.client_options.clone(),
-            chunk_messages_max: 10_000,
-            chunk_ms_max: 200,
+            chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
+            chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
         },
         dlq: TableOptions {
-            location: plan.dlq.clone(),
+            location: settings.dlq.clone(),
             ..options.clone()
         },
         table: options,
         record_schema: Some(decoder.schema().clone()),
         decoder,
-        attempt: attempt(plan),
+        attempt: attempt(settings),
         until_idle_ms: kafka.until_idle_ms,
         max_events: kafka.max_events,
-        tick_ms: 200,
+        tick_ms: sluice_ingest::TICK_MS_DEFAULT,
     };
     drop(table);
     let summary = run
         .run(&SystemClock, stop_on_signal())
         .await
         .context("ingesting from Kafka")?;
-    let version = sluice_publish::open_table(&plan.table, &plan.storage_options, None)
+    let version = sluice_publish::open_table(&settings.table, &settings.storage_options, None)
         .await
         .ok()
         .and_then(|t| t.version());
     Ok((summary, version))
 }
 
-/// How the plan's table is reached (the dead-letter and derived tables use the same options
+/// How the settings's table is reached (the dead-letter and derived tables use the same options
 /// at their own locations).
-pub fn table_options(plan: &RunPlan) -> TableOptions {
+pub fn table_options(settings: &RunSettings) -> TableOptions {
     TableOptions {
-        location: plan.table.clone(),
-        storage_options: plan.storage_options.clone(),
-        checkpoint_interval: plan.checkpoint_interval,
+        location: settings.table.clone(),
+        storage_options: settings.storage_options.clone(),
+        checkpoint_interval: settings.checkpoint_interval,
         retry: RetryPolicy {
-            attempts_max: plan.store_attempts_max,
+            attempts_max: settings.store_attempts_max,
             // Jitter only spreads retries out; any seed will do, and the binary owns the clock.
             jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
             ..RetryPolicy::default()
         },
-        pipeline: Some(plan.pipeline.clone()),
-        pipelines: plan.pipelines,
+        pipeline: Some(settings.pipeline.clone()),
+        pipelines: settings.pipelines,
         ..TableOptions::new("")
     }
 }
 
 /// The attempt id in staged file names: given, or from the clock and process id.
-pub fn attempt(plan: &RunPlan) -> String {
-    plan.attempt.clone().unwrap_or_else(|| {
+pub fn attempt(settings: &RunSettings) -> String {
+    settings.attempt.clone().unwrap_or_else(|| {
         format!(
             "{}{:05}",
             chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
@@ -304,17 +311,25 @@ pub fn attempt(plan: &RunPlan) -> String {
 }
 
 /// Runs one ingestion; returns the summary and the table version at the end.
-pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
-    let w = wire(plan).await?;
-    let attempt = attempt(plan);
-    let deriver =
-        open_deriver(plan, &w.table, &w.options, &attempt, w.config.stage.clone()).await?;
+pub async fn ingest(
+    settings: &RunSettings,
+) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
+    let w = wire(settings).await?;
+    let attempt = attempt(settings);
+    let deriver = open_deriver(
+        settings,
+        &w.table,
+        &w.options,
+        &attempt,
+        w.config.stage.clone(),
+    )
+    .await?;
     let dlq = DeadLetterTable::open_or_create(&TableOptions {
-        location: plan.dlq.clone(),
+        location: settings.dlq.clone(),
         ..w.options.clone()
     })
     .await
-    .with_context(|| format!("opening the dead-letter table {}", plan.dlq))?;
+    .with_context(|| format!("opening the dead-letter table {}", settings.dlq))?;
     let clock = SystemClock;
     let ingester = Ingester::recover(w.config, w.source, w.decoder, w.table, dlq, attempt, &clock)
         .await
@@ -326,7 +341,7 @@ pub async fn ingest(plan: &RunPlan) -> anyhow::Result<(sluice_ingest::RunSummary
             .context("bringing the derived tables up to the raw table")?,
         None => ingester,
     };
-    let (summary, table) = match plan.follow {
+    let (summary, table) = match settings.follow {
         None => ingester.run().await,
         Some(f) => {
             ingester

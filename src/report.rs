@@ -108,11 +108,7 @@ fn parse_format(name: &str) -> anyhow::Result<Format> {
 
 fn parse_storage_options(kvs: &[String]) -> anyhow::Result<HashMap<String, String>> {
     kvs.iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| usage(format!("--storage-option {kv:?}: expected KEY=VALUE")))
-        })
+        .map(|kv| crate::args::key_value("--storage-option", kv))
         .collect()
 }
 

@@ -2,13 +2,11 @@
 //! over and over and takes late data, equal to the same SQL over the raw table, equal to the
 //! batch job (backfill + derive), and quiet on replays.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const REVENUE_SQL: &str = "SELECT country, count(*) AS orders, \
      sum(CAST(round(amount * 100) AS BIGINT)) AS revenue_cents \

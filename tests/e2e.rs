@@ -1,12 +1,10 @@
 //! End-to-end tests of the real `sluice` binary on real Delta tables on disk.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use sluice_source::generate::{GeneratorSpec, Shape};
 
 #[test]

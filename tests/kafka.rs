@@ -1,15 +1,12 @@
 //! Kafka source and scale-out, end to end: real `sluice run` processes of one consumer group
 //! on a real Kafka-protocol broker (tansu), writing one table locally or on S3 (moto).
 
-mod common;
-mod servers;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{stream_slices, stream_slices_of, Rng, BIN};
-use servers::{create_topic, moto, produce, s3_env, tansu, Server};
+use crate::common::{stream_slices, stream_slices_of, Rng, BIN};
+use crate::servers::{create_topic, moto, produce, s3_env, tansu, Server};
 use sluice_source::generate::{GeneratorSpec, Shape};
 
 const PARTITIONS: u32 = 6;
@@ -168,7 +165,7 @@ impl Scenario<'_> {
     /// The newest version in the table's log (read from the store, not through sluice).
     fn version(&self) -> i64 {
         let Some(path) = self.table.strip_prefix("s3://") else {
-            return common::version(Path::new(&self.table));
+            return crate::common::version(Path::new(&self.table));
         };
         let (bucket, prefix) = path.split_once('/').unwrap();
         let endpoint = &self
@@ -277,7 +274,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     std::fs::create_dir_all(&input).unwrap();
     std::fs::write(input.join("events.ndjson"), &bytes).unwrap();
     let oracle = dir.join("oracle");
-    common::ok(&[
+    crate::common::ok(&[
         "run",
         "--source",
         &format!("ndjson:{}", input.display()),
@@ -401,7 +398,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         // replace that file's rows (a writer of a partition assigned again once numbered its
         // files from 1 again, and its late rows replaced a published hour).
         let mut added = std::collections::BTreeMap::new();
-        for (version, actions) in common::commits(Path::new(&scenario.table)) {
+        for (version, actions) in crate::common::commits(Path::new(&scenario.table)) {
             for a in actions {
                 if let Some(path) = a["add"]["path"].as_str() {
                     if let Some(first) = added.insert(path.to_string(), version) {
@@ -470,7 +467,7 @@ fn where_lost(scenario: &Scenario, oracle: &Path) {
         "SELECT event_id FROM o EXCEPT SELECT event_id FROM t",
     ]);
     let lost: std::collections::HashSet<&str> = out.lines().skip(1).collect();
-    let contents = servers::topic_contents(scenario.broker, "events", PARTITIONS);
+    let contents = crate::servers::topic_contents(scenario.broker, "events", PARTITIONS);
     let mut ends: std::collections::BTreeMap<i32, (i64, usize)> = Default::default();
     let mut at: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
     let mut served = std::collections::HashSet::new();
@@ -505,7 +502,7 @@ fn where_lost(scenario: &Scenario, oracle: &Path) {
 /// A scale-out over a local table, in a directory kept with `SLUICE_KEEP_DIR=1` (the tables
 /// and the processes' logs, for a look after a failure).
 fn scale_out_locally(what: &str, events: Events, count: u64) {
-    let seed = common::seed(what);
+    let seed = crate::common::seed(what);
     let mut dir = tempfile::tempdir().unwrap();
     dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
     eprintln!("working in {}", dir.path().display());
@@ -548,7 +545,7 @@ fn events() -> u64 {
 
 #[test]
 fn three_processes_on_six_partitions_equal_one_clean_run_on_s3() {
-    let seed = common::seed("kafka scale-out on S3");
+    let seed = crate::common::seed("kafka scale-out on S3");
     let mut dir = tempfile::tempdir().unwrap();
     dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
     eprintln!("working in {}", dir.path().display());

@@ -1,12 +1,10 @@
 //! Late data, dead letters and backfill, through the real binary on real Delta tables.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LATE_FILE: &str = "events-2.ndjson";
 

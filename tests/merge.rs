@@ -1,11 +1,9 @@
 //! `--mode merge`: upserts on a natural key with a deterministic winner, through the real
 //! binary on real Delta tables. (The SIGKILL soak in `e2e.rs` covers merge mode too.)
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 fn order(id: &str, ts: &str, amount: i64) -> String {
     format!("{{\"order_id\":\"{id}\",\"ts\":\"2026-10-03T{ts}Z\",\"amount\":{amount}}}\n")

@@ -3,11 +3,9 @@
 //! formats, clock-skewed events, and a second pipeline on one table. Each of these once lost
 //! or rejected data without a word; here each is a row or a dead letter, never nothing.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use sluice_source::generate::{generate, GeneratorSpec, Shape};
 
 fn write(path: &Path, text: &str) {

@@ -2,15 +2,12 @@
 //! `azure` features, on by default) and S3 (moto), and never prints a credential, even with
 //! every log target at `trace`.
 
-mod common;
-mod servers;
-
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
-use common::BIN;
+use crate::common::BIN;
 
 /// Secrets that must never appear in sluice's output.
 const S3_SECRET: &str = "s3-secret-Zq8WmT3vKx";
@@ -167,11 +164,11 @@ fn gcs_tables_are_reached_through_the_gcs_api() {
 
 #[test]
 fn s3_credentials_never_appear_in_logs_or_errors() {
-    let moto = servers::moto("lake");
+    let moto = crate::servers::moto("lake");
     let dir = tempfile::tempdir().unwrap();
-    let input = common::input(dir.path(), 2_000, 2, 7, 1);
+    let input = crate::common::input(dir.path(), 2_000, 2, 7, 1);
     let source = format!("ndjson:{}", input.display());
-    let env: Vec<(&str, String)> = servers::s3_env(&moto)
+    let env: Vec<(&str, String)> = crate::servers::s3_env(&moto)
         .into_iter()
         .map(|(k, v)| match k {
             "AWS_SECRET_ACCESS_KEY" => (k, S3_SECRET.to_string()),
@@ -179,7 +176,7 @@ fn s3_credentials_never_appear_in_logs_or_errors() {
         })
         .collect();
     let run = |table: &str, extra: &[&str]| {
-        let mut args = common::run_args(&source, table, &["--key", "event_id"]);
+        let mut args = crate::common::run_args(&source, table, &["--key", "event_id"]);
         args.extend_from_slice(extra);
         Command::new(BIN)
             .args(&args)

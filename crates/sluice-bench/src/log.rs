@@ -1,7 +1,7 @@
 //! The cost of a long log: publish latency (seal to visible) at table version ~10 against
 //! version N, and restart-to-resume at both, on one local table built by sluice's own
-//! publish path (`sluice_publish::WindowTable`, checkpoints every 10 commits as `sluice run`
-//! creates tables).
+//! publish path (`sluice_publish::WindowTable`, a checkpoint every
+//! `sluice_publish::CHECKPOINT_INTERVAL_DEFAULT` commits, as `sluice run` creates tables).
 //!
 //! The table holds a bounded set of windows (each publication swaps one of 24 hourly windows),
 //! so the active file count stays at 24 while the log grows by one version per publication:

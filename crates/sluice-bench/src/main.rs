@@ -8,7 +8,10 @@
 //! on two threads, no Delta log (`sluice-bench floor`); (b) deltalake's own `write` of the
 //! same batches into an hour-partitioned table (`sluice-bench delta-write`); (c) `sluice run`,
 //! swap mode, `--key event_id`, rewrite late policy; (d) the same in merge mode; (e) (c) with
-//! 1-day windows (24x larger), for the memory check. Peak RSS is the child's `ru_maxrss`.
+//! 1-day windows (24x larger), for the memory check; (h) `sluice backfill` of those 1-day
+//! windows, whose memory must stay within 1.2x of (e)'s (a backfill is bounded by
+//! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested.
+//! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
 mod log;

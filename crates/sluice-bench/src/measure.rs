@@ -92,18 +92,20 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
 
     let flat_src = format!("ndjson:{}", input.display());
     let nested_src = format!("ndjson:{}", nested.display());
-    let sluice_run = move |src: &String, extra: &'static [&'static str]| {
+    // `sluice run` or `sluice backfill` over `src` into the alternative's table.
+    let sluice_cmd = move |sub: &'static str, src: &String, extra: &'static [&'static str]| {
         let sluice = sluice.clone();
         let src = src.clone();
         Box::new(move |_: &Path, out: &Path| {
             let mut c = Command::new(&sluice);
-            c.args(["run", "--source", &src, "--table"])
+            c.args([sub, "--source", &src, "--table"])
                 .arg(out)
                 .args(["--key", "event_id", "--late", "rewrite"])
                 .args(extra);
             c
         }) as CommandFor
     };
+    let sluice_run = |src: &String, extra: &'static [&'static str]| sluice_cmd("run", src, extra);
     let bench = |sub: &'static str, extra: &'static [&'static str]| {
         let me = me.clone();
         Box::new(move |input: &Path, out: &Path| {
@@ -145,6 +147,16 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             nested: false,
             what: "(c) with 1-day windows (24x larger), memory check",
             command: sluice_run(&flat_src, &["--window", "1d"]),
+        },
+        Alternative {
+            id: "h",
+            nested: false,
+            what: "`sluice backfill` of the same 1-day windows as (e) into a new table, memory check",
+            command: sluice_cmd(
+                "backfill",
+                &flat_src,
+                &["--window", "1d", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-06T00:00:00Z"],
+            ),
         },
         Alternative {
             id: "f",
@@ -361,6 +373,7 @@ fn report(
     let c_over_a = wall("a") / wall("c");
     let c_over_b = wall("b") / wall("c");
     let e_over_c = rss("e") / rss("c");
+    let h_over_e = rss("h") / rss("e");
     let c_rss_mib = rss("c") / 1024.0;
     let _ = writeln!(r, "\n| ratio (same run) | value | target | |");
     let _ = writeln!(r, "| --- | --- | --- | --- |");
@@ -383,6 +396,11 @@ fn report(
         r,
         "| peak RSS (e)/(c) | {e_over_c:.2} | < 1.2 | {} |",
         verdict(e_over_c < 1.2)
+    );
+    let _ = writeln!(
+        r,
+        "| peak RSS backfill (h) / run (e) | {h_over_e:.2} | ≤ 1.2 | {} |",
+        verdict(h_over_e <= 1.2)
     );
     let _ = writeln!(
         r,
@@ -419,12 +437,15 @@ fn log_report(r: &mut String, log: &crate::log::LogReport) {
     let _ = writeln!(
         r,
         "\nA long log: one local table, {} publications (each swaps one of 24 hourly windows with a \
-         {}-row file: 24 active files, one version per publication, a checkpoint every 10 as \
+         {}-row file: 24 active files, one version per publication, a checkpoint every {} as \
          `sluice run` creates tables). Publish = stage + commit, until the commit is in the log \
          (seal to visible: a reader listing the log from then on sees it); {} publications at each end. \
          Restart = `sluice run` over a new empty source, process start to exit (table load, \
          resume offsets, published windows), median of 3.\n",
-        log.versions, log.rows_per_window, crate::log::SAMPLES
+        log.versions,
+        log.rows_per_window,
+        sluice_publish::CHECKPOINT_INTERVAL_DEFAULT,
+        crate::log::SAMPLES
     );
     let _ = writeln!(
         r,

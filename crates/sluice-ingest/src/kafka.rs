@@ -29,6 +29,14 @@ use crate::run::{Ingester, Restarts};
 /// several session timeouts and a rebalance of a group whose members come and go.
 pub const JOIN_WAIT_MS: i64 = 60_000;
 
+/// Commit attempts of a partition's writer when another shard took the version first: the
+/// writers of one table race on every commit, on disjoint addresses, so a commit is retried
+/// over commits that do not conflict with it (see `TableOptions::commit_retries`).
+pub const SHARD_COMMIT_RETRIES: usize = 15;
+
+/// The default [`KafkaRun::tick_ms`].
+pub const TICK_MS_DEFAULT: u64 = 200;
+
 /// Everything a Kafka run needs besides the clock.
 #[derive(Clone)]
 pub struct KafkaRun {
@@ -222,7 +230,7 @@ impl KafkaRun {
                         let before = shard.ingester.commits();
                         shard.next = Some(chunk.end());
                         let taken = shard.ingester.take_chunk(&chunk).await;
-                        self.settle(partition, shard, taken, before, &consumer)
+                        self.after_step(partition, shard, taken, before, &consumer)
                             .await?;
                         if shard.ingester.summary().commits > commits {
                             consumer.commit_for_monitoring(vec![(
@@ -244,7 +252,7 @@ impl KafkaRun {
                             shard.ingester.commit_dead_letters().await
                         }
                         .await;
-                        self.settle(*p, shard, done, before, &consumer).await?;
+                        self.after_step(*p, shard, done, before, &consumer).await?;
                     }
                     if let Some(t) = self.until_idle_ms {
                         let now_ms = clock.now_ms();
@@ -302,6 +310,7 @@ impl KafkaRun {
     fn sharded(&self, shard: Shard) -> TableOptions {
         let mut options = self.table.clone();
         options.shard = Some(shard);
+        options.commit_retries = options.commit_retries.max(SHARD_COMMIT_RETRIES);
         options
     }
 
@@ -352,7 +361,7 @@ impl KafkaRun {
     /// After a partition's step: on a resumable failure, rebuilds its writer from the table
     /// and re-reads the partition from the table's position (as a restarted process would);
     /// anything else ends the run.
-    async fn settle(
+    async fn after_step(
         &self,
         partition: i32,
         shard: &mut Owned<'_>,
@@ -362,7 +371,7 @@ impl KafkaRun {
     ) -> Result<(), KafkaRunError> {
         let restarted = shard
             .restarts
-            .settle(&mut shard.ingester, result, commits_before)
+            .after_step(&mut shard.ingester, result, commits_before)
             .await
             .map_err(|source| KafkaRunError::Partition { partition, source })?;
         if !restarted {

@@ -1,14 +1,39 @@
 //! The sluice runner: source → windows → stage → publish.
 //!
 //! ```text
-//!  reader thread                    ingest task
-//!  ─────────────                    ───────────────────────────────────────────────
-//!  NDJSON chunk ─ decode ─▶ channel ─▶ route rows ─▶ window buffers ─▶ (budget) stage part
-//!   (positions, rejects)              │  replayed? skip      │
-//!                                     │  late? policy        ▼ watermark passed the end
-//!                                     └──────────────▶ seal ─▶ stage ─▶ publish (1 commit)
-//!   rejects, dropped late events ─▶ dead letters ─▶ committed before the next data commit
+//!   sluice-source                         sluice-ingest                              sluice-publish
+//!  ┌──────────────────┐   decoded     ┌──────────────────────────────────────────┐
+//!  │ ReplayLog        │   chunks      │ Ingester<L: ReplayLog>   (the driver)    │
+//!  │  NdjsonSource    │──────────────▶│  │ route(times, positions)               │
+//!  │  LogPartition    │  (reader      │  ▼                                       │
+//!  │  (Kafka)         │   thread)     │ WindowState   pure: watermark, window    │
+//!  │ positions, resume│               │  book, buffers (byte budget), late and   │
+//!  │ at, what a txn   │◀── resume ────│  far-ahead decisions → windows due       │
+//!  │ offset covers    │    offsets    │  │ due window + its rows                 │
+//!  └──────────────────┘               │  ▼                                       │
+//!                                     │ Ledger        offsets per partition,     │
+//!                                     │  watermark/skew state → the txns of a    │
+//!                                     │  commit, told which ones landed          │
+//!                                     │  │ Plan (window, txns, coverage)         │
+//!                                     │  ▼                                       │     ┌─────────────┐
+//!                                     │ Publisher     stage parts and files,     │────▶│ WindowTable │
+//!                                     │  dedupe per key bucket group, dead       │     │ DeadLetter- │
+//!                                     │  letters first, the pending publication  │     │ Table       │
+//!                                     │  │ Committed                             │     └─────────────┘
+//!                                     │  ▼                                       │
+//!                                     │ Deriver       derived windows recomputed │
+//!                                     │ Restarts      conflict or store failure: │
+//!                                     │  re-read the table, resume (bounded)     │
+//!                                     └──────────────────────────────────────────┘
+//!   runs:  Ingester::run / ::follow (NDJSON)    KafkaRun: one Ingester<LogPartition> per
+//!          backfill: Buffers + Publisher        assigned partition (a shard), same Restarts
 //! ```
+//!
+//! Each type owns one job and keeps its fields private: `WindowState` (state.rs) decides
+//! (no I/O; property-tested: the same events in any chunking route the same way, E5), the
+//! `Ledger` (ledger.rs) counts positions, the `Publisher` (publisher.rs) does the I/O, and
+//! the [`Ingester`] only moves what one returns to the next. Backfill uses the same buffers
+//! and publisher, so a day-long window is bounded by `--flush-bytes-max` as a stream's is.
 //!
 //! Reading and decoding run on their own thread, so they overlap with staging and commits.
 //! The resume position written with each commit is the lowest position any unpublished
@@ -37,7 +62,9 @@ pub use config::{
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
-pub use kafka::{KafkaRun, KafkaRunError, KafkaSummary};
+pub use kafka::{
+    KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,
+};
 pub use run::Ingester;
 
 #[cfg(test)]

@@ -43,7 +43,9 @@ impl Ingester<'_, NdjsonSource> {
                 failed => failed,
             };
             let ended = outcome.is_ok();
-            restarts.settle(&mut self, outcome, commits_before).await?;
+            restarts
+                .after_step(&mut self, outcome, commits_before)
+                .await?;
             if ended {
                 return Ok(self.finish());
             }

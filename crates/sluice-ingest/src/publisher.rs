@@ -332,7 +332,7 @@ impl Publisher {
                 // The rewrite would keep every published row and add these: adding them as
                 // one more file gives the same rows without reading and re-encoding the
                 // window.
-                replace = Replace::Nothing;
+                replace = Replace::AddLate;
             } else {
                 let mut inputs = self.current_rows(&address).await?;
                 inputs.push(unique);

@@ -563,7 +563,7 @@ impl Restarts {
     /// restarted process would) and returns `true`; up to
     /// [`IngestConfig::restarts_max`] failures in a row without a successful step or commit.
     /// Anything else is returned as the error.
-    pub async fn settle<L: ReplayLog>(
+    pub async fn after_step<L: ReplayLog>(
         &mut self,
         ingester: &mut Ingester<'_, L>,
         result: Result<(), IngestError>,

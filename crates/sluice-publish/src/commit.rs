@@ -30,7 +30,7 @@ pub enum Replace {
     Window,
     /// Keep them; the staged files add rows whose row keys cannot be there yet (late rows
     /// keyed by source position).
-    Nothing,
+    AddLate,
 }
 
 /// One window's publication: everything that goes into its one commit.
@@ -122,14 +122,14 @@ impl WindowTable {
         let rows: i64 = p.files.iter().map(|f| f.rows).sum();
         let window_rows = match p.replace {
             Replace::Window => rows,
-            Replace::Nothing => rows + self.rows_at(&address).await.map_err(delta)?,
+            Replace::AddLate => rows + self.rows_at(&address).await.map_err(delta)?,
         };
         let info = json!({
             "pipeline": p.pipeline,
             "window": address.hive_path(),
             "window_start": p.window.start().to_rfc3339(),
             "window_end": p.window.end().to_rfc3339(),
-            "mode": match p.replace { Replace::Window => "swap", Replace::Nothing => "add_late" },
+            "mode": match p.replace { Replace::Window => "swap", Replace::AddLate => "add_late" },
             "rows_added": rows,
             "window_rows": window_rows,
             "positions": p.position_ranges,
@@ -238,7 +238,7 @@ impl WindowTable {
         let operation = DeltaOperation::Write {
             mode: match c.replace {
                 Replace::Window => SaveMode::Overwrite,
-                Replace::Nothing => SaveMode::Append,
+                Replace::AddLate => SaveMode::Append,
             },
             partition_by: Some(
                 self.layout
@@ -279,7 +279,7 @@ impl WindowTable {
             let at = index.entry(address_key(c.address)).or_default();
             match c.replace {
                 Replace::Window => *at = added,
-                Replace::Nothing => at.extend(added),
+                Replace::AddLate => at.extend(added),
             }
         }
         Ok((version, existing.len()))

@@ -50,7 +50,8 @@ pub use merge::{MergeAction, MergePublication, MergeScope};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::{
     active_files, open_table, OpenError, Pipelines, PublishedFile, PublishedWindow, TableOptions,
-    WindowTable, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
+    WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY,
+    SOURCE_COLUMN,
 };
 
 /// Tag keys on `add` actions written by sluice.

@@ -105,6 +105,11 @@ pub const PIPELINES_KEY: &str = "sluice.pipelines";
 /// Table property: the pipeline that owns a table of one pipeline.
 pub const PIPELINE_KEY: &str = "sluice.pipeline";
 
+/// `delta.checkpointInterval` of the tables sluice creates, unless told otherwise: a
+/// checkpoint every 100 commits (Spark's default is 10; sluice commits once per window, and a
+/// checkpoint rewrites the whole table state).
+pub const CHECKPOINT_INTERVAL_DEFAULT: u64 = 100;
+
 /// Where the table lives, how its store is reached, and how new tables are created.
 #[derive(Debug, Clone)]
 pub struct TableOptions {
@@ -135,13 +140,13 @@ pub struct TableOptions {
 }
 
 impl TableOptions {
-    /// Options for `location` with defaults: no storage options, a checkpoint every 10 commits,
-    /// the store the location names, default retries.
+    /// Options for `location` with defaults: no storage options, a checkpoint every
+    /// [`CHECKPOINT_INTERVAL_DEFAULT`] commits, the store the location names, default retries.
     pub fn new(location: impl Into<String>) -> Self {
         TableOptions {
             location: location.into(),
             storage_options: HashMap::new(),
-            checkpoint_interval: 10,
+            checkpoint_interval: CHECKPOINT_INTERVAL_DEFAULT,
             store: None,
             retry: RetryPolicy::default(),
             shard: None,

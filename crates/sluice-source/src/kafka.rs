@@ -65,6 +65,13 @@ pub struct KafkaOptions {
 }
 
 impl KafkaOptions {
+    /// What [`KafkaOptions::chunk_messages_max`] is unless a caller has reason to change it:
+    /// large enough to decode in batches, small enough to route while the next poll runs.
+    pub const CHUNK_MESSAGES_MAX_DEFAULT: usize = 10_000;
+    /// What [`KafkaOptions::chunk_ms_max`] is by default: a quiet topic's messages wait at
+    /// most this long before they are routed.
+    pub const CHUNK_MS_MAX_DEFAULT: u64 = 200;
+
     /// The source partition name of a topic partition: the suffix of its `txn` appId
     /// (`<pipeline>/<topic>/<partition>`).
     pub fn partition_name(&self, partition: i32) -> String {

@@ -10,8 +10,8 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 use sluice_ingest::{
-    DeriveSpec, Deriver, FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy, PublishMode,
-    RunSummary,
+    BackfillSummary, DeriveSpec, Deriver, FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy,
+    PublishMode, RunSummary,
 };
 use sluice_publish::{
     active_files, open_table, DeadLetterTable, MergeScope, RetryPolicy, TableOptions, WindowTable,
@@ -527,6 +527,55 @@ impl Run {
             ingester
         };
         let (summary, _) = ingester.run().await.map_err(|e| format!("run: {e}"))?;
+        Ok(summary)
+    }
+
+    /// One `sluice backfill` process over the script's whole day: open the table through
+    /// `store` and recompute every window from `input` (left unchanged where a publication
+    /// already covers the whole input).
+    pub async fn backfill(
+        &self,
+        input: &Path,
+        table_dir: &Path,
+        store: Arc<dyn ObjectStore>,
+        attempt: &str,
+    ) -> Result<BackfillSummary, String> {
+        let options = TableOptions {
+            checkpoint_interval: self.checkpoint_interval,
+            store: Some(store),
+            retry: self.retry,
+            ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
+        };
+        let table = WindowTable::open_or_create(
+            &options,
+            Some(&record_schema(self.grows)),
+            layout(),
+            window_size(),
+        )
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+        let source = NdjsonSource::open(input).map_err(|e| e.to_string())?;
+        let decoder = LineDecoder::new(
+            table.record_schema(),
+            sluice_source::DecodeOptions::new("ts", TimeFormat::Rfc3339),
+        )
+        .map_err(|e| e.to_string())?;
+        let day_us = 86_400 * 1_000_000;
+        let from = T0_S.div_euclid(86_400) * day_us;
+        let (summary, _) = sluice_ingest::backfill(
+            &self.config(),
+            &source,
+            &decoder,
+            table,
+            EventTime::from_micros(from),
+            EventTime::from_micros(from + day_us),
+            false,
+            attempt.into(),
+            &FixedClock(1_800_000_000_000),
+            &mut |_| {},
+        )
+        .await
+        .map_err(|e| format!("backfill: {e}"))?;
         Ok(summary)
     }
 }

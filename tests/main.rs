@@ -1,0 +1,14 @@
+//! End-to-end tests of the real `sluice` binary, as one test binary (one link of the
+//! deltalake and DataFusion dependency graph instead of one per file). Each module is one
+//! subject; `common` and `servers` are their shared helpers (the binary under test, generated
+//! streams, the Kafka-protocol and S3 test servers).
+
+mod common;
+mod derive;
+mod e2e;
+mod kafka;
+mod late;
+mod merge;
+mod servers;
+mod shapes;
+mod stores;
