@@ -13,6 +13,7 @@ demo:
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy -p sluice -p sluice-ingest -p sluice-source --no-default-features --features gcs,azure --all-targets -- -D warnings
 
 # Crash soak: SIGKILL the real binary at random moments over a generated input, restart each
 # time, then compare with one clean run (0 duplicates, 0 losses). CI runs 30 kills over 60k events.

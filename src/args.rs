@@ -328,7 +328,8 @@ pub struct RunSettings {
     pub derive: Vec<crate::derive::DeriveConfig>,
 }
 
-/// Validated Kafka source options.
+/// Validated Kafka source options (read only by a build with the `kafka` feature).
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 #[derive(Debug, Clone)]
 pub struct KafkaSettings {
     pub topic: String,

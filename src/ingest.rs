@@ -6,16 +6,14 @@ use std::time::Instant;
 use deltalake::arrow::datatypes::SchemaRef;
 
 use anyhow::Context;
-use sluice_ingest::{Clock, Follow, IngestConfig, Ingester, KafkaRun};
+use sluice_ingest::{Clock, Follow, IngestConfig, Ingester};
 use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
-use sluice_source::kafka::KafkaOptions;
 use sluice_source::{
     schema, DecodeOptions, LineDecoder, NdjsonSource, RecordSchema, SchemaEvolution,
 };
 use sluice_stage::StageOptions;
-use sluice_window::Shard;
 
-use crate::args::{KafkaSettings, RunArgs, RunSettings};
+use crate::args::{RunArgs, RunSettings};
 use crate::derive::open_deriver;
 use crate::usage;
 
@@ -31,22 +29,27 @@ impl Clock for SystemClock {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = args.settings()?;
     let started = Instant::now();
-    let (summary, kafka) = match &settings.kafka {
-        None => (ingest(&settings).await?, None),
+    let (summary, from) = match &settings.kafka {
+        None => (ingest(&settings).await?, String::new()),
+        #[cfg(feature = "kafka")]
         Some(k) => {
             let (s, version) = ingest_kafka(&settings, k).await?;
-            ((s.run.clone(), version), Some(s))
+            let from = format!(
+                " from {} messages of {} partition assignments ({} revoked)",
+                s.messages, s.partitions_assigned, s.partitions_revoked
+            );
+            ((s.run, version), from)
+        }
+        #[cfg(not(feature = "kafka"))]
+        Some(k) => {
+            return Err(usage(format!(
+                "--source kafka:{}: this sluice was built without Kafka support (the `kafka` cargo feature)",
+                k.topic
+            )))
         }
     };
     let secs = started.elapsed().as_secs_f64();
     let s = &summary.0;
-    let from = match &kafka {
-        Some(k) => format!(
-            " from {} messages of {} partition assignments ({} revoked)",
-            k.messages, k.partitions_assigned, k.partitions_revoked
-        ),
-        None => String::new(),
-    };
     println!(
         "sluice run: {} records{from}; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}{}; {:.1} MB in {:.2} s ({:.0} records/s)",
         s.rows - s.replayed,
@@ -235,17 +238,19 @@ fn runner(
 
 /// A Kafka run: the processes of one consumer group share the topic's partitions, each
 /// partition a shard of the table.
+#[cfg(feature = "kafka")]
 async fn ingest_kafka(
     settings: &RunSettings,
-    kafka: &KafkaSettings,
+    kafka: &crate::args::KafkaSettings,
 ) -> anyhow::Result<(sluice_ingest::KafkaSummary, Option<u64>)> {
+    use sluice_source::kafka::KafkaOptions;
     let mut options = table_options(settings);
-    options.shard = Some(Shard(0));
+    options.shard = Some(sluice_window::Shard(0));
     options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
     let (table, record) = open_raw(settings, &options, None).await?;
     let (decoder, config) = runner(settings, record)?;
     options.shard = None;
-    let run = KafkaRun {
+    let run = sluice_ingest::KafkaRun {
         config,
         kafka: KafkaOptions {
             brokers: kafka.brokers.clone(),

@@ -6,6 +6,7 @@
 mod common;
 mod derive;
 mod e2e;
+#[cfg(feature = "kafka")]
 mod kafka;
 mod late;
 mod merge;

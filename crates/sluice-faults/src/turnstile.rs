@@ -1,3 +1,6 @@
+//! A turnstile for Delta commit attempts: several writers' commits pass one at a time in an
+//! order the test chooses, so interleavings of writers are reproducible.
+
 use std::sync::Mutex;
 
 use tokio::sync::Notify;

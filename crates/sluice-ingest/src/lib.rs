@@ -48,6 +48,7 @@ mod config;
 mod dedupe;
 mod derive;
 mod follow;
+#[cfg(feature = "kafka")]
 mod kafka;
 mod ledger;
 mod ndjson;
@@ -62,6 +63,7 @@ pub use config::{
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
+#[cfg(feature = "kafka")]
 pub use kafka::{
     KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,
 };

@@ -258,6 +258,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     /// Decodes `chunk` with the run's decoder and takes it (a log whose records the caller
     /// receives, such as a Kafka partition).
+    #[cfg(feature = "kafka")]
     pub(crate) async fn take_chunk(&mut self, chunk: &Chunk) -> Result<(), IngestError> {
         let decoded = self.decoder.decode(chunk)?;
         self.summary.bytes += chunk.data.len() as u64;

@@ -19,10 +19,10 @@ use serde_json::json;
 use sluice_stage::StagedFile;
 use sluice_window::{Address, AddressLayout, Window, WindowSize};
 
-use crate::commit::{
+use crate::table::commit::{
     commit_error, commit_properties, FileCommit, PublishError, Published, Replace,
 };
-use crate::merge::{merge_builder, merge_source, source, target};
+use crate::table::merge::{merge_builder, merge_source, source, target};
 use crate::table::{OpenError, TableOptions, WindowTable};
 
 /// The `txn` partition name of the settled raw version (leading dot: no source partition

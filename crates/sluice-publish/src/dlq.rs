@@ -244,7 +244,7 @@ impl DeadLetterTable {
                 source,
             })?;
         let properties =
-            crate::commit::commit_properties(snapshot, txns, None, self.commit_retries);
+            crate::table::commit::commit_properties(snapshot, txns, None, self.commit_retries);
         let result = self
             .table
             .clone()

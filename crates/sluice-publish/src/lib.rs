@@ -27,18 +27,14 @@
 //! (Concurrent writers of different shards of one table will want Delta's conflict checker
 //! instead; they do not exist yet.)
 
-mod commit;
 mod derived;
 mod dlq;
 mod gc;
 mod listing;
 mod local;
-mod merge;
 mod retry;
-mod schema;
 mod table;
 
-pub use commit::{Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX};
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
@@ -46,8 +42,11 @@ pub use listing::{
     addresses_changed, list_windows, schema_history, shard_sealed_txn, ListError, SchemaStep,
     ShardSeal, WindowListing,
 };
-pub use merge::{MergeAction, MergePublication, MergeScope};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
+pub use table::commit::{
+    Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,
+};
+pub use table::merge::{MergeAction, MergePublication, MergeScope};
 pub use table::{
     active_files, open_table, OpenError, Pipelines, PublishedFile, PublishedWindow, TableOptions,
     WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY,

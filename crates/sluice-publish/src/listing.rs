@@ -1,3 +1,6 @@
+//! Read-only views of a table for people and checks: its windows with their rows, files,
+//! coverage and completeness across shards (`sluice windows`), and its schema history.
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use deltalake::{DeltaTable, DeltaTableError};

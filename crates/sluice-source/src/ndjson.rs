@@ -1,3 +1,7 @@
+//! NDJSON sources: one file or a directory of files read in name order, in chunks that end
+//! at line ends, each line named by its position `(file ordinal, byte offset)`. A restart
+//! seeks to a position instead of re-reading.
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

@@ -1,3 +1,7 @@
+//! Addresses: the Delta partition values a window is written under (`dt=…/hour=…`, then the
+//! pipeline and shard columns where a table has them), a one-to-one map from windows so a
+//! rerun of a window replaces exactly its files.
+
 use chrono::{Datelike, NaiveDate, NaiveDateTime, Timelike};
 
 use crate::time::EventTime;

@@ -1,3 +1,7 @@
+//! The window book: which windows are published (and the position their publication covers)
+//! and which are open (and the first position each holds). It decides whether an event is a
+//! replay, goes to an open window, or is late, and which windows the watermark sealed.
+
 use std::collections::BTreeMap;
 
 use crate::time::EventTime;

@@ -1,3 +1,6 @@
+//! Durations as people write them on the command line (`90s`, `10m`, `1h`, `7d`), in
+//! milliseconds.
+
 /// A duration option could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DurationError {

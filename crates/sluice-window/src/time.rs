@@ -1,3 +1,7 @@
+//! Event times: microseconds since the epoch, read from text or numbers in the formats
+//! `--time-format` names (RFC 3339, lenient ISO 8601, epoch counts, strftime patterns) and in
+//! the zone `--time-zone` names.
+
 use std::str::FromStr;
 use std::sync::Arc;
 

@@ -1,3 +1,7 @@
+//! The watermark: the largest event time seen minus the allowed lateness, with a guard that
+//! keeps one clock-skewed event from moving it. A function of the input read so far (E5); its
+//! state is stored with the offsets so a restart resumes it exactly.
+
 use crate::time::EventTime;
 
 /// How far the watermark trusts a single event: the clock-skew guard.

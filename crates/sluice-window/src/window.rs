@@ -1,3 +1,6 @@
+//! Tumbling event-time windows: their size (1 minute to 1 day, dividing a day) and the window
+//! containing an event time.
+
 use crate::duration::{parse_duration_ms, DurationError};
 use crate::time::EventTime;
 

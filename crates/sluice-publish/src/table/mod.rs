@@ -1,3 +1,17 @@
+//! Opening a window table: where it lives and how its store is reached ([`TableOptions`]),
+//! creating it with its address columns and properties, checking which pipelines may write
+//! it, and reading back what recovery needs (published windows, resume offsets, files).
+//!
+//! [`WindowTable`]'s writing is split by concern into sub-modules: `commit` (a window's
+//! publication, one commit), `merge` (MERGE publications) and `schema` (growing the table's
+//! schema in the commit of the first rows that need it). The table uses only leaf modules of
+//! the crate (local listing, retries, tags); the others (derived, dead letters, listing, gc)
+//! use it, so the crate's modules form no circle.
+
+pub(crate) mod commit;
+pub(crate) mod merge;
+pub(crate) mod schema;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -14,13 +28,13 @@ use sluice_window::{
 };
 use url::Url;
 
-use crate::commit::Coverage;
 use crate::local::LocalListing;
 use crate::retry::{RetryPolicy, RetryStore};
-use crate::schema::{
+use crate::tags;
+use commit::Coverage;
+use schema::{
     all_nullable, kernel_to_arrow, normalized, record_part, signature, with_position_columns,
 };
-use crate::tags;
 
 /// Column holding each row's source partition (for NDJSON: the file name).
 pub const SOURCE_COLUMN: &str = "_sluice_source";
@@ -254,8 +268,8 @@ pub struct PublishedWindow {
 pub struct WindowTable {
     pub(crate) table: DeltaTable,
     pub(crate) url: String,
-    pub(crate) layout: AddressLayout,
-    pub(crate) size: WindowSize,
+    /// Which addresses are this writer's.
+    pub(crate) share: Share,
     pub(crate) file_schema: SchemaRef,
     /// `txn` versions known to be in the table: read at recovery, updated on publish.
     pub(crate) txns: HashMap<String, i64>,
@@ -266,22 +280,64 @@ pub struct WindowTable {
     /// with the number of windows). It is exact because a commit only lands on top of the
     /// version this writer read (no blind retries); a reload or a MERGE drops it.
     pub(crate) index: Option<AddressIndex>,
-    /// See [`TableOptions::shard`].
-    pub(crate) shard: Option<Shard>,
     /// See [`TableOptions::commit_retries`].
     pub(crate) commit_retries: usize,
-    /// In a table of several pipelines, this writer's pipeline (part of its addresses).
-    pub(crate) pipeline_column: Option<String>,
     /// A grown file schema to commit with the next commit (a metadata action in the same
     /// commit as the first rows that carry its new columns, never a commit of its own).
     pub(crate) schema_change: Option<SchemaRef>,
+}
+
+/// A writer's share of a table: the windows' layout and size, and the pipeline and shard
+/// its addresses carry (in a table of several pipelines, a sharded table). Pure: it maps
+/// windows to addresses and back, and says which files are this writer's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Share {
+    pub layout: AddressLayout,
+    pub size: WindowSize,
+    /// In a table of several pipelines, this writer's pipeline.
+    pub pipeline: Option<String>,
+    /// See [`TableOptions::shard`].
+    pub shard: Option<Shard>,
+}
+
+impl Share {
+    /// The address of `window` in this share.
+    pub fn address(&self, window: Window) -> Address {
+        let mut address = self.layout.address(window);
+        if let Some(p) = &self.pipeline {
+            address = address.in_pipeline(p);
+        }
+        match self.shard {
+            Some(shard) => address.in_shard(shard),
+            None => address,
+        }
+    }
+
+    /// Whether a file with these partition values is in this share (any file of a table
+    /// without pipeline and shard columns).
+    pub fn owns(&self, partition_values: &[(String, String)]) -> bool {
+        let pipeline_ok = self.pipeline.as_ref().is_none_or(|p| {
+            partition_values
+                .iter()
+                .any(|(k, v)| k == PIPELINE_COLUMN && v == p)
+        });
+        pipeline_ok && (self.shard.is_none() || Shard::of(partition_values) == self.shard)
+    }
+
+    /// The window of a file of this share, if its partition values are one of this table's.
+    pub fn window_of(&self, partition_values: &[(String, String)]) -> Option<Window> {
+        if !self.owns(partition_values) {
+            return None;
+        }
+        self.layout.window_of(self.size, partition_values).ok()
+    }
 }
 
 impl std::fmt::Debug for WindowTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WindowTable")
             .field("url", &self.url)
-            .field("layout", &self.layout)
+            .field("share", &self.share)
             .finish()
     }
 }
@@ -482,14 +538,16 @@ impl WindowTable {
         Ok(WindowTable {
             table,
             url: url.to_string(),
-            layout,
-            size,
+            share: Share {
+                layout,
+                size,
+                pipeline: pipeline_column,
+                shard: options.shard,
+            },
             file_schema,
             txns: HashMap::new(),
             index: None,
-            shard: options.shard,
             commit_retries: options.commit_retries,
-            pipeline_column,
             schema_change: None,
         })
     }
@@ -514,40 +572,22 @@ impl WindowTable {
     }
 
     pub fn layout(&self) -> AddressLayout {
-        self.layout
+        self.share.layout
     }
 
     /// This writer's shard, for a sharded table.
     pub fn shard(&self) -> Option<Shard> {
-        self.shard
+        self.share.shard
     }
 
     /// The address of `window` in this writer's share of the table (its pipeline's, in a
     /// table of several pipelines; its shard's, in a sharded table).
     pub fn address(&self, window: Window) -> Address {
-        let mut address = self.layout.address(window);
-        if let Some(p) = &self.pipeline_column {
-            address = address.in_pipeline(p);
-        }
-        match self.shard {
-            Some(shard) => address.in_shard(shard),
-            None => address,
-        }
-    }
-
-    /// Whether a file with these partition values is this writer's (in its pipeline's and
-    /// shard's share, or any file of a table with neither).
-    pub(crate) fn owns(&self, partition_values: &[(String, String)]) -> bool {
-        let pipeline_ok = self.pipeline_column.as_ref().is_none_or(|p| {
-            partition_values
-                .iter()
-                .any(|(k, v)| k == PIPELINE_COLUMN && v == p)
-        });
-        pipeline_ok && (self.shard.is_none() || Shard::of(partition_values) == self.shard)
+        self.share.address(window)
     }
 
     pub fn size(&self) -> WindowSize {
-        self.size
+        self.share.size
     }
 
     pub fn version(&self) -> Option<u64> {
@@ -644,7 +684,6 @@ impl WindowTable {
     /// Every window that has files in this writer's share of the table, in time order;
     /// addresses that are not windows of this table's layout and size are left out.
     pub async fn windows(&mut self) -> Result<Vec<Window>, DeltaTableError> {
-        let (layout, size) = (self.layout, self.size);
         let keys: Vec<Vec<(String, String)>> = self
             .index()
             .await?
@@ -654,8 +693,7 @@ impl WindowTable {
             .collect();
         let mut windows: Vec<Window> = keys
             .iter()
-            .filter(|key| self.owns(key))
-            .filter_map(|key| layout.window_of(size, key).ok())
+            .filter_map(|key| self.share.window_of(key))
             .collect();
         windows.sort();
         windows.dedup();
@@ -672,10 +710,10 @@ impl WindowTable {
             let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
                 continue;
             };
-            if p != pipeline || !self.owns(&file.partition_values) {
+            if p != pipeline {
                 continue;
             }
-            let Ok(window) = self.layout.window_of(self.size, &file.partition_values) else {
+            let Some(window) = self.share.window_of(&file.partition_values) else {
                 continue;
             };
             windows

@@ -1,3 +1,8 @@
+//! A window's publication as one Delta commit: the files it removes (swap) or keeps
+//! (add_late), the files it adds with their coverage tags, its `txn` offsets and its
+//! commitInfo. A commit lands only on the version the writer read; anything else is
+//! [`PublishError::TableMoved`] or a conflict, and the caller re-reads the table.
+
 use std::collections::HashMap;
 
 use deltalake::kernel::transaction::{
@@ -241,7 +246,8 @@ impl WindowTable {
                 Replace::AddLate => SaveMode::Append,
             },
             partition_by: Some(
-                self.layout
+                self.share
+                    .layout
                     .columns()
                     .iter()
                     .map(|c| c.to_string())
@@ -257,7 +263,7 @@ impl WindowTable {
         let version = finalized.version();
         self.table.state = Some(finalized.snapshot());
         self.schema_committed();
-        if version != read_version + 1 && self.shard.is_none() {
+        if version != read_version + 1 && self.share.shard.is_none() {
             // Retried over other writers' commits: their files are not in the index. (In a
             // sharded table the index stays exact for this writer's own addresses, the only
             // ones it reads: no other writer adds or removes files in its shard.)

@@ -22,7 +22,7 @@ use deltalake::{DeltaTable, DeltaTableError};
 use serde_json::json;
 use sluice_window::Window;
 
-use crate::commit::{commit_error, commit_properties, PublishError, Published};
+use crate::table::commit::{commit_error, commit_properties, PublishError, Published};
 use crate::table::{app_id, WindowTable};
 
 /// What a MERGE does with an offered row whose key is present.
