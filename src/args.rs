@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde::Deserialize;
-use sluice_ingest::{KeySpec, LatePolicy, PublishMode};
-use sluice_publish::{MergeScope, Pipelines, CHECKPOINT_INTERVAL_DEFAULT};
+use sluice_ingest::{defaults, KeySpec, LatePolicy, PublishMode};
+use sluice_publish::{MergeScope, Pipelines};
 use sluice_source::kafka::StartAt;
-use sluice_source::{SchemaEvolution, COLUMNS_MAX_DEFAULT};
+use sluice_source::SchemaEvolution;
 use sluice_stage::Codec;
 use sluice_window::{
     parse_duration_ms, valid_pipeline_name, AddressLayout, SkewGuard, TimeFormat, TimeSpec,
@@ -355,6 +355,12 @@ fn duration_option(flag: &str, text: Option<&str>) -> anyhow::Result<Option<i64>
         .transpose()
 }
 
+/// A duration flag's milliseconds: as given, else its default (from [`defaults`]).
+fn duration_or_default(flag: &str, given: &Option<String>, default: &str) -> anyhow::Result<i64> {
+    parse_duration_ms(given.as_deref().unwrap_or(default))
+        .map_err(|e| usage(format!("{flag}: {e}")))
+}
+
 impl RunArgs {
     pub fn settings(self) -> anyhow::Result<RunSettings> {
         let a = self.merge_config()?;
@@ -378,7 +384,7 @@ impl RunArgs {
             }
         };
         let table = a.table.ok_or_else(|| usage("--table is required"))?;
-        let pipeline = a.pipeline.unwrap_or_else(|| "sluice".into());
+        let pipeline = a.pipeline.unwrap_or_else(|| defaults::PIPELINE.into());
         if !valid_pipeline_name(&pipeline) {
             return Err(usage(format!(
                 "--pipeline {pipeline:?}: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'"
@@ -389,21 +395,22 @@ impl RunArgs {
             .as_deref()
             .map(|p| Pipelines::parse_name(p).ok_or_else(|| usage("--pipelines: use one or many")))
             .transpose()?;
-        let time_field = a.time_field.unwrap_or_else(|| "ts".into());
+        let time_field = a.time_field.unwrap_or_else(|| defaults::TIME_FIELD.into());
         if time_field.is_empty() {
             return Err(usage("--time-field: empty field name"));
         }
-        let time_format = TimeFormat::parse_name(a.time_format.as_deref().unwrap_or("rfc3339"))
-            .map_err(|e| usage(format!("--time-format: {e}")))?;
-        let zone = Zone::parse(a.time_zone.as_deref().unwrap_or("UTC"))
+        let time_format =
+            TimeFormat::parse_name(a.time_format.as_deref().unwrap_or(defaults::TIME_FORMAT))
+                .map_err(|e| usage(format!("--time-format: {e}")))?;
+        let zone = Zone::parse(a.time_zone.as_deref().unwrap_or(defaults::TIME_ZONE))
             .map_err(|e| usage(format!("--time-zone: {e}")))?;
         let time = TimeSpec::new(time_format, zone);
         let skew = match a.max_time_ahead.as_deref() {
             Some("off") => SkewGuard::OFF,
             ahead => {
-                let ahead_ms = parse_duration_ms(ahead.unwrap_or("1d"))
+                let ahead_ms = parse_duration_ms(ahead.unwrap_or(defaults::MAX_TIME_AHEAD))
                     .map_err(|e| usage(format!("--max-time-ahead: {e} (or off)")))?;
-                let jump_events = a.time_jump_events.unwrap_or(SkewGuard::DEFAULT.jump_events);
+                let jump_events = a.time_jump_events.unwrap_or(defaults::TIME_JUMP_EVENTS);
                 if !(1..=sluice_window::JUMP_EVENTS_MAX).contains(&jump_events) {
                     return Err(usage(format!(
                         "--time-jump-events: from 1 to {}",
@@ -424,11 +431,11 @@ impl RunArgs {
                     .ok_or_else(|| usage("--schema-evolution: use add, reject or ignore"))
             })
             .transpose()?;
-        let columns_max = a.columns_max.unwrap_or(COLUMNS_MAX_DEFAULT);
+        let columns_max = a.columns_max.unwrap_or(defaults::COLUMNS_MAX);
         if columns_max == 0 {
             return Err(usage("--columns-max: must be at least 1"));
         }
-        let window = WindowSize::parse(a.window.as_deref().unwrap_or("1h"))
+        let window = WindowSize::parse(a.window.as_deref().unwrap_or(defaults::WINDOW))
             .map_err(|e| usage(format!("--window: {e}")))?;
         let layout = match a.address.as_deref() {
             None => AddressLayout::default_for(window),
@@ -439,7 +446,7 @@ impl RunArgs {
         layout
             .validate(window)
             .map_err(|e| usage(format!("--address: {e}")))?;
-        let lateness_ms = parse_duration_ms(a.lateness.as_deref().unwrap_or("10m"))
+        let lateness_ms = parse_duration_ms(a.lateness.as_deref().unwrap_or(defaults::LATENESS))
             .map_err(|e| usage(format!("--lateness: {e}")))?;
         let key = match a.key {
             None => None,
@@ -462,7 +469,7 @@ impl RunArgs {
                     .ok_or_else(|| usage("--merge-scope: use window or table"))?,
             ),
         };
-        let mode = match a.mode.as_deref().unwrap_or("swap") {
+        let mode = match a.mode.as_deref().unwrap_or(defaults::MODE) {
             "swap" if scope.is_some() => {
                 return Err(usage("--merge-scope: only with --mode merge"));
             }
@@ -486,36 +493,40 @@ impl RunArgs {
             (PublishMode::Merge(MergeScope::Table), None) => SchemaEvolution::Reject,
             (_, given) => given.unwrap_or_default(),
         };
-        let flush_bytes_max = parse_bytes(a.flush_bytes_max.as_deref().unwrap_or("16MiB"))
-            .ok_or_else(|| {
-                usage("--flush-bytes-max: expected a size like 256MiB, 64MB or 1048576")
-            })?;
-        let chunk_bytes = parse_bytes(a.chunk_bytes.as_deref().unwrap_or("4MiB"))
+        let flush_bytes_max = parse_bytes(
+            a.flush_bytes_max
+                .as_deref()
+                .unwrap_or(defaults::FLUSH_BYTES_MAX),
+        )
+        .ok_or_else(|| usage("--flush-bytes-max: expected a size like 256MiB, 64MB or 1048576"))?;
+        let chunk_bytes = parse_bytes(a.chunk_bytes.as_deref().unwrap_or(defaults::CHUNK_BYTES))
             .filter(|n| *n >= 4096)
             .ok_or_else(|| usage("--chunk-bytes: expected a size of at least 4KiB, like 4MiB"))?;
-        let codec = Codec::parse_name(a.compression.as_deref().unwrap_or("snappy"))
+        let codec = Codec::parse_name(a.compression.as_deref().unwrap_or(defaults::COMPRESSION))
             .ok_or_else(|| usage("--compression: use snappy or zstd"))?;
-        let checkpoint_interval = a.checkpoint_interval.unwrap_or(CHECKPOINT_INTERVAL_DEFAULT);
+        let checkpoint_interval = a
+            .checkpoint_interval
+            .unwrap_or(defaults::CHECKPOINT_INTERVAL);
         if checkpoint_interval == 0 {
             return Err(usage("--checkpoint-interval: must be at least 1"));
         }
-        let store_attempts_max = a.store_attempts_max.unwrap_or(6);
+        let store_attempts_max = a.store_attempts_max.unwrap_or(defaults::STORE_ATTEMPTS_MAX);
         if store_attempts_max == 0 {
             return Err(usage("--store-attempts-max: must be at least 1"));
         }
-        let restarts_max = a.restarts_max.unwrap_or(5);
+        let restarts_max = a.restarts_max.unwrap_or(defaults::RESTARTS_MAX);
         let mut storage_options = HashMap::new();
         for kv in &a.storage_options {
             let (k, v) = key_value("--storage-option", kv)?;
             storage_options.insert(k, v);
         }
         let dlq = a.dlq.unwrap_or_else(|| default_dlq_location(&table));
-        let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or("rewrite"))
+        let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or(defaults::LATE))
             .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
         let max_rewrite_age_ms =
             duration_option("--max-rewrite-age", a.max_rewrite_age.as_deref())?;
         let late_batch_ms =
-            duration_option("--late-batch", a.late_batch.as_deref())?.unwrap_or(60_000);
+            duration_or_default("--late-batch", &a.late_batch, defaults::LATE_BATCH)?;
         let poll_ms = duration_option("--poll-interval", a.poll_interval.as_deref())?;
         let idle_timeout_ms = duration_option("--idle-timeout", a.idle_timeout.as_deref())?;
         let until_idle_ms = duration_option("--until-idle", a.until_idle.as_deref())?;
@@ -548,7 +559,7 @@ impl RunArgs {
                         "--derive: derived tables are not kept for a Kafka source yet: its windows are written by several shards, and a derived window needs all of them (run `sluice derive` over the raw table instead)",
                     ));
                 }
-                let start = StartAt::parse(a.start.as_deref().unwrap_or("earliest"))
+                let start = StartAt::parse(a.start.as_deref().unwrap_or(defaults::START))
                     .ok_or_else(|| usage("--start: use earliest or latest"))?;
                 let mut client_options = Vec::new();
                 for kv in &a.kafka_options {
@@ -569,7 +580,8 @@ impl RunArgs {
             }
         };
         let follow = if a.follow {
-            let poll_ms = poll_ms.unwrap_or(1000);
+            let poll_ms =
+                duration_or_default("--poll-interval", &a.poll_interval, defaults::POLL_INTERVAL)?;
             if poll_ms < 1 {
                 return Err(usage("--poll-interval: must be at least 1ms"));
             }
@@ -624,7 +636,7 @@ impl RunArgs {
             key,
             mode,
             schema: a.schema,
-            infer_lines: a.infer_lines.unwrap_or(1000).max(1),
+            infer_lines: a.infer_lines.unwrap_or(defaults::INFER_LINES).max(1),
             dlq,
             late,
             max_rewrite_age_ms,
@@ -686,6 +698,92 @@ pub fn key_value(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every default `--help` shows is the one the run resolves with (`sluice_ingest::defaults`,
+    /// defined once), and each one parses.
+    #[test]
+    fn the_help_shows_the_defaults_the_run_uses() {
+        use clap::{CommandFactory, Parser};
+        #[derive(Parser)]
+        struct Help {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let command = Help::command();
+        let help_of = |id: &str| -> String {
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .unwrap_or_else(|| panic!("no argument {id}"));
+            let text = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let expected: [(&str, String); 23] = [
+            ("pipeline", defaults::PIPELINE.into()),
+            ("pipelines", defaults::PIPELINES.into()),
+            ("time_field", defaults::TIME_FIELD.into()),
+            ("time_format", defaults::TIME_FORMAT.into()),
+            ("time_zone", defaults::TIME_ZONE.into()),
+            ("max_time_ahead", defaults::MAX_TIME_AHEAD.into()),
+            ("time_jump_events", defaults::TIME_JUMP_EVENTS.to_string()),
+            ("columns_max", defaults::COLUMNS_MAX.to_string()),
+            ("window", defaults::WINDOW.into()),
+            ("lateness", defaults::LATENESS.into()),
+            ("mode", defaults::MODE.into()),
+            ("merge_scope", defaults::MERGE_SCOPE.into()),
+            ("infer_lines", defaults::INFER_LINES.to_string()),
+            ("late", defaults::LATE.into()),
+            ("late_batch", defaults::LATE_BATCH.into()),
+            ("poll_interval", defaults::POLL_INTERVAL.into()),
+            ("flush_bytes_max", defaults::FLUSH_BYTES_MAX.into()),
+            ("chunk_bytes", defaults::CHUNK_BYTES.into()),
+            ("compression", defaults::COMPRESSION.into()),
+            (
+                "checkpoint_interval",
+                defaults::CHECKPOINT_INTERVAL.to_string(),
+            ),
+            (
+                "store_attempts_max",
+                defaults::STORE_ATTEMPTS_MAX.to_string(),
+            ),
+            ("restarts_max", defaults::RESTARTS_MAX.to_string()),
+            ("start", defaults::START.into()),
+        ];
+        for (id, default) in expected {
+            let help = help_of(id);
+            assert!(
+                help.contains(&format!("[default: {default}]")),
+                "--{id}: the help says {help:?}, the run uses {default}"
+            );
+        }
+        // The defaults are the settings of a run given only its source and table.
+        let args = Help::parse_from(["sluice", "--source", "ndjson:in", "--table", "t"]).run;
+        assert!(args.config.is_none());
+        let s = args.settings().unwrap();
+        assert_eq!(s.pipeline, defaults::PIPELINE);
+        assert_eq!(s.time_field, defaults::TIME_FIELD);
+        assert_eq!(s.window, WindowSize::parse(defaults::WINDOW).unwrap());
+        assert_eq!(
+            s.lateness_ms,
+            parse_duration_ms(defaults::LATENESS).unwrap()
+        );
+        assert_eq!(
+            s.late_batch_ms,
+            parse_duration_ms(defaults::LATE_BATCH).unwrap()
+        );
+        assert_eq!(
+            s.flush_bytes_max,
+            parse_bytes(defaults::FLUSH_BYTES_MAX).unwrap()
+        );
+        assert_eq!(s.chunk_bytes, parse_bytes(defaults::CHUNK_BYTES).unwrap());
+        assert_eq!(s.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
+        assert_eq!(s.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
+        assert_eq!(s.restarts_max, defaults::RESTARTS_MAX);
+        assert_eq!(s.infer_lines, defaults::INFER_LINES);
+        assert_eq!(s.columns_max, defaults::COLUMNS_MAX);
+        assert_eq!(s.late, LatePolicy::parse_name(defaults::LATE).unwrap());
+        assert_eq!(s.mode, PublishMode::Swap);
+    }
 
     #[test]
     fn sizes_parse() {

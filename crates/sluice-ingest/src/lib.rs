@@ -46,6 +46,7 @@ mod backfill;
 mod buffer;
 mod config;
 mod dedupe;
+pub mod defaults;
 mod derive;
 mod follow;
 #[cfg(feature = "kafka")]
