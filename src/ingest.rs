@@ -1,16 +1,16 @@
 //! `sluice run`: wires the options to the library and prints the run summary.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use deltalake::arrow::datatypes::SchemaRef;
 
 use anyhow::Context;
-use sluice_ingest::{Clock, Follow, IngestConfig, Ingester};
-use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
-use sluice_source::{
-    schema, DecodeOptions, LineDecoder, NdjsonSource, RecordSchema, SchemaEvolution,
+use sluice_ingest::{
+    field_names, open_raw as open_raw_table, Clock, Follow, IngestConfig, Ingester, OpenRawError,
+    RawTableSpec,
 };
+use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
+use sluice_source::{DecodeOptions, LineDecoder, NdjsonSource, RecordSchema, SchemaEvolution};
 use sluice_stage::StageOptions;
 
 use crate::args::{RunArgs, RunSettings};
@@ -121,69 +121,49 @@ pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
     })
 }
 
-/// Opens the raw table, or creates it with the schema file's schema, or else the schema
-/// inferred from `infer_from`; with the record schema to decode with: the table's, grown by
-/// the schema file's fields it lacks (added to the table with its next commit).
+/// Opens the raw table (sluice_ingest::open_raw: created with the schema file's schema, or
+/// else one inferred from `infer_from`), with the record schema to decode with; its errors
+/// named after the flags that cause them.
 async fn open_raw(
     settings: &RunSettings,
     options: &TableOptions,
     infer_from: Option<&NdjsonSource>,
 ) -> anyhow::Result<(WindowTable, SchemaRef)> {
-    let record_schema = match &settings.schema {
+    let declared = match &settings.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
     };
-    // Infer only for a new table: an existing table's schema is the contract.
-    let opened = WindowTable::open_or_create(
+    let spec = RawTableSpec {
         options,
-        record_schema.as_ref(),
-        settings.layout,
-        settings.window,
-    )
-    .await;
-    let opened = match (opened, infer_from) {
-        (Err(OpenError::NeedSchema(_)), Some(source)) => {
-            let inferred = infer(source, settings.infer_lines)?;
-            WindowTable::open_or_create(options, Some(&inferred), settings.layout, settings.window)
-                .await
-        }
-        (other, _) => other,
+        declared: declared.as_ref(),
+        layout: settings.layout,
+        window: settings.window,
+        evolution: settings.evolution,
+        infer_from: infer_from.map(|source| (source, settings.infer_lines)),
     };
-    let table = opened.map_err(|e| match e {
-        OpenError::PartitionMismatch { .. } => {
-            usage(format!("--window/--address/--pipelines: {e}"))
-        }
-        OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
+    open_raw_table(spec).await.map_err(|e| match e {
+        OpenRawError::Open(e) => match e {
+            OpenError::PartitionMismatch { .. } => {
+                usage(format!("--window/--address/--pipelines: {e}"))
+            }
+            OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
+                usage(format!("--schema: {e}"))
+            }
+            OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
+                usage(format!("--pipeline: {e}"))
+            }
+            OpenError::PipelinesMismatch { .. } => usage(format!("--pipelines: {e}")),
+            OpenError::NeedSchema(_) => usage(format!(
+                "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
+            )),
+            other => anyhow::Error::new(other).context(format!("opening table {}", settings.table)),
+        },
+        OpenRawError::Infer(e) => usage(format!("--schema: {e}; give a schema file with --schema")),
+        e @ OpenRawError::Read(_) => anyhow::Error::new(e).context("reading the source to infer its schema"),
+        e @ (OpenRawError::Conflict(_) | OpenRawError::WouldGrow { .. }) => {
             usage(format!("--schema: {e}"))
         }
-        OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
-            usage(format!("--pipeline: {e}"))
-        }
-        OpenError::PipelinesMismatch { .. } => usage(format!("--pipelines: {e}")),
-        OpenError::NeedSchema(_) => usage(format!(
-            "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
-        )),
-        other => anyhow::Error::new(other).context(format!("opening table {}", settings.table)),
-    })?;
-    let record = table.record_schema();
-    let record = match &record_schema {
-        None => record,
-        Some(declared) => {
-            let union = sluice_stage::union(&record, declared)
-                .map_err(|e| usage(format!("--schema: {e}")))?;
-            if sluice_stage::extends(declared, &record) {
-                record
-            } else if settings.evolution == SchemaEvolution::Add {
-                Arc::new(union)
-            } else {
-                return Err(usage(format!(
-                    "--schema: the schema file has fields the table does not have; a table grows only with --schema-evolution add (the table has: {})",
-                    field_names(&record)
-                )));
-            }
-        }
-    };
-    Ok((table, record))
+    })
 }
 
 /// The decoder and the runner's configuration for `record` (the table's record schema, as
@@ -393,35 +373,4 @@ fn stop_on_signal() -> tokio::sync::watch::Receiver<bool> {
         std::future::pending::<()>().await;
     });
     rx
-}
-
-fn infer(
-    source: &NdjsonSource,
-    lines: usize,
-) -> anyhow::Result<deltalake::arrow::datatypes::SchemaRef> {
-    let first = &source.files()[0];
-    let file = std::fs::File::open(&first.path)
-        .with_context(|| format!("reading {}", first.path.display()))?;
-    let mut reader = std::io::BufReader::new(file);
-    let mut buf = Vec::new();
-    let mut taken = Vec::new();
-    use std::io::BufRead;
-    while taken.len() < lines {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
-        taken.push(buf.clone());
-    }
-    schema::infer(taken.iter().map(|l| l.as_slice()), lines)
-        .map_err(|e| usage(format!("--schema: {e}; give a schema file with --schema")))
-}
-
-fn field_names(schema: &deltalake::arrow::datatypes::Schema) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| format!("{}: {}", f.name(), schema::type_name(f.data_type())))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

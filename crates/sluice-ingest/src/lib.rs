@@ -53,6 +53,7 @@ mod follow;
 mod kafka;
 mod ledger;
 mod ndjson;
+mod open;
 mod publisher;
 mod run;
 mod state;
@@ -68,6 +69,7 @@ pub use follow::Follow;
 pub use kafka::{
     KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,
 };
+pub use open::{field_names, open_raw, OpenRawError, RawTableSpec};
 pub use run::Ingester;
 
 #[cfg(test)]

@@ -348,3 +348,51 @@ fn a_late_row_can_be_added_to_a_window_only_when_its_key_is_not_there_yet() {
     assert!(any(&[viewed(&["e7"])]));
     assert!(!any(&[viewed(&["e8"])]));
 }
+
+/// A new table without a schema file infers its schema from the source; a schema file with a
+/// field the table lacks grows the record schema under `add` (the table itself changes with
+/// its next commit) and is refused under `reject`, naming the table's fields.
+#[tokio::test]
+async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
+    use deltalake::arrow::datatypes::{DataType, Field, Schema};
+    use sluice_source::SchemaEvolution;
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_input(dir.path(), 100);
+    let source = NdjsonSource::open(&input).unwrap();
+    let table_dir = dir.path().join("t");
+    let options = TableOptions::new(table_dir.to_str().unwrap());
+    let window = WindowSize::parse("1h").unwrap();
+    let spec = |declared, evolution| RawTableSpec {
+        options: &options,
+        declared,
+        layout: AddressLayout::default_for(window),
+        window,
+        evolution,
+        infer_from: Some((&source, 1000)),
+    };
+    let (table, record) = open_raw(spec(None, SchemaEvolution::Add)).await.unwrap();
+    assert!(record.field_with_name("event_id").is_ok() && record.field_with_name("ts").is_ok());
+    let version = table.version();
+    drop(table);
+
+    let mut fields: Vec<Field> = record.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("coupon", DataType::Utf8, true));
+    let declared = std::sync::Arc::new(Schema::new(fields));
+    let refused = open_raw(spec(Some(&declared), SchemaEvolution::Reject))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, OpenRawError::WouldGrow { table_fields } if table_fields.contains("event_id: string")),
+        "{refused}"
+    );
+    let (table, grown) = open_raw(spec(Some(&declared), SchemaEvolution::Add))
+        .await
+        .unwrap();
+    assert!(grown.field_with_name("coupon").is_ok());
+    assert_eq!(
+        table.version(),
+        version,
+        "nothing is committed until rows need it"
+    );
+    assert!(table.record_schema().field_with_name("coupon").is_err());
+}

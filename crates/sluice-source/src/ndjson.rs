@@ -180,6 +180,29 @@ impl NdjsonSource {
         &self.files
     }
 
+    /// Up to `lines` first lines of the first file (to infer a record schema from).
+    pub fn head_lines(&self, lines: usize) -> Result<Vec<Vec<u8>>, SourceError> {
+        use std::io::BufRead;
+        let first = self
+            .files
+            .first()
+            .ok_or_else(|| SourceError::Empty(PathBuf::new()))?;
+        let io = |source| SourceError::Io {
+            path: first.path.clone(),
+            source,
+        };
+        let mut reader = std::io::BufReader::new(File::open(&first.path).map_err(io)?);
+        let mut taken = Vec::new();
+        while taken.len() < lines {
+            let mut line = Vec::new();
+            if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
+                break;
+            }
+            taken.push(line);
+        }
+        Ok(taken)
+    }
+
     /// The position ordinal of the `i`th file of this run (see [`Position`]).
     pub(crate) fn ordinal(i: usize) -> u32 {
         2 * i as u32 + 1
