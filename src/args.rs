@@ -361,56 +361,46 @@ fn duration_or_default(flag: &str, given: &Option<String>, default: &str) -> any
         .map_err(|e| usage(format!("{flag}: {e}")))
 }
 
-impl RunArgs {
-    pub fn settings(self) -> anyhow::Result<RunSettings> {
-        let a = self.merge_config()?;
-        let source = a
-            .source
-            .ok_or_else(|| usage("--source is required (ndjson:PATH)"))?;
-        let (source, topic) = match source.split_once(':') {
-            Some(("ndjson", path)) if !path.is_empty() => (PathBuf::from(path), None),
-            Some(("kafka", topic)) if valid_topic(topic) => {
-                (PathBuf::new(), Some(topic.to_string()))
-            }
-            Some(("kafka", _)) => {
-                return Err(usage(format!(
-                    "--source {source:?}: a Kafka topic name has 1 to 249 letters, digits, '.', '_' or '-'"
-                )))
-            }
-            _ => {
-                return Err(usage(format!(
-                    "--source {source:?}: expected ndjson:PATH or kafka:TOPIC"
-                )))
-            }
-        };
-        let table = a.table.ok_or_else(|| usage("--table is required"))?;
-        let pipeline = a.pipeline.unwrap_or_else(|| defaults::PIPELINE.into());
-        if !valid_pipeline_name(&pipeline) {
-            return Err(usage(format!(
-                "--pipeline {pipeline:?}: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'"
-            )));
+/// `--source`: `ndjson:PATH` (the path) or `kafka:TOPIC` (the topic).
+fn parse_source(source: Option<&str>) -> anyhow::Result<(PathBuf, Option<String>)> {
+    let source = source.ok_or_else(|| usage("--source is required (ndjson:PATH)"))?;
+    match source.split_once(':') {
+        Some(("ndjson", path)) if !path.is_empty() => Ok((PathBuf::from(path), None)),
+        Some(("kafka", topic)) if valid_topic(topic) => {
+            Ok((PathBuf::new(), Some(topic.to_string())))
         }
-        let pipelines = a
-            .pipelines
-            .as_deref()
-            .map(|p| Pipelines::parse_name(p).ok_or_else(|| usage("--pipelines: use one or many")))
-            .transpose()?;
-        let time_field = a.time_field.unwrap_or_else(|| defaults::TIME_FIELD.into());
+        Some(("kafka", _)) => Err(usage(format!(
+            "--source {source:?}: a Kafka topic name has 1 to 249 letters, digits, '.', '_' or '-'"
+        ))),
+        _ => Err(usage(format!(
+            "--source {source:?}: expected ndjson:PATH or kafka:TOPIC"
+        ))),
+    }
+}
+
+impl RunArgs {
+    /// `--time-field`, `--time-format`, `--time-zone`, `--max-time-ahead` and
+    /// `--time-jump-events`: the time field, how its values are read, and the skew guard.
+    fn time_settings(&self) -> anyhow::Result<(String, TimeSpec, SkewGuard)> {
+        let time_field = self
+            .time_field
+            .clone()
+            .unwrap_or_else(|| defaults::TIME_FIELD.into());
         if time_field.is_empty() {
             return Err(usage("--time-field: empty field name"));
         }
         let time_format =
-            TimeFormat::parse_name(a.time_format.as_deref().unwrap_or(defaults::TIME_FORMAT))
+            TimeFormat::parse_name(self.time_format.as_deref().unwrap_or(defaults::TIME_FORMAT))
                 .map_err(|e| usage(format!("--time-format: {e}")))?;
-        let zone = Zone::parse(a.time_zone.as_deref().unwrap_or(defaults::TIME_ZONE))
+        let zone = Zone::parse(self.time_zone.as_deref().unwrap_or(defaults::TIME_ZONE))
             .map_err(|e| usage(format!("--time-zone: {e}")))?;
         let time = TimeSpec::new(time_format, zone);
-        let skew = match a.max_time_ahead.as_deref() {
+        let skew = match self.max_time_ahead.as_deref() {
             Some("off") => SkewGuard::OFF,
             ahead => {
                 let ahead_ms = parse_duration_ms(ahead.unwrap_or(defaults::MAX_TIME_AHEAD))
                     .map_err(|e| usage(format!("--max-time-ahead: {e} (or off)")))?;
-                let jump_events = a.time_jump_events.unwrap_or(defaults::TIME_JUMP_EVENTS);
+                let jump_events = self.time_jump_events.unwrap_or(defaults::TIME_JUMP_EVENTS);
                 if !(1..=sluice_window::JUMP_EVENTS_MAX).contains(&jump_events) {
                     return Err(usage(format!(
                         "--time-jump-events: from 1 to {}",
@@ -423,6 +413,130 @@ impl RunArgs {
                 }
             }
         };
+        Ok((time_field, time, skew))
+    }
+
+    /// Kafka-only options given with an NDJSON source are refused.
+    fn refuse_kafka_options(&self) -> anyhow::Result<()> {
+        let kafka_only = [
+            ("--brokers", self.brokers.is_some()),
+            ("--group", self.group.is_some()),
+            ("--start", self.start.is_some()),
+            ("--kafka-option", !self.kafka_options.is_empty()),
+            ("--max-events", self.max_events.is_some()),
+        ];
+        if let Some((flag, _)) = kafka_only.iter().find(|(_, given)| *given) {
+            return Err(usage(format!("{flag}: only with a kafka:TOPIC source")));
+        }
+        Ok(())
+    }
+
+    /// The Kafka source's settings (`--brokers`, `--group`, `--start`, `--kafka-option`,
+    /// `--max-events`), and what a Kafka source refuses.
+    fn kafka_settings(
+        &self,
+        topic: String,
+        pipeline: &str,
+        until_idle_ms: Option<i64>,
+    ) -> anyhow::Result<KafkaSettings> {
+        let brokers = self
+            .brokers
+            .clone()
+            .ok_or_else(|| usage("--brokers HOST:PORT is required with a kafka: source"))?;
+        if self.follow {
+            return Err(usage(
+                "--follow: a Kafka source is always followed (end a run with --until-idle or --max-events)",
+            ));
+        }
+        if !self.derive.is_empty() {
+            return Err(usage(
+                "--derive: derived tables are not kept for a Kafka source yet: its windows are written by several shards, and a derived window needs all of them (run `sluice derive` over the raw table instead)",
+            ));
+        }
+        let start = StartAt::parse(self.start.as_deref().unwrap_or(defaults::START))
+            .ok_or_else(|| usage("--start: use earliest or latest"))?;
+        let mut client_options = Vec::new();
+        for kv in &self.kafka_options {
+            client_options.push(key_value("--kafka-option", kv)?);
+        }
+        if self.max_events == Some(0) {
+            return Err(usage("--max-events: must be at least 1"));
+        }
+        Ok(KafkaSettings {
+            topic,
+            brokers,
+            group: self.group.clone().unwrap_or_else(|| pipeline.to_string()),
+            start,
+            client_options,
+            until_idle_ms,
+            max_events: self.max_events,
+        })
+    }
+
+    /// `--follow` and its options (`--poll-interval`, `--idle-timeout`, `--until-idle`),
+    /// refused without it (a Kafka run is always followed: it takes `--until-idle`).
+    fn follow_settings(
+        &self,
+        kafka: bool,
+        idle_timeout_ms: Option<i64>,
+        until_idle_ms: Option<i64>,
+    ) -> anyhow::Result<Option<FollowSettings>> {
+        let poll_ms = duration_option("--poll-interval", self.poll_interval.as_deref())?;
+        if self.follow {
+            let poll_ms = duration_or_default(
+                "--poll-interval",
+                &self.poll_interval,
+                defaults::POLL_INTERVAL,
+            )?;
+            if poll_ms < 1 {
+                return Err(usage("--poll-interval: must be at least 1ms"));
+            }
+            Ok(Some(FollowSettings {
+                poll_ms: poll_ms as u64,
+                idle_timeout_ms,
+                until_idle_ms,
+            }))
+        } else {
+            let given = [
+                ("--poll-interval", poll_ms),
+                ("--idle-timeout", idle_timeout_ms),
+                ("--until-idle", until_idle_ms),
+            ];
+            // A Kafka run is always followed: it takes --until-idle.
+            let given = if kafka { &given[..2] } else { &given[..] };
+            if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
+                return Err(usage(format!(
+                    "{flag}: only with --follow (a bounded run seals every window at the end of its input)"
+                )));
+            }
+            Ok(None)
+        }
+    }
+}
+
+impl RunArgs {
+    pub fn settings(self) -> anyhow::Result<RunSettings> {
+        let a = self.merge_config()?;
+        let (source, topic) = parse_source(a.source.as_deref())?;
+        let table = a
+            .table
+            .clone()
+            .ok_or_else(|| usage("--table is required"))?;
+        let pipeline = a
+            .pipeline
+            .clone()
+            .unwrap_or_else(|| defaults::PIPELINE.into());
+        if !valid_pipeline_name(&pipeline) {
+            return Err(usage(format!(
+                "--pipeline {pipeline:?}: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'"
+            )));
+        }
+        let pipelines = a
+            .pipelines
+            .as_deref()
+            .map(|p| Pipelines::parse_name(p).ok_or_else(|| usage("--pipelines: use one or many")))
+            .transpose()?;
+        let (time_field, time, skew) = a.time_settings()?;
         let evolution = a
             .schema_evolution
             .as_deref()
@@ -448,7 +562,7 @@ impl RunArgs {
             .map_err(|e| usage(format!("--address: {e}")))?;
         let lateness_ms = parse_duration_ms(a.lateness.as_deref().unwrap_or(defaults::LATENESS))
             .map_err(|e| usage(format!("--lateness: {e}")))?;
-        let key = match a.key {
+        let key = match &a.key {
             None => None,
             Some(k) => {
                 let columns: Vec<String> = k.split(',').map(|c| c.trim().to_string()).collect();
@@ -520,95 +634,26 @@ impl RunArgs {
             let (k, v) = key_value("--storage-option", kv)?;
             storage_options.insert(k, v);
         }
-        let dlq = a.dlq.unwrap_or_else(|| default_dlq_location(&table));
+        let dlq = a
+            .dlq
+            .clone()
+            .unwrap_or_else(|| default_dlq_location(&table));
         let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or(defaults::LATE))
             .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
         let max_rewrite_age_ms =
             duration_option("--max-rewrite-age", a.max_rewrite_age.as_deref())?;
         let late_batch_ms =
             duration_or_default("--late-batch", &a.late_batch, defaults::LATE_BATCH)?;
-        let poll_ms = duration_option("--poll-interval", a.poll_interval.as_deref())?;
         let idle_timeout_ms = duration_option("--idle-timeout", a.idle_timeout.as_deref())?;
         let until_idle_ms = duration_option("--until-idle", a.until_idle.as_deref())?;
         let kafka = match topic {
             None => {
-                let kafka_only = [
-                    ("--brokers", a.brokers.is_some()),
-                    ("--group", a.group.is_some()),
-                    ("--start", a.start.is_some()),
-                    ("--kafka-option", !a.kafka_options.is_empty()),
-                    ("--max-events", a.max_events.is_some()),
-                ];
-                if let Some((flag, _)) = kafka_only.iter().find(|(_, given)| *given) {
-                    return Err(usage(format!("{flag}: only with a kafka:TOPIC source")));
-                }
+                a.refuse_kafka_options()?;
                 None
             }
-            Some(topic) => {
-                let brokers = a
-                    .brokers
-                    .clone()
-                    .ok_or_else(|| usage("--brokers HOST:PORT is required with a kafka: source"))?;
-                if a.follow {
-                    return Err(usage(
-                        "--follow: a Kafka source is always followed (end a run with --until-idle or --max-events)",
-                    ));
-                }
-                if !a.derive.is_empty() {
-                    return Err(usage(
-                        "--derive: derived tables are not kept for a Kafka source yet: its windows are written by several shards, and a derived window needs all of them (run `sluice derive` over the raw table instead)",
-                    ));
-                }
-                let start = StartAt::parse(a.start.as_deref().unwrap_or(defaults::START))
-                    .ok_or_else(|| usage("--start: use earliest or latest"))?;
-                let mut client_options = Vec::new();
-                for kv in &a.kafka_options {
-                    client_options.push(key_value("--kafka-option", kv)?);
-                }
-                if a.max_events == Some(0) {
-                    return Err(usage("--max-events: must be at least 1"));
-                }
-                Some(KafkaSettings {
-                    topic,
-                    brokers,
-                    group: a.group.clone().unwrap_or_else(|| pipeline.clone()),
-                    start,
-                    client_options,
-                    until_idle_ms,
-                    max_events: a.max_events,
-                })
-            }
+            Some(topic) => Some(a.kafka_settings(topic, &pipeline, until_idle_ms)?),
         };
-        let follow = if a.follow {
-            let poll_ms =
-                duration_or_default("--poll-interval", &a.poll_interval, defaults::POLL_INTERVAL)?;
-            if poll_ms < 1 {
-                return Err(usage("--poll-interval: must be at least 1ms"));
-            }
-            Some(FollowSettings {
-                poll_ms: poll_ms as u64,
-                idle_timeout_ms,
-                until_idle_ms,
-            })
-        } else {
-            let given = [
-                ("--poll-interval", poll_ms),
-                ("--idle-timeout", idle_timeout_ms),
-                ("--until-idle", until_idle_ms),
-            ];
-            // A Kafka run is always followed: it takes --until-idle.
-            let given = if kafka.is_some() {
-                &given[..2]
-            } else {
-                &given[..]
-            };
-            if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
-                return Err(usage(format!(
-                    "{flag}: only with --follow (a bounded run seals every window at the end of its input)"
-                )));
-            }
-            None
-        };
+        let follow = a.follow_settings(kafka.is_some(), idle_timeout_ms, until_idle_ms)?;
         if let Some(attempt) = &a.attempt {
             if attempt.is_empty()
                 || !attempt
@@ -696,175 +741,4 @@ pub fn key_value(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every default `--help` shows is the one the run resolves with (`sluice_ingest::defaults`,
-    /// defined once), and each one parses.
-    #[test]
-    fn the_help_shows_the_defaults_the_run_uses() {
-        use clap::{CommandFactory, Parser};
-        #[derive(Parser)]
-        struct Help {
-            #[command(flatten)]
-            run: RunArgs,
-        }
-        let command = Help::command();
-        let help_of = |id: &str| -> String {
-            let arg = command
-                .get_arguments()
-                .find(|a| a.get_id() == id)
-                .unwrap_or_else(|| panic!("no argument {id}"));
-            let text = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
-            text.split_whitespace().collect::<Vec<_>>().join(" ")
-        };
-        let expected: [(&str, String); 23] = [
-            ("pipeline", defaults::PIPELINE.into()),
-            ("pipelines", defaults::PIPELINES.into()),
-            ("time_field", defaults::TIME_FIELD.into()),
-            ("time_format", defaults::TIME_FORMAT.into()),
-            ("time_zone", defaults::TIME_ZONE.into()),
-            ("max_time_ahead", defaults::MAX_TIME_AHEAD.into()),
-            ("time_jump_events", defaults::TIME_JUMP_EVENTS.to_string()),
-            ("columns_max", defaults::COLUMNS_MAX.to_string()),
-            ("window", defaults::WINDOW.into()),
-            ("lateness", defaults::LATENESS.into()),
-            ("mode", defaults::MODE.into()),
-            ("merge_scope", defaults::MERGE_SCOPE.into()),
-            ("infer_lines", defaults::INFER_LINES.to_string()),
-            ("late", defaults::LATE.into()),
-            ("late_batch", defaults::LATE_BATCH.into()),
-            ("poll_interval", defaults::POLL_INTERVAL.into()),
-            ("flush_bytes_max", defaults::FLUSH_BYTES_MAX.into()),
-            ("chunk_bytes", defaults::CHUNK_BYTES.into()),
-            ("compression", defaults::COMPRESSION.into()),
-            (
-                "checkpoint_interval",
-                defaults::CHECKPOINT_INTERVAL.to_string(),
-            ),
-            (
-                "store_attempts_max",
-                defaults::STORE_ATTEMPTS_MAX.to_string(),
-            ),
-            ("restarts_max", defaults::RESTARTS_MAX.to_string()),
-            ("start", defaults::START.into()),
-        ];
-        for (id, default) in expected {
-            let help = help_of(id);
-            assert!(
-                help.contains(&format!("[default: {default}]")),
-                "--{id}: the help says {help:?}, the run uses {default}"
-            );
-        }
-        // The defaults are the settings of a run given only its source and table.
-        let args = Help::parse_from(["sluice", "--source", "ndjson:in", "--table", "t"]).run;
-        assert!(args.config.is_none());
-        let s = args.settings().unwrap();
-        assert_eq!(s.pipeline, defaults::PIPELINE);
-        assert_eq!(s.time_field, defaults::TIME_FIELD);
-        assert_eq!(s.window, WindowSize::parse(defaults::WINDOW).unwrap());
-        assert_eq!(
-            s.lateness_ms,
-            parse_duration_ms(defaults::LATENESS).unwrap()
-        );
-        assert_eq!(
-            s.late_batch_ms,
-            parse_duration_ms(defaults::LATE_BATCH).unwrap()
-        );
-        assert_eq!(
-            s.flush_bytes_max,
-            parse_bytes(defaults::FLUSH_BYTES_MAX).unwrap()
-        );
-        assert_eq!(s.chunk_bytes, parse_bytes(defaults::CHUNK_BYTES).unwrap());
-        assert_eq!(s.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
-        assert_eq!(s.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
-        assert_eq!(s.restarts_max, defaults::RESTARTS_MAX);
-        assert_eq!(s.infer_lines, defaults::INFER_LINES);
-        assert_eq!(s.columns_max, defaults::COLUMNS_MAX);
-        assert_eq!(s.late, LatePolicy::parse_name(defaults::LATE).unwrap());
-        assert_eq!(s.mode, PublishMode::Swap);
-    }
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_bytes("256MiB"), Some(256 << 20));
-        assert_eq!(parse_bytes("64MB"), Some(64_000_000));
-        assert_eq!(parse_bytes("4096"), Some(4096));
-        assert_eq!(parse_bytes("12 parsecs"), None);
-        assert_eq!(parse_bytes("MiB"), None);
-    }
-
-    #[test]
-    fn flags_win_over_the_config_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("p.toml");
-        std::fs::write(
-            &cfg,
-            "source = \"ndjson:in\"\ntable = \"t\"\nwindow = \"15m\"\nkey = \"id\"\n",
-        )
-        .unwrap();
-        let args = RunArgs {
-            config: Some(cfg.clone()),
-            window: Some("1h".into()),
-            ..Default::default()
-        };
-        let settings = args.settings().unwrap();
-        assert_eq!(settings.window, WindowSize::parse("1h").unwrap());
-        assert_eq!(settings.table, "t");
-        assert_eq!(settings.key.unwrap().columns, vec!["id".to_string()]);
-        assert_eq!(settings.dlq, "t_dlq");
-        assert_eq!(settings.late, LatePolicy::Rewrite);
-
-        std::fs::write(&cfg, "sorce = \"x\"\n").unwrap();
-        let err = RunArgs {
-            config: Some(cfg),
-            ..Default::default()
-        }
-        .settings()
-        .unwrap_err();
-        assert!(err.to_string().contains("sorce"), "{err}");
-    }
-
-    #[test]
-    fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
-        let settings = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
-            let mut args = RunArgs {
-                source: Some(source.into()),
-                table: Some("t".into()),
-                ..Default::default()
-            };
-            extra(&mut args);
-            args.settings()
-        };
-        let p = settings("kafka:events", &|a| {
-            a.brokers = Some("127.0.0.1:9092".into());
-            a.until_idle = Some("30s".into());
-            a.kafka_options = vec!["fetch.min.bytes=1".into()];
-        })
-        .unwrap();
-        let k = p.kafka.unwrap();
-        assert_eq!((k.topic.as_str(), k.group.as_str()), ("events", "sluice"));
-        assert_eq!(k.until_idle_ms, Some(30_000));
-        assert_eq!(k.start, StartAt::Earliest);
-        assert_eq!(
-            k.client_options,
-            vec![("fetch.min.bytes".into(), "1".into())]
-        );
-        let err = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
-            settings(source, extra).unwrap_err().to_string()
-        };
-        assert!(err("kafka:events", &|_| {}).contains("--brokers"));
-        assert!(err("kafka:a/b", &|a| a.brokers = Some("b:1".into())).contains("topic name"));
-        assert!(err("ndjson:in", &|a| a.max_events = Some(5)).contains("--max-events"));
-        let follow = err("kafka:events", &|a| {
-            a.brokers = Some("b:1".into());
-            a.follow = true;
-        });
-        assert!(follow.contains("always followed"), "{follow}");
-        let start = err("kafka:events", &|a| {
-            a.brokers = Some("b:1".into());
-            a.start = Some("middle".into());
-        });
-        assert!(start.contains("--start"), "{start}");
-    }
-}
+mod tests;

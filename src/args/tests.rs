@@ -1,0 +1,172 @@
+//! Option resolution: defaults, the config file, and what each source refuses.
+
+use super::*;
+
+/// Every default `--help` shows is the one the run resolves with (`sluice_ingest::defaults`,
+/// defined once), and each one parses.
+#[test]
+fn the_help_shows_the_defaults_the_run_uses() {
+    use clap::{CommandFactory, Parser};
+    #[derive(Parser)]
+    struct Help {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let command = Help::command();
+    let help_of = |id: &str| -> String {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .unwrap_or_else(|| panic!("no argument {id}"));
+        let text = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let expected: [(&str, String); 23] = [
+        ("pipeline", defaults::PIPELINE.into()),
+        ("pipelines", defaults::PIPELINES.into()),
+        ("time_field", defaults::TIME_FIELD.into()),
+        ("time_format", defaults::TIME_FORMAT.into()),
+        ("time_zone", defaults::TIME_ZONE.into()),
+        ("max_time_ahead", defaults::MAX_TIME_AHEAD.into()),
+        ("time_jump_events", defaults::TIME_JUMP_EVENTS.to_string()),
+        ("columns_max", defaults::COLUMNS_MAX.to_string()),
+        ("window", defaults::WINDOW.into()),
+        ("lateness", defaults::LATENESS.into()),
+        ("mode", defaults::MODE.into()),
+        ("merge_scope", defaults::MERGE_SCOPE.into()),
+        ("infer_lines", defaults::INFER_LINES.to_string()),
+        ("late", defaults::LATE.into()),
+        ("late_batch", defaults::LATE_BATCH.into()),
+        ("poll_interval", defaults::POLL_INTERVAL.into()),
+        ("flush_bytes_max", defaults::FLUSH_BYTES_MAX.into()),
+        ("chunk_bytes", defaults::CHUNK_BYTES.into()),
+        ("compression", defaults::COMPRESSION.into()),
+        (
+            "checkpoint_interval",
+            defaults::CHECKPOINT_INTERVAL.to_string(),
+        ),
+        (
+            "store_attempts_max",
+            defaults::STORE_ATTEMPTS_MAX.to_string(),
+        ),
+        ("restarts_max", defaults::RESTARTS_MAX.to_string()),
+        ("start", defaults::START.into()),
+    ];
+    for (id, default) in expected {
+        let help = help_of(id);
+        assert!(
+            help.contains(&format!("[default: {default}]")),
+            "--{id}: the help says {help:?}, the run uses {default}"
+        );
+    }
+    // The defaults are the settings of a run given only its source and table.
+    let args = Help::parse_from(["sluice", "--source", "ndjson:in", "--table", "t"]).run;
+    assert!(args.config.is_none());
+    let s = args.settings().unwrap();
+    assert_eq!(s.pipeline, defaults::PIPELINE);
+    assert_eq!(s.time_field, defaults::TIME_FIELD);
+    assert_eq!(s.window, WindowSize::parse(defaults::WINDOW).unwrap());
+    assert_eq!(
+        s.lateness_ms,
+        parse_duration_ms(defaults::LATENESS).unwrap()
+    );
+    assert_eq!(
+        s.late_batch_ms,
+        parse_duration_ms(defaults::LATE_BATCH).unwrap()
+    );
+    assert_eq!(
+        s.flush_bytes_max,
+        parse_bytes(defaults::FLUSH_BYTES_MAX).unwrap()
+    );
+    assert_eq!(s.chunk_bytes, parse_bytes(defaults::CHUNK_BYTES).unwrap());
+    assert_eq!(s.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
+    assert_eq!(s.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
+    assert_eq!(s.restarts_max, defaults::RESTARTS_MAX);
+    assert_eq!(s.infer_lines, defaults::INFER_LINES);
+    assert_eq!(s.columns_max, defaults::COLUMNS_MAX);
+    assert_eq!(s.late, LatePolicy::parse_name(defaults::LATE).unwrap());
+    assert_eq!(s.mode, PublishMode::Swap);
+}
+
+#[test]
+fn sizes_parse() {
+    assert_eq!(parse_bytes("256MiB"), Some(256 << 20));
+    assert_eq!(parse_bytes("64MB"), Some(64_000_000));
+    assert_eq!(parse_bytes("4096"), Some(4096));
+    assert_eq!(parse_bytes("12 parsecs"), None);
+    assert_eq!(parse_bytes("MiB"), None);
+}
+
+#[test]
+fn flags_win_over_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("p.toml");
+    std::fs::write(
+        &cfg,
+        "source = \"ndjson:in\"\ntable = \"t\"\nwindow = \"15m\"\nkey = \"id\"\n",
+    )
+    .unwrap();
+    let args = RunArgs {
+        config: Some(cfg.clone()),
+        window: Some("1h".into()),
+        ..Default::default()
+    };
+    let settings = args.settings().unwrap();
+    assert_eq!(settings.window, WindowSize::parse("1h").unwrap());
+    assert_eq!(settings.table, "t");
+    assert_eq!(settings.key.unwrap().columns, vec!["id".to_string()]);
+    assert_eq!(settings.dlq, "t_dlq");
+    assert_eq!(settings.late, LatePolicy::Rewrite);
+
+    std::fs::write(&cfg, "sorce = \"x\"\n").unwrap();
+    let err = RunArgs {
+        config: Some(cfg),
+        ..Default::default()
+    }
+    .settings()
+    .unwrap_err();
+    assert!(err.to_string().contains("sorce"), "{err}");
+}
+
+#[test]
+fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
+    let settings = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
+        let mut args = RunArgs {
+            source: Some(source.into()),
+            table: Some("t".into()),
+            ..Default::default()
+        };
+        extra(&mut args);
+        args.settings()
+    };
+    let p = settings("kafka:events", &|a| {
+        a.brokers = Some("127.0.0.1:9092".into());
+        a.until_idle = Some("30s".into());
+        a.kafka_options = vec!["fetch.min.bytes=1".into()];
+    })
+    .unwrap();
+    let k = p.kafka.unwrap();
+    assert_eq!((k.topic.as_str(), k.group.as_str()), ("events", "sluice"));
+    assert_eq!(k.until_idle_ms, Some(30_000));
+    assert_eq!(k.start, StartAt::Earliest);
+    assert_eq!(
+        k.client_options,
+        vec![("fetch.min.bytes".into(), "1".into())]
+    );
+    let err = |source: &str, extra: &dyn Fn(&mut RunArgs)| {
+        settings(source, extra).unwrap_err().to_string()
+    };
+    assert!(err("kafka:events", &|_| {}).contains("--brokers"));
+    assert!(err("kafka:a/b", &|a| a.brokers = Some("b:1".into())).contains("topic name"));
+    assert!(err("ndjson:in", &|a| a.max_events = Some(5)).contains("--max-events"));
+    let follow = err("kafka:events", &|a| {
+        a.brokers = Some("b:1".into());
+        a.follow = true;
+    });
+    assert!(follow.contains("always followed"), "{follow}");
+    let start = err("kafka:events", &|a| {
+        a.brokers = Some("b:1".into());
+        a.start = Some("middle".into());
+    });
+    assert!(start.contains("--start"), "{start}");
+}
