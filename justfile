@@ -1,5 +1,7 @@
-# sluice recipes. One cargo target directory outside the clone serves every build.
-export CARGO_TARGET_DIR := env_var_or_default("CARGO_TARGET_DIR", env_var("HOME") + "/.cache/sluice/target")
+# sluice recipes.
+# Cargo's own target directory (./target) unless CARGO_TARGET_DIR names another (CI shares one
+# outside the clone).
+export CARGO_TARGET_DIR := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() + "/target")
 
 # The whole test suite (what CI runs).
 test:

@@ -201,91 +201,14 @@ pub struct RunArgs {
     /// Derived tables from the config file.
     #[arg(skip)]
     pub derive: Vec<crate::derive::DeriveConfig>,
-}
-
-impl RunArgs {
-    /// Fills options not given as flags from the config file.
-    pub fn merge_config(self) -> anyhow::Result<RunArgs> {
-        let mut merged = self.merge_config_file()?;
-        crate::derive::apply_flags(&mut merged.derive, &merged.derive_sql, &merged.derive_key)?;
-        // Applied: a second merge (commands that merge before planning) changes nothing.
-        merged.derive_tables.clear();
-        merged.derive_sql.clear();
-        merged.derive_key.clear();
-        Ok(merged)
-    }
-
-    fn merge_config_file(mut self) -> anyhow::Result<RunArgs> {
-        // Derived tables: those given as flags replace the file's of the same name.
-        for d in crate::derive::tables_from_flags(&self.derive_tables)? {
-            match self.derive.iter_mut().find(|f| f.name == d.name) {
-                Some(f) => *f = d,
-                None => self.derive.push(d),
-            }
-        }
-        let Some(path) = self.config.clone() else {
-            return Ok(self);
-        };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| usage(format!("--config {}: cannot read it: {e}", path.display())))?;
-        let file: RunArgs = toml::from_str(&text)
-            .map_err(|e| usage(format!("--config {}: {}", path.display(), e.message())))?;
-        macro_rules! fill {
-            ($($f:ident),*) => { $( if self.$f.is_none() { self.$f = file.$f; } )* };
-        }
-        fill!(
-            source,
-            brokers,
-            group,
-            start,
-            max_events,
-            table,
-            pipeline,
-            pipelines,
-            time_field,
-            time_format,
-            time_zone,
-            max_time_ahead,
-            time_jump_events,
-            schema_evolution,
-            columns_max,
-            window,
-            address,
-            lateness,
-            key,
-            mode,
-            merge_scope,
-            schema,
-            infer_lines,
-            dlq,
-            late,
-            max_rewrite_age,
-            late_batch,
-            poll_interval,
-            idle_timeout,
-            until_idle,
-            flush_bytes_max,
-            chunk_bytes,
-            compression,
-            checkpoint_interval,
-            store_attempts_max,
-            restarts_max,
-            attempt
-        );
-        if self.storage_options.is_empty() {
-            self.storage_options = file.storage_options;
-        }
-        if self.kafka_options.is_empty() {
-            self.kafka_options = file.kafka_options;
-        }
-        self.follow |= file.follow;
-        for d in file.derive {
-            if !self.derive.iter().any(|f| f.name == d.name) {
-                self.derive.push(d);
-            }
-        }
-        Ok(self)
-    }
+    /// Warn (on stderr, with the reasons and the first rejected line) when more than this
+    /// share of the records is rejected, e.g. 10% or 0.1; a run whose every record is
+    /// rejected exits with status 3 whatever this is. [default: 10%]
+    #[arg(long)]
+    pub max_reject_ratio: Option<String>,
+    /// The summary line's format: text, or json (one JSON object on stdout). [default: text]
+    #[arg(long)]
+    pub format: Option<String>,
 }
 
 /// Validated options of `sluice run`.
@@ -326,6 +249,10 @@ pub struct RunSettings {
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
     pub derive: Vec<crate::derive::DeriveConfig>,
+    /// See `--max-reject-ratio`: a share from 0 to 1.
+    pub max_reject_ratio: f64,
+    /// The summary as one JSON object instead of a line of text.
+    pub json: bool,
 }
 
 /// Validated Kafka source options (read only by a build with the `kafka` feature).
@@ -664,6 +591,17 @@ impl RunArgs {
             }
         }
         crate::derive::check(&a.derive, &[&table, &dlq])?;
+        let max_reject_ratio = parse_ratio(
+            a.max_reject_ratio
+                .as_deref()
+                .unwrap_or(defaults::MAX_REJECT_RATIO),
+        )
+        .ok_or_else(|| usage("--max-reject-ratio: expected a share like 10% or 0.1"))?;
+        let json = match a.format.as_deref().unwrap_or("text") {
+            "text" => false,
+            "json" => true,
+            _ => return Err(usage("--format: use text or json")),
+        };
         Ok(RunSettings {
             source,
             kafka,
@@ -696,6 +634,8 @@ impl RunArgs {
             storage_options,
             attempt: a.attempt,
             derive: a.derive,
+            max_reject_ratio,
+            json,
         })
     }
 }
@@ -710,6 +650,16 @@ fn valid_topic(topic: &str) -> bool {
 
 fn default_dlq_location(table: &str) -> String {
     format!("{}_dlq", table.trim_end_matches('/'))
+}
+
+/// `10%` or `0.1`: a share from 0 to 1.
+pub fn parse_ratio(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let share = match text.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().ok()? / 100.0,
+        None => text.parse::<f64>().ok()?,
+    };
+    (0.0..=1.0).contains(&share).then_some(share)
 }
 
 /// `256MiB`, `64MB`, `4KiB`, `1048576`.
@@ -739,6 +689,8 @@ pub fn key_value(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
         _ => Err(usage(format!("{flag} {text:?}: expected KEY=VALUE"))),
     }
 }
+
+mod config;
 
 #[cfg(test)]
 mod tests;

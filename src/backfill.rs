@@ -48,12 +48,18 @@ pub fn parse_range(args: &BackfillArgs) -> anyhow::Result<(EventTime, EventTime)
 
 pub async fn backfill_command(args: BackfillArgs) -> anyhow::Result<()> {
     let (from, to) = parse_range(&args)?;
-    recompute(args.run.settings()?, from, to, "backfill").await
+    recompute(
+        crate::ingest::resolve(args.run).await?,
+        from,
+        to,
+        "backfill",
+    )
+    .await
 }
 
 pub async fn rewrite_command(args: RewriteArgs) -> anyhow::Result<()> {
     let at = parse_instant(&args.at).map_err(|e| usage(format!("--at: {e}")))?;
-    let settings = args.run.settings()?;
+    let settings = crate::ingest::resolve(args.run).await?;
     let window = Window::containing(settings.window, at);
     recompute(settings, window.start(), window.end(), "rewrite").await
 }
@@ -115,6 +121,50 @@ async fn recompute(
         }
         None => String::new(),
     };
+    if settings.json {
+        let json = serde_json::json!({
+            "from": from.to_rfc3339(),
+            "to": to.to_rfc3339(),
+            "windows_republished": summary.windows_published,
+            "windows_unchanged": summary.windows_unchanged,
+            "rows_in_range": summary.rows,
+            "rows_outside": summary.outside,
+            "rejected": summary.rejected,
+            "rejected_by_reason": summary.rejections.by_reason,
+            "table_version": summary.last_version,
+            "seconds": started.elapsed().as_secs_f64(),
+        });
+        println!("{json}");
+    } else {
+        print_summary(&summary, from, to, what, &derived, started);
+    }
+    if summary.rows + summary.outside == 0 && summary.rejected > 0 {
+        let first = summary
+            .rejections
+            .first
+            .as_ref()
+            .map_or(String::new(), |f| {
+                format!("{} at {}:{}: {}", f.reason, f.source, f.offset, f.detail)
+            });
+        return Err(crate::Exit::error(
+            crate::Exit::ALL_REJECTED,
+            format!(
+                "every line of the source ({}) was rejected (first: {first}); nothing was recomputed",
+                summary.rejected
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn print_summary(
+    summary: &sluice_ingest::BackfillSummary,
+    from: EventTime,
+    to: EventTime,
+    what: &str,
+    derived: &str,
+    started: Instant,
+) {
     println!(
         "sluice {what}: windows in [{}, {}): {} republished, {} already complete and left unchanged; \
          {} rows in range, {} outside ignored, {} bad lines ignored; table version {}{derived}; {:.2} s",
@@ -130,7 +180,6 @@ async fn recompute(
             .map_or_else(|| "unchanged".to_string(), |v| v.to_string()),
         started.elapsed().as_secs_f64()
     );
-    Ok(())
 }
 
 /// The progress bar of a backfill: bytes read, then windows published. indicatif draws it on

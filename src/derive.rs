@@ -6,13 +6,14 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Deserialize;
+use sluice_ingest::terms;
 use sluice_ingest::{DeriveError, DeriveSpec, Deriver};
-use sluice_publish::{OpenError, TableOptions, WindowTable};
+use sluice_publish::{Contract, OpenError, TableOptions, WindowTable};
 use sluice_sql::DerivedQuery;
 
 use crate::args::RunSettings;
 use crate::backfill::{parse_range, BackfillArgs};
-use crate::ingest::{attempt, table_options, SystemClock};
+use crate::ingest::{attempt, raw_options, SystemClock};
 use crate::usage;
 use sluice_ingest::Clock;
 
@@ -124,6 +125,45 @@ pub fn check(derive: &[DeriveConfig], taken: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses, before anything is written, derived tables that record another raw table, query
+/// or key than this run gives them (their contract; see docs/cli.md).
+pub async fn check_contracts(settings: &RunSettings) -> anyhow::Result<()> {
+    if settings.derive.is_empty() {
+        return Ok(());
+    }
+    let raw_url = sluice_publish::location_url(&settings.table)
+        .map_err(|e| usage(format!("--table: {e}")))?;
+    for d in &settings.derive {
+        let options = TableOptions {
+            storage_options: settings.storage_options.clone(),
+            ..TableOptions::new(d.table.clone())
+        };
+        let recorded = sluice_publish::recorded_contract(&options, &settings.pipeline)
+            .await
+            .with_context(|| format!("reading derived table {} at {}", d.name, d.table))?;
+        let Some(recorded) = recorded else {
+            continue;
+        };
+        let given = Contract::new()
+            .with(terms::RAW, raw_url.as_str())
+            .with(terms::SQL, d.sql.trim())
+            .with(terms::KEY, d.key.join(","));
+        let differences = recorded.differences(&given);
+        if !differences.is_empty() {
+            let what = differences
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(usage(format!(
+                "derived table {} at {}: {what}. Nothing was written. A changed query or raw table needs a derived table location of its own",
+                d.name, d.table
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Plans every derived query against `raw` and opens the derived tables. A query that does
 /// not settings, or a derived table whose columns differ from the query's output, is a usage
 /// error (exit 2) before anything is ingested.
@@ -159,6 +199,9 @@ pub async fn open_deriver(
             OpenError::SchemaMismatch { url, found, expected } => Err(usage(format!(
                 "derived table {name}: the table at {url} has columns {found}, but the query's output is {expected}; give a changed query a new table location"
             ))),
+            e @ OpenError::ContractMismatch { .. } => Err(usage(format!(
+                "derived table {name}: {e}. Nothing was written. A changed query or raw table needs a derived table location of its own"
+            ))),
             e @ (OpenError::PartitionMismatch { .. }
             | OpenError::ReservedColumn(_)
             | OpenError::Schema(_)) => Err(usage(format!(
@@ -178,29 +221,38 @@ pub type DeriveArgs = BackfillArgs;
 /// publishes those whose rows changed (a second run changes nothing). Reads no source.
 pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     let (from, to) = parse_range(&args)?;
-    let mut run = args.run.merge_config()?;
-    run.config = None;
+    let mut run = args.run;
     // The source is not read; a placeholder satisfies the run options' check.
-    run.source.get_or_insert_with(|| "ndjson:-".into());
-    let settings = run.settings()?;
+    if run.config.is_none() {
+        run.source.get_or_insert_with(|| "ndjson:-".into());
+    } else {
+        run = run.merge_config()?;
+        run.config = None;
+        run.source.get_or_insert_with(|| "ndjson:-".into());
+    }
+    // The window size and layout come from the raw table's contract.
+    let settings = crate::ingest::resolve(run).await?;
     if settings.derive.is_empty() {
         return Err(usage(
             "no derived tables: declare them with [[derive]] in --config, or --derive NAME=LOCATION --derive-sql NAME=SQL",
         ));
     }
     let started = Instant::now();
-    let options = table_options(&settings);
+    // Only read: the raw table's contract is not checked or recorded here.
+    let options = TableOptions {
+        contract: None,
+        ..raw_options(&settings)
+    };
     let mut raw =
-        match WindowTable::open_or_create(&options, None, settings.layout, settings.window).await {
-            Err(OpenError::NeedSchema(url)) => {
+        match WindowTable::open_existing(&options, None, settings.layout, settings.window).await {
+            Ok(Some(raw)) => raw,
+            Ok(None) => {
                 return Err(usage(format!(
-                    "--table: no raw table at {url}; derived tables are computed from it"
+                    "--table: no raw table at {}; derived tables are computed from it",
+                    settings.table
                 )))
             }
-            Err(e @ OpenError::PartitionMismatch { .. }) => {
-                return Err(usage(format!("--window/--address: {e}")))
-            }
-            other => other.with_context(|| format!("opening table {}", settings.table))?,
+            Err(e) => return Err(crate::ingest::open_error(e, &settings.table)),
         };
     let stage = sluice_stage::StageOptions {
         codec: settings.codec,
@@ -226,6 +278,16 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         .context("deriving")?;
     bar.finish_and_clear();
     let s = &deriver.summary;
+    if settings.json {
+        let json = serde_json::json!({
+            "derived_windows_recomputed": s.computed,
+            "derived_windows_published": s.published,
+            "raw_table_version": raw.version(),
+            "seconds": started.elapsed().as_secs_f64(),
+        });
+        println!("{json}");
+        return Ok(());
+    }
     println!(
         "sluice derive: {} derived windows recomputed from raw table version {}, {} published ({} unchanged) in {:.2} s",
         s.computed,

@@ -2,19 +2,17 @@
 
 use std::time::Instant;
 
-use deltalake::arrow::datatypes::SchemaRef;
-
 use anyhow::Context;
 use sluice_ingest::{
-    field_names, open_raw as open_raw_table, Clock, Follow, IngestConfig, Ingester, OpenRawError,
-    RawTableSpec,
+    open_raw as open_raw_table, Clock, Follow, IngestConfig, Ingester, OpenRawError, RawTableSpec,
 };
 use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
-use sluice_source::{DecodeOptions, LineDecoder, NdjsonSource, RecordSchema, SchemaEvolution};
+use sluice_source::{DecodeOptions, LineDecoder, NdjsonSource, RecordSchema};
 use sluice_stage::StageOptions;
 
 use crate::args::{RunArgs, RunSettings};
 use crate::derive::open_deriver;
+use crate::signals::{Signal, Stop};
 use crate::usage;
 
 /// The process's wall clock: the one place sluice reads it.
@@ -27,18 +25,18 @@ impl Clock for SystemClock {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let settings = args.settings()?;
+    let settings = resolve(args).await?;
     let started = Instant::now();
-    let (summary, from) = match &settings.kafka {
-        None => (ingest(&settings).await?, String::new()),
+    let (summary, version, kafka) = match &settings.kafka {
+        None => {
+            let (s, v) = ingest(&settings).await?;
+            (s, v, None)
+        }
         #[cfg(feature = "kafka")]
         Some(k) => {
             let (s, version) = ingest_kafka(&settings, k).await?;
-            let from = format!(
-                " from {} messages of {} partition assignments ({} revoked)",
-                s.messages, s.partitions_assigned, s.partitions_revoked
-            );
-            ((s.run, version), from)
+            let kafka = (s.messages, s.partitions_assigned, s.partitions_revoked);
+            (s.run, version, Some(kafka))
         }
         #[cfg(not(feature = "kafka"))]
         Some(k) => {
@@ -49,47 +47,121 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let secs = started.elapsed().as_secs_f64();
-    let s = &summary.0;
-    println!(
-        "sluice run: {} records{from}; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{}{}; {:.1} MB in {:.2} s ({:.0} records/s)",
+    let version = summary.last_version.or(version);
+    print_summary(&settings, &summary, version, kafka, secs);
+    crate::warnings::warn_about_input(&summary, &settings)
+}
+
+/// Prints the summary, as text or JSON (`--format`); `kafka`: messages, partition
+/// assignments and revocations of a Kafka run.
+fn print_summary(
+    settings: &RunSettings,
+    s: &sluice_ingest::RunSummary,
+    version: Option<u64>,
+    kafka: Option<(u64, u64, u64)>,
+    secs: f64,
+) {
+    if settings.json {
+        let mut json = summary_json(s, version, secs, &settings.dlq);
+        if let Some((messages, assigned, revoked)) = kafka {
+            json["messages"] = messages.into();
+            json["partition_assignments"] = assigned.into();
+            json["partitions_revoked"] = revoked.into();
+        }
+        println!("{json}");
+    } else {
+        let from = kafka.map_or(String::new(), |(m, a, r)| {
+            format!(" from {m} messages of {a} partition assignments ({r} revoked)")
+        });
+        println!("{}", summary_line(s, &from, version, secs, &settings.dlq));
+    }
+}
+
+/// The run's summary as one line of text.
+fn summary_line(
+    s: &sluice_ingest::RunSummary,
+    from: &str,
+    version: Option<u64>,
+    secs: f64,
+    dlq: &str,
+) -> String {
+    let mut extra = String::new();
+    if s.rejected + s.late_dead_lettered > 0 {
+        extra += &format!(
+            " ({} late dead-lettered; see the dead-letter table {dlq})",
+            s.late_dead_lettered
+        );
+    }
+    if s.restarts > 0 {
+        extra += &format!("; resumed from the table {} times", s.restarts);
+    }
+    if s.merges_unchanged > 0 {
+        extra += &format!("; {} merges changed nothing", s.merges_unchanged);
+    }
+    if s.idle_seals > 0 {
+        extra += &format!("; {} idle seals", s.idle_seals);
+    }
+    if s.derived.computed > 0 {
+        extra += &format!(
+            "; {} derived windows recomputed, {} published",
+            s.derived.computed, s.derived.published
+        );
+    }
+    if !s.fields_added.is_empty() {
+        extra += &format!("; new columns: {}", s.fields_added.join(", "));
+    }
+    if s.ahead > 0 {
+        extra += &format!(
+            "; {} events far ahead of the stream (their windows published on their own)",
+            s.ahead
+        );
+    }
+    format!(
+        "sluice run: {} records{from}; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{extra}; {:.1} MB in {:.2} s ({:.0} records/s)",
         s.rows - s.replayed,
         s.windows_published,
         s.commits,
-        s.last_version.map_or_else(|| summary.1.map_or("-".into(), |v| v.to_string()), |v| v.to_string()),
+        version.map_or("-".into(), |v| v.to_string()),
         s.replayed,
         s.late,
         s.rejected,
-        if s.rejected + s.late_dead_lettered > 0 { format!(" ({} late dead-lettered; see the dead-letter table {})", s.late_dead_lettered, settings.dlq) } else { String::new() },
-        if s.restarts > 0 { format!("; resumed from the table {} times", s.restarts) } else { String::new() }
-            + &if s.merges_unchanged > 0 { format!("; {} merges changed nothing", s.merges_unchanged) } else { String::new() }
-            + &if s.idle_seals > 0 { format!("; {} idle seals", s.idle_seals) } else { String::new() }
-            + &if s.derived.computed > 0 { format!("; {} derived windows recomputed, {} published", s.derived.computed, s.derived.published) } else { String::new() }
-            + &if s.fields_added.is_empty() { String::new() } else { format!("; new columns: {}", s.fields_added.join(", ")) }
-            + &if s.ahead > 0 { format!("; {} events far ahead of the stream (their windows published on their own)", s.ahead) } else { String::new() },
         s.bytes as f64 / 1e6,
         secs,
         s.rows as f64 / secs.max(1e-9),
-    );
-    if s.rows_with_ignored_fields > 0 {
-        // Never silent: what was left out, and how to keep it.
-        let fields = s
-            .ignored_fields
-            .iter()
-            .map(|(f, n)| format!("{f} ({n})"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let how = if settings.evolution == SchemaEvolution::Ignore {
-            "--schema-evolution ignore"
-        } else {
-            "values with nothing to store, such as {}"
-        };
-        tracing::warn!(rows = s.rows_with_ignored_fields, %fields, "rows carried fields the table does not have; left out ({how})");
-        eprintln!(
-            "sluice run: {} rows carried fields the table does not have, left out ({how}): {fields}",
-            s.rows_with_ignored_fields
-        );
-    }
-    Ok(())
+    )
+}
+
+/// The run's summary as one JSON object (`--format json`; fields documented in docs/cli.md).
+fn summary_json(
+    s: &sluice_ingest::RunSummary,
+    version: Option<u64>,
+    secs: f64,
+    dlq: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "records": s.rows - s.replayed,
+        "replayed": s.replayed,
+        "window_publications": s.windows_published,
+        "commits": s.commits,
+        "table_version": version,
+        "late": s.late,
+        "late_dead_lettered": s.late_dead_lettered,
+        "rejected": s.rejected,
+        "rejected_by_reason": s.rejections.by_reason,
+        "dead_letter_table": dlq,
+        "duplicates_kept": s.duplicates_kept,
+        "restarts": s.restarts,
+        "merges_unchanged": s.merges_unchanged,
+        "idle_seals": s.idle_seals,
+        "derived_windows_recomputed": s.derived.computed,
+        "derived_windows_published": s.derived.published,
+        "columns_added": s.fields_added,
+        "events_far_ahead": s.ahead,
+        "rows_with_ignored_fields": s.rows_with_ignored_fields,
+        "ignored_fields": s.ignored_fields,
+        "bytes": s.bytes,
+        "seconds": secs,
+    })
 }
 
 /// A pipeline's parts, opened from a run settings: the source, the table (created with the
@@ -103,15 +175,16 @@ pub struct Wired {
 }
 
 pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
+    crate::derive::check_contracts(settings).await?;
     let source = if settings.follow.is_some() {
         NdjsonSource::open_following(&settings.source)
     } else {
         NdjsonSource::open(&settings.source)
     }
     .map_err(|e| usage(format!("--source: {e}")))?;
-    let options = table_options(settings);
-    let (table, record) = open_raw(settings, &options, Some(&source)).await?;
-    let (decoder, config) = runner(settings, record)?;
+    let (decode, config) = runner(settings);
+    let options = table_options(settings, &config, &decode);
+    let (table, decoder) = open_raw(settings, &options, decode, Some(&source)).await?;
     Ok(Wired {
         source,
         table,
@@ -121,14 +194,40 @@ pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
     })
 }
 
+/// Merges the config file, fills the options that decide what the table holds from the
+/// contract the table records (where neither a flag nor the file gave them), and validates.
+pub async fn resolve(args: RunArgs) -> anyhow::Result<RunSettings> {
+    let mut args = args.merge_config()?;
+    args.config = None;
+    if let Some(location) = &args.table {
+        let mut options = TableOptions::new(location.clone());
+        for kv in &args.storage_options {
+            let (k, v) = crate::args::key_value("--storage-option", kv)?;
+            options.storage_options.insert(k, v);
+        }
+        let pipeline = args
+            .pipeline
+            .clone()
+            .unwrap_or_else(|| sluice_ingest::defaults::PIPELINE.into());
+        let recorded = sluice_publish::recorded_contract(&options, &pipeline)
+            .await
+            .with_context(|| format!("reading the table {location}"))?;
+        if let Some(contract) = recorded {
+            args.adopt(&contract);
+        }
+    }
+    args.settings()
+}
+
 /// Opens the raw table (sluice_ingest::open_raw: created with the schema file's schema, or
-/// else one inferred from `infer_from`), with the record schema to decode with; its errors
-/// named after the flags that cause them.
+/// else one inferred from `infer_from`, once the decode options are known to fit it), with
+/// the decoder for its record schema; its errors named after the flags that cause them.
 async fn open_raw(
     settings: &RunSettings,
     options: &TableOptions,
+    decode: DecodeOptions,
     infer_from: Option<&NdjsonSource>,
-) -> anyhow::Result<(WindowTable, SchemaRef)> {
+) -> anyhow::Result<(WindowTable, LineDecoder)> {
     let declared = match &settings.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => None,
@@ -140,39 +239,55 @@ async fn open_raw(
         window: settings.window,
         evolution: settings.evolution,
         infer_from: infer_from.map(|source| (source, settings.infer_lines)),
+        decode,
     };
     open_raw_table(spec).await.map_err(|e| match e {
-        OpenRawError::Open(e) => match e {
-            OpenError::PartitionMismatch { .. } => {
-                usage(format!("--window/--address/--pipelines: {e}"))
-            }
-            OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
-                usage(format!("--schema: {e}"))
-            }
-            OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
-                usage(format!("--pipeline: {e}"))
-            }
-            OpenError::PipelinesMismatch { .. } => usage(format!("--pipelines: {e}")),
-            OpenError::NeedSchema(_) => usage(format!(
-                "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
-            )),
-            other => anyhow::Error::new(other).context(format!("opening table {}", settings.table)),
-        },
+        OpenRawError::Open(e) => open_error(e, &settings.table),
         OpenRawError::Infer(e) => usage(format!("--schema: {e}; give a schema file with --schema")),
-        e @ OpenRawError::Read(_) => anyhow::Error::new(e).context("reading the source to infer its schema"),
+        e @ OpenRawError::Read(_) => {
+            anyhow::Error::new(e).context("reading the source to infer its schema")
+        }
         e @ (OpenRawError::Conflict(_) | OpenRawError::WouldGrow { .. }) => {
             usage(format!("--schema: {e}"))
         }
+        OpenRawError::Decode { source, fields } => match source {
+            sluice_source::DecodeError::NoKeyField(_)
+            | sluice_source::DecodeError::KeyFieldType { .. } => usage(format!(
+                "--key: {source} (fields: {fields}); nothing was written"
+            )),
+            e => usage(format!(
+                "--time-field/--time-format: {e} (fields: {fields}); nothing was written"
+            )),
+        },
     })
 }
 
-/// The decoder and the runner's configuration for `record` (the table's record schema, as
-/// grown by a schema file).
-fn runner(
-    settings: &RunSettings,
-    record: SchemaRef,
-) -> anyhow::Result<(LineDecoder, IngestConfig)> {
-    let options = DecodeOptions {
+/// An error opening the raw table, named after the flags that cause it.
+pub fn open_error(e: OpenError, table: &str) -> anyhow::Error {
+    match e {
+        OpenError::PartitionMismatch { .. } => {
+            usage(format!("--window/--address/--pipelines: {e}"))
+        }
+        OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
+            usage(format!("--schema: {e}"))
+        }
+        OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
+            usage(format!("--pipeline: {e}"))
+        }
+        OpenError::PipelinesMismatch { .. } => usage(format!("--pipelines: {e}")),
+        OpenError::ContractMismatch { .. } => usage(format!(
+            "{e}. Nothing was written. Leave these options out to use the table's, or write to another table"
+        )),
+        OpenError::NeedSchema(_) => usage(format!(
+            "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
+        )),
+        other => anyhow::Error::new(other).context(format!("opening table {table}")),
+    }
+}
+
+/// The decode options and the runner's configuration of a run.
+fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
+    let decode = DecodeOptions {
         time_field: settings.time_field.clone(),
         time: settings.time.clone(),
         key: settings
@@ -183,16 +298,6 @@ fn runner(
         evolution: settings.evolution,
         columns_max: settings.columns_max,
     };
-    let decoder = LineDecoder::new(record.clone(), options).map_err(|e| match e {
-        sluice_source::DecodeError::NoKeyField(_)
-        | sluice_source::DecodeError::KeyFieldType { .. } => {
-            usage(format!("--key: {e} (fields: {})", field_names(&record)))
-        }
-        e => usage(format!(
-            "--time-field/--time-format: {e} (fields: {})",
-            field_names(&record)
-        )),
-    })?;
     let config = IngestConfig {
         pipeline: settings.pipeline.clone(),
         window: settings.window,
@@ -213,7 +318,7 @@ fn runner(
             ..StageOptions::default()
         },
     };
-    Ok((decoder, config))
+    (decode, config)
 }
 
 /// A Kafka run: the processes of one consumer group share the topic's partitions, each
@@ -224,11 +329,11 @@ async fn ingest_kafka(
     kafka: &crate::args::KafkaSettings,
 ) -> anyhow::Result<(sluice_ingest::KafkaSummary, Option<u64>)> {
     use sluice_source::kafka::KafkaOptions;
-    let mut options = table_options(settings);
+    let (decode, config) = runner(settings);
+    let mut options = table_options(settings, &config, &decode);
     options.shard = Some(sluice_window::Shard(0));
     options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
-    let (table, record) = open_raw(settings, &options, None).await?;
-    let (decoder, config) = runner(settings, record)?;
+    let (table, decoder) = open_raw(settings, &options, decode, None).await?;
     options.shard = None;
     let run = sluice_ingest::KafkaRun {
         config,
@@ -243,6 +348,7 @@ async fn ingest_kafka(
         },
         dlq: TableOptions {
             location: settings.dlq.clone(),
+            contract: None,
             ..options.clone()
         },
         table: options,
@@ -254,20 +360,34 @@ async fn ingest_kafka(
         tick_ms: sluice_ingest::TICK_MS_DEFAULT,
     };
     drop(table);
+    let stop = Stop::on_signal();
     let summary = run
-        .run(&SystemClock, stop_on_signal())
+        .run(&SystemClock, stop.rx.clone())
         .await
         .context("ingesting from Kafka")?;
     let version = sluice_publish::open_table(&settings.table, &settings.storage_options, None)
         .await
         .ok()
         .and_then(|t| t.version());
+    if stop.signal() == Some(Signal::Interrupt) {
+        print_summary(settings, &summary.run, version, None, 0.0);
+        return Err(stop
+            .interrupted(settings, "the Kafka run stopped after its current chunk")
+            .await);
+    }
+    if stop.signal() == Some(Signal::Terminate) {
+        eprintln!("{}", crate::signals::STOPPED_NOTE);
+    }
     Ok((summary, version))
 }
 
 /// How the settings's table is reached (the dead-letter and derived tables use the same options
-/// at their own locations).
-pub fn table_options(settings: &RunSettings) -> TableOptions {
+/// at their own locations), and the run's contract with it.
+pub fn table_options(
+    settings: &RunSettings,
+    config: &IngestConfig,
+    decode: &DecodeOptions,
+) -> TableOptions {
     TableOptions {
         location: settings.table.clone(),
         storage_options: settings.storage_options.clone(),
@@ -280,8 +400,15 @@ pub fn table_options(settings: &RunSettings) -> TableOptions {
         },
         pipeline: Some(settings.pipeline.clone()),
         pipelines: settings.pipelines,
+        contract: Some(sluice_ingest::run_contract(config, decode)),
         ..TableOptions::new("")
     }
+}
+
+/// How the settings's table is reached, with the contract of a run with these settings.
+pub fn raw_options(settings: &RunSettings) -> TableOptions {
+    let (decode, config) = runner(settings);
+    table_options(settings, &config, &decode)
 }
 
 /// The attempt id in staged file names: given, or from the clock and process id.
@@ -311,11 +438,13 @@ pub async fn ingest(
     .await?;
     let dlq = DeadLetterTable::open_or_create(&TableOptions {
         location: settings.dlq.clone(),
+        contract: None,
         ..w.options.clone()
     })
     .await
     .with_context(|| format!("opening the dead-letter table {}", settings.dlq))?;
     let clock = SystemClock;
+    let total_bytes: u64 = w.source.files().iter().map(|f| f.len).sum();
     let ingester = Ingester::recover(w.config, w.source, w.decoder, w.table, dlq, attempt, &clock)
         .await
         .context("recovering the pipeline state from the table")?;
@@ -326,51 +455,75 @@ pub async fn ingest(
             .context("bringing the derived tables up to the raw table")?,
         None => ingester,
     };
+    let stop = Stop::on_signal();
+    let mut stopped = stop.rx.clone();
     let (summary, table) = match settings.follow {
-        None => ingester.run().await,
+        // A bounded run stops at once: everything it published is in the table, and the
+        // next run resumes from the positions the table records (as after any crash).
+        None => tokio::select! {
+            ran = with_progress_bar(ingester, total_bytes).run() => ran,
+            _ = stopped.wait_for(|stop| *stop) => {
+                return Err(stop.interrupted(settings, "the run stopped").await);
+            }
+        },
         Some(f) => {
             ingester
                 .follow(Follow {
                     poll_ms: f.poll_ms,
                     idle_timeout_ms: f.idle_timeout_ms,
                     until_idle_ms: f.until_idle_ms,
-                    stop: stop_on_signal(),
+                    stop: stop.rx.clone(),
                 })
                 .await
         }
     }
     .context("ingesting")?;
+    if stop.signal() == Some(Signal::Interrupt) {
+        // The summary first, then what the stop left unpublished.
+        let version = summary.last_version.or(table.version());
+        print_summary(settings, &summary, version, None, 0.0);
+        return Err(stop
+            .interrupted(settings, "the followed run stopped after its current chunk")
+            .await);
+    }
+    if stop.signal() == Some(Signal::Terminate) {
+        eprintln!("{}", crate::signals::STOPPED_NOTE);
+    }
     Ok((summary, table.version()))
 }
 
-/// A stop flag raised by SIGINT or SIGTERM (a followed run then ends gracefully).
-fn stop_on_signal() -> tokio::sync::watch::Receiver<bool> {
-    let (tx, rx) = tokio::sync::watch::channel(false);
+/// A bounded run with a progress bar on stderr when stderr is a terminal (bytes read of the
+/// source, records, windows published); nothing otherwise.
+fn with_progress_bar<'a, L: sluice_source::ReplayLog>(
+    ingester: Ingester<'a, L>,
+    total_bytes: u64,
+) -> Ingester<'a, L> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ingester;
+    }
+    let (tx, mut rx) = tokio::sync::watch::channel(sluice_ingest::RunProgress::default());
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total_bytes),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "run [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
     tokio::spawn(async move {
-        let interrupt = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            match signal(SignalKind::terminate()) {
-                Ok(mut term) => {
-                    tokio::select! {
-                        _ = interrupt => {}
-                        _ = term.recv() => {}
-                    }
-                }
-                Err(_) => {
-                    let _ = interrupt.await;
-                }
-            }
+        while rx.changed().await.is_ok() {
+            let p = *rx.borrow();
+            bar.set_position(p.bytes);
+            bar.set_message(format!(
+                "{} records, {} windows published",
+                p.records, p.windows_published
+            ));
         }
-        #[cfg(not(unix))]
-        {
-            let _ = interrupt.await;
-        }
-        tracing::info!("stop requested: finishing the current chunk");
-        let _ = tx.send(true);
-        // Keep the sender alive so the run does not mistake its drop for a stop.
-        std::future::pending::<()>().await;
+        bar.finish_and_clear();
     });
-    rx
+    ingester.with_progress(tx)
 }

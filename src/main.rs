@@ -1,15 +1,20 @@
 //! `sluice`: land event streams in Delta Lake tables with batch-style overwrite semantics.
 //!
 //! The binary only wires: options and config files in, library calls, results out. Errors
-//! print with their whole chain; invalid options exit with status 2, failures with 1.
+//! print with their whole chain. Exit status: 0 done, 1 failed, 2 invalid options (nothing
+//! written), 3 every record of the run rejected, 130 interrupted (SIGINT/SIGTERM).
 
 mod args;
 mod backfill;
 mod demo;
 mod derive;
 mod ingest;
+mod options;
 mod report;
+mod signals;
+mod warnings;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -17,8 +22,10 @@ use clap::{Parser, Subcommand};
 /// Land event streams in Delta Lake tables: every window is an address, every restart a rerun.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about, propagate_version = true)]
-struct Cli {
-    /// Log more (-v: each publication, -vv: debug).
+pub struct Cli {
+    /// Log more: -v each publication, -vv debug (sluice's own events); -vvv every
+    /// dependency's too. SLUICE_LOG (a tracing filter, e.g. sluice=debug,deltalake=info)
+    /// overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     #[command(subcommand)]
@@ -28,6 +35,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Ingest a source into a Delta table, window by window; safe to rerun after any stop.
+    #[command(
+        override_usage = "sluice run --source <SOURCE> --table <TABLE> [OPTIONS]\n       sluice run --config <FILE> [OPTIONS]"
+    )]
     Run(Box<args::RunArgs>),
     /// Run SQL over Delta tables (DataFusion).
     #[command(disable_version_flag = true)]
@@ -48,23 +58,44 @@ enum Command {
     Derive(Box<derive::DeriveArgs>),
     /// Write a deterministic test stream (duplicates, out-of-order and late events) as NDJSON.
     Generate(demo::GenerateArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(options::CompletionsArgs),
+    /// Print the man page (roff) to stdout: `sluice man > sluice.1`.
+    Man,
 }
 
-/// An invalid option or config value: exit status 2, one line naming it.
+/// A failure with an exit status of its own, printed as one line: an invalid option or
+/// config value (2), a run whose every record was rejected (3), an interrupted run (130).
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub struct Exit {
+    pub status: u8,
+    pub message: String,
+}
 
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Exit {
+    pub const USAGE: u8 = 2;
+    pub const ALL_REJECTED: u8 = 3;
+    pub const INTERRUPTED: u8 = 130;
+
+    pub fn error(status: u8, message: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(Exit {
+            status,
+            message: message.into(),
+        })
     }
 }
 
-impl std::error::Error for UsageError {}
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
 
-/// Shorthand for a usage error.
+impl std::error::Error for Exit {}
+
+/// Shorthand for a usage error (exit status 2).
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UsageError(message.into()))
+    Exit::error(Exit::USAGE, message)
 }
 
 /// At most 2 malloc arenas (glibc). glibc gives threads that allocate under contention arenas
@@ -80,24 +111,30 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// The log filter: sluice's own events at the level `-v` asks for; dependencies' logs
+/// (deltalake's snapshot internals, its retried commits, kernel errors that sluice handles and
+/// words itself) only from -vvv or SLUICE_LOG.
+fn log_filter(verbose: u8) -> String {
+    match verbose {
+        0 => "off,sluice=warn".into(),
+        1 => "off,sluice=info".into(),
+        2 => "off,sluice=debug".into(),
+        _ => "debug".into(),
+    }
+}
+
 fn main() -> ExitCode {
     limit_malloc_arenas();
-    let cli = Cli::parse();
-    let default_level = match cli.verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+    let cli = match options::parse() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!(
-            // deltalake warns of every commit retried over another writer's: routine for the
-            // writers of a sharded table, and only conflicts fail.
-            "{default_level},deltalake=warn,datafusion=warn,deltalake_core::operations::merge=error,deltalake_core::kernel::transaction=error"
-        ))
-    });
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(cli.verbose)));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -120,13 +157,15 @@ fn main() -> ExitCode {
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,
             Command::Derive(a) => derive::derive_command(*a).await,
+            Command::Completions(a) => options::completions(a),
+            Command::Man => options::man_page(),
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+        Err(e) if e.downcast_ref::<Exit>().is_some() => {
             eprintln!("sluice: {e}");
-            ExitCode::from(2)
+            ExitCode::from(e.downcast_ref::<Exit>().map_or(1, |x| x.status))
         }
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {

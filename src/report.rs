@@ -125,7 +125,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     let ctx = sluice_sql::session(&tables, &storage)
         .await
         .context("opening tables")?;
-    let batches = sluice_sql::query(&ctx, &args.sql)
+    let batches = sluice_sql::query_with_schema(&ctx, &args.sql)
         .await
         .with_context(|| format!("query failed: {}", args.sql))?;
     print(&sluice_sql::format(&batches, format)?)
@@ -223,7 +223,8 @@ pub fn listing_batch(listing: &[sluice_publish::WindowListing]) -> anyhow::Resul
 fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
-    if !text.ends_with('\n') {
+    // No rows in JSON Lines: no output at all (a lone newline is not a line of JSON).
+    if !text.is_empty() && !text.ends_with('\n') {
         out.write_all(b"\n")?;
     }
     out.flush()?;

@@ -5,7 +5,9 @@
 
 mod common;
 mod derive;
+mod docs;
 mod e2e;
+mod first_hour;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod late;

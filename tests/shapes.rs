@@ -194,9 +194,9 @@ fn new_fields_are_added_rejected_or_ignored_never_dropped_silently() {
         lines[2].starts_with('2') && lines[2].contains("added") && lines[2].contains("coupon"),
         "{history}"
     );
-    // reject
+    // reject: this run reads only the new file, whose every record is rejected: exit 3
     let table = dir.path().join("reject");
-    let out = ok(&[
+    let rejected = sluice(&[
         "run",
         "--source",
         &src,
@@ -205,6 +205,8 @@ fn new_fields_are_added_rejected_or_ignored_never_dropped_silently() {
         "--schema-evolution",
         "reject",
     ]);
+    let out = String::from_utf8_lossy(&rejected.stdout);
+    assert_eq!(rejected.status.code(), Some(3), "{out}");
     assert!(out.contains("20 rejected"), "{out}");
     assert_eq!(dead_letters(&table), ["unknown_field,20"]);
     assert_eq!(

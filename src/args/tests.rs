@@ -21,7 +21,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
         let text = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let expected: [(&str, String); 23] = [
+    let expected: [(&str, String); 24] = [
         ("pipeline", defaults::PIPELINE.into()),
         ("pipelines", defaults::PIPELINES.into()),
         ("time_field", defaults::TIME_FIELD.into()),
@@ -51,6 +51,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
         ),
         ("restarts_max", defaults::RESTARTS_MAX.to_string()),
         ("start", defaults::START.into()),
+        ("max_reject_ratio", defaults::MAX_REJECT_RATIO.into()),
     ];
     for (id, default) in expected {
         let help = help_of(id);
@@ -113,9 +114,12 @@ fn flags_win_over_the_config_file() {
     };
     let settings = args.settings().unwrap();
     assert_eq!(settings.window, WindowSize::parse("1h").unwrap());
-    assert_eq!(settings.table, "t");
+    // The file's paths are relative to the file.
+    let table = dir.path().join("t").display().to_string();
+    assert_eq!(settings.table, table);
+    assert_eq!(settings.source, dir.path().join("in"));
     assert_eq!(settings.key.unwrap().columns, vec!["id".to_string()]);
-    assert_eq!(settings.dlq, "t_dlq");
+    assert_eq!(settings.dlq, format!("{table}_dlq"));
     assert_eq!(settings.late, LatePolicy::Rewrite);
 
     std::fs::write(&cfg, "sorce = \"x\"\n").unwrap();
@@ -169,4 +173,37 @@ fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
         a.start = Some("middle".into());
     });
     assert!(start.contains("--start"), "{start}");
+}
+
+#[test]
+fn options_left_out_come_from_the_table_and_given_ones_stay() {
+    let recorded = sluice_publish::Contract::new()
+        .with("window", "90m")
+        .with("address", "window_start")
+        .with("key", "event_id")
+        .with("merge-scope", "")
+        .with("late", "drop");
+    let mut args = RunArgs {
+        late: Some("rewrite".into()),
+        ..Default::default()
+    };
+    args.adopt(&recorded);
+    assert_eq!(args.window.as_deref(), Some("90m"));
+    assert_eq!(args.address.as_deref(), Some("window_start"));
+    assert_eq!(args.key.as_deref(), Some("event_id"));
+    assert_eq!(args.merge_scope, None, "an empty term gives nothing");
+    assert_eq!(
+        args.late.as_deref(),
+        Some("rewrite"),
+        "a given option stays (and is checked)"
+    );
+}
+
+#[test]
+fn ratios_and_config_positions_parse() {
+    assert_eq!(parse_ratio("10%"), Some(0.1));
+    assert_eq!(parse_ratio("0.25"), Some(0.25));
+    assert_eq!(parse_ratio("150%"), None);
+    assert_eq!(parse_ratio("lots"), None);
+    assert_eq!(config::line_and_column("a = 1\nb = \n", 10), (2, 5));
 }

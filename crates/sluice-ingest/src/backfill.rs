@@ -29,6 +29,8 @@ pub struct BackfillSummary {
     pub outside: u64,
     /// Bad lines, ignored here (the stream's dead-letter table holds them).
     pub rejected: u64,
+    /// The bad lines by reason, and the first.
+    pub rejections: crate::Rejections,
     pub windows_published: u64,
     /// Windows whose publication already covers the whole source: left as they are.
     pub windows_unchanged: u64,
@@ -97,6 +99,15 @@ pub async fn backfill(
             .name(decoded.file)
             .cloned()
             .unwrap_or_else(|| "?".into());
+        for r in &decoded.rejects {
+            summary.rejections.count(
+                &name,
+                r.offset,
+                r.reason.as_str(),
+                r.reason.detail(),
+                &r.raw,
+            );
+        }
         let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
         for (i, t) in decoded.event_times.iter().enumerate() {
             let window = Window::containing(config.window, *t);

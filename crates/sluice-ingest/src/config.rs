@@ -227,6 +227,14 @@ pub struct RunSummary {
     pub late_dead_lettered: u64,
     /// Records rejected (bad input), with position and reason in the dead-letter table.
     pub rejected: u64,
+    /// The rejections by reason, and the first one, for the warning a run prints when
+    /// many records were rejected.
+    pub rejections: Rejections,
+    /// Without a natural key: records that were byte-for-byte copies of an earlier record
+    /// (duplicate deliveries), each kept as a row of its own. A lower bound when
+    /// `duplicates_capped` (see [`crate::duplicates::DUPLICATE_LINES_REMEMBERED_MAX`]).
+    pub duplicates_kept: u64,
+    pub duplicates_capped: bool,
     pub windows_published: u64,
     pub commits: u64,
     /// Commits to the dead-letter table.
@@ -283,5 +291,68 @@ impl RunSummary {
             *self.ignored_fields.entry(f.clone()).or_default() += n;
         }
         self.ahead += s.ahead;
+        self.rejections.absorb(&s.rejections);
+        self.duplicates_kept += s.duplicates_kept;
+        self.duplicates_capped |= s.duplicates_capped;
+    }
+}
+
+/// Rejected records by reason, and the first one seen (its position, reason and line).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rejections {
+    pub by_reason: std::collections::BTreeMap<String, u64>,
+    pub first: Option<RejectedRecord>,
+}
+
+/// One rejected record, as the run's warning shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRecord {
+    pub source: String,
+    pub offset: i64,
+    pub reason: String,
+    pub detail: String,
+    /// The line, cut to [`Rejections::EXAMPLE_BYTES_MAX`] bytes.
+    pub raw: String,
+}
+
+impl Rejections {
+    /// The most of a rejected line kept as the example.
+    pub const EXAMPLE_BYTES_MAX: usize = 200;
+
+    pub fn count(&mut self, source: &str, offset: i64, reason: &str, detail: String, raw: &str) {
+        *self.by_reason.entry(reason.to_string()).or_default() += 1;
+        if self.first.is_none() {
+            let mut end = raw.len().min(Self::EXAMPLE_BYTES_MAX);
+            while !raw.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.first = Some(RejectedRecord {
+                source: source.to_string(),
+                offset,
+                reason: reason.to_string(),
+                detail,
+                raw: raw[..end].to_string(),
+            });
+        }
+    }
+
+    pub fn absorb(&mut self, other: &Rejections) {
+        for (r, n) in &other.by_reason {
+            *self.by_reason.entry(r.clone()).or_default() += n;
+        }
+        if self.first.is_none() {
+            self.first = other.first.clone();
+        }
+    }
+
+    /// The reasons, most frequent first.
+    pub fn top(&self) -> Vec<(&str, u64)> {
+        let mut reasons: Vec<(&str, u64)> = self
+            .by_reason
+            .iter()
+            .map(|(r, n)| (r.as_str(), *n))
+            .collect();
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        reasons
     }
 }

@@ -51,3 +51,5 @@ pub const RESTARTS_MAX: u32 = 5;
 pub const START: &str = "earliest";
 /// `--pipelines` (for a new table).
 pub const PIPELINES: &str = "one";
+/// `--max-reject-ratio`: above this share of rejected records a run warns.
+pub const MAX_REJECT_RATIO: &str = "10%";

@@ -18,9 +18,11 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::row::{RowConverter, SortField};
 use sluice_publish::{
-    addresses_changed, DerivedPublication, DerivedTable, ListError, OpenError, PublishError,
-    TableOptions, WindowTable,
+    addresses_changed, Contract, DerivedPublication, DerivedTable, ListError, OpenError,
+    PublishError, TableOptions, WindowTable,
 };
+
+use crate::terms;
 use sluice_sql::{read_window, same_rows, DeriveQueryError, DerivedQuery};
 use sluice_stage::{StageError, StageOptions, Stager};
 use sluice_window::{EventTime, Window};
@@ -148,8 +150,18 @@ impl Deriver {
                 .plan(raw.delta_table(), &record, layout.columns())
                 .await?;
             let name = spec.query.name.clone();
+            // What the derived table holds: this query over this raw table.
+            let options = TableOptions {
+                contract: Some(
+                    Contract::new()
+                        .with(terms::RAW, raw.url())
+                        .with(terms::SQL, spec.query.sql.trim())
+                        .with(terms::KEY, spec.query.key.join(",")),
+                ),
+                ..spec.options
+            };
             let table = DerivedTable::open_or_create(
-                &spec.options,
+                &options,
                 pipeline,
                 &name,
                 &output,

@@ -48,6 +48,7 @@ mod config;
 mod dedupe;
 pub mod defaults;
 mod derive;
+pub mod duplicates;
 mod follow;
 #[cfg(feature = "kafka")]
 mod kafka;
@@ -60,7 +61,8 @@ mod state;
 
 pub use backfill::{backfill, BackfillProgress, BackfillSummary};
 pub use config::{
-    Clock, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode, RunSummary,
+    Clock, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode, RejectedRecord,
+    Rejections, RunSummary,
 };
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
@@ -69,8 +71,8 @@ pub use follow::Follow;
 pub use kafka::{
     KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,
 };
-pub use open::{field_names, open_raw, OpenRawError, RawTableSpec};
-pub use run::Ingester;
+pub use open::{field_names, open_raw, run_contract, terms, OpenRawError, RawTableSpec};
+pub use run::{Ingester, RunProgress};
 
 #[cfg(test)]
 mod tests;

@@ -3,13 +3,22 @@
 //! with: the table's, grown by the declared fields it lacks when schema evolution adds
 //! columns (they enter the table with its next commit). An existing table's schema is the
 //! contract: nothing is inferred for it.
+//!
+//! Nothing is written before the run's options are known to work: the decoder (time field,
+//! key) is built against the schema first, and only then is a new table created or an
+//! existing table's contract recorded ([`run_contract`]).
 
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{Schema, SchemaRef};
-use sluice_publish::{OpenError, TableOptions, WindowTable};
-use sluice_source::{schema, NdjsonSource, SchemaError, SchemaEvolution, SourceError};
+use sluice_publish::{Contract, OpenError, TableOptions, WindowTable};
+use sluice_source::{
+    schema, DecodeError, DecodeOptions, LineDecoder, NdjsonSource, SchemaError, SchemaEvolution,
+    SourceError,
+};
 use sluice_window::{AddressLayout, WindowSize};
+
+use crate::{IngestConfig, PublishMode};
 
 /// Why the raw table could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +37,10 @@ pub enum OpenRawError {
     /// The schema file has fields the table lacks, and schema evolution does not add them.
     #[error("the schema file has fields the table does not have; a table grows only with --schema-evolution add (the table has: {table_fields})")]
     WouldGrow { table_fields: String },
+    /// The decode options do not fit the record schema (no such time field or key field).
+    /// Nothing was written.
+    #[error("{source} (fields: {fields})")]
+    Decode { source: DecodeError, fields: String },
 }
 
 /// How a run's raw table is opened.
@@ -41,21 +54,31 @@ pub struct RawTableSpec<'a> {
     pub evolution: SchemaEvolution,
     /// Where a new table without a schema file infers its schema, and from how many lines.
     pub infer_from: Option<(&'a NdjsonSource, usize)>,
+    /// How records are decoded: checked against the record schema before anything is written.
+    pub decode: DecodeOptions,
 }
 
-/// Opens or creates the raw table (see the module doc); returns it with the record schema
-/// to decode with.
-pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, SchemaRef), OpenRawError> {
-    let opened =
-        WindowTable::open_or_create(spec.options, spec.declared, spec.layout, spec.window).await;
-    let table = match (opened, spec.infer_from) {
-        (Err(OpenError::NeedSchema(_)), Some((source, lines))) => {
-            let head = source.head_lines(lines)?;
-            let inferred = schema::infer(head.iter().map(Vec::as_slice), lines)?;
-            WindowTable::open_or_create(spec.options, Some(&inferred), spec.layout, spec.window)
-                .await?
-        }
-        (opened, _) => opened?,
+/// Opens or creates the raw table (see the module doc); returns it with the decoder for its
+/// record schema.
+pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, LineDecoder), OpenRawError> {
+    let existing =
+        WindowTable::open_existing(spec.options, spec.declared, spec.layout, spec.window).await?;
+    let Some(mut table) = existing else {
+        let record = match spec.declared {
+            Some(declared) => declared.clone(),
+            None => match spec.infer_from {
+                Some((source, lines)) => {
+                    let head = source.head_lines(lines)?;
+                    schema::infer(head.iter().map(Vec::as_slice), lines)?
+                }
+                None => return Err(OpenError::NeedSchema(spec.options.location.clone()).into()),
+            },
+        };
+        let decoder = decoder(&record, spec.decode).map_err(|e| *e)?;
+        let table =
+            WindowTable::open_or_create(spec.options, Some(&record), spec.layout, spec.window)
+                .await?;
+        return Ok((table, decoder));
     };
     let record = table.record_schema();
     let record = match spec.declared {
@@ -73,7 +96,57 @@ pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, SchemaRef)
             }
         }
     };
-    Ok((table, record))
+    let decoder = decoder(&record, spec.decode).map_err(|e| *e)?;
+    table.record_contract(spec.options).await?;
+    Ok((table, decoder))
+}
+
+/// The decoder of `record`, or why the options do not fit it (boxed: the error is small
+/// beside [`OpenRawError`]'s other variants).
+fn decoder(record: &SchemaRef, options: DecodeOptions) -> Result<LineDecoder, Box<OpenRawError>> {
+    LineDecoder::new(record.clone(), options).map_err(|source| {
+        Box::new(OpenRawError::Decode {
+            source,
+            fields: field_names(record),
+        })
+    })
+}
+
+/// The terms of a run's contract with its table (see [`sluice_publish::Contract`]): what its
+/// rows mean. Each is spelled as the option that sets it, so a refused run's message and a
+/// command that fills left-out options from the table use the command line's words.
+pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
+    let (mode, scope) = match config.mode {
+        PublishMode::Swap => ("swap", ""),
+        PublishMode::Merge(scope) => ("merge", scope.name()),
+    };
+    Contract::new()
+        .with(terms::TIME_FIELD, decode.time_field.clone())
+        .with(terms::TIME_FORMAT, decode.time.format.name())
+        .with(terms::TIME_ZONE, decode.time.zone.name())
+        .with(terms::WINDOW, config.window.label())
+        .with(terms::ADDRESS, config.layout.name())
+        .with(terms::KEY, decode.key.join(","))
+        .with(terms::MODE, mode)
+        .with(terms::MERGE_SCOPE, scope)
+        .with(terms::LATE, config.late.name())
+}
+
+/// The names of a run contract's terms: the options that set them, without `--`.
+pub mod terms {
+    pub const TIME_FIELD: &str = "time-field";
+    pub const TIME_FORMAT: &str = "time-format";
+    pub const TIME_ZONE: &str = "time-zone";
+    pub const WINDOW: &str = "window";
+    pub const ADDRESS: &str = "address";
+    pub const KEY: &str = "key";
+    pub const MODE: &str = "mode";
+    pub const MERGE_SCOPE: &str = "merge-scope";
+    pub const LATE: &str = "late";
+    /// A derived table's raw table (its URL).
+    pub const RAW: &str = "raw";
+    /// A derived table's query.
+    pub const SQL: &str = "sql";
 }
 
 /// `name: type` of each field, for messages.

@@ -42,6 +42,18 @@ pub struct Ingester<'a, L: ReplayLog> {
     /// The pipeline's derived tables, recomputed after each raw commit.
     deriver: Option<Deriver>,
     summary: RunSummary,
+    /// Without a natural key: copies of earlier records, counted for the summary.
+    duplicates: Option<crate::duplicates::LineDuplicates>,
+    /// Where the run reports its progress after each chunk, if anyone watches.
+    progress: Option<tokio::sync::watch::Sender<RunProgress>>,
+}
+
+/// How far a run has got: input bytes read, records decoded, windows published.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunProgress {
+    pub bytes: u64,
+    pub records: u64,
+    pub windows_published: u64,
 }
 
 impl<'a, L: ReplayLog> Ingester<'a, L> {
@@ -86,7 +98,12 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             publisher,
             deriver: None,
             summary: RunSummary::default(),
+            duplicates: None,
+            progress: None,
         };
+        if ingester.config.key.is_none() {
+            ingester.duplicates = Some(Default::default());
+        }
         ingester.read_table_state().await?;
         Ok(ingester)
     }
@@ -165,6 +182,12 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             }
         }
         Ok(())
+    }
+
+    /// Reports the run's progress to `progress` after each chunk (a progress bar watches it).
+    pub fn with_progress(mut self, progress: tokio::sync::watch::Sender<RunProgress>) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// Keeps `deriver`'s derived tables from now on: first brings them up to the raw table
@@ -286,7 +309,15 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 self.summary.parts_flushed += 1;
             }
         }
-        self.publish_due_overlapping().await
+        let published = self.publish_due_overlapping().await;
+        if let Some(progress) = &self.progress {
+            progress.send_replace(RunProgress {
+                bytes: self.summary.bytes,
+                records: self.summary.rows,
+                windows_published: self.summary.windows_published,
+            });
+        }
+        published
     }
 
     fn partition_name(&self, file: u32) -> Arc<str> {
@@ -306,6 +337,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         }
         for r in &decoded.rejects {
             self.summary.rejected += 1;
+            self.summary.rejections.count(
+                name,
+                r.offset,
+                r.reason.as_str(),
+                r.reason.detail(),
+                &r.raw,
+            );
             if r.offset < dead_below {
                 continue; // in the dead-letter table already (a replay)
             }
@@ -317,6 +355,22 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 raw: r.raw.clone(),
                 window: None,
             });
+        }
+        if let (Some(d), None) = (&mut self.duplicates, &chunk.message_offsets) {
+            // A file's rows are at their lines' byte offsets.
+            for &offset in &decoded.offsets {
+                let Some(from) = usize::try_from(offset - chunk.start)
+                    .ok()
+                    .filter(|&i| i <= chunk.data.len())
+                else {
+                    continue;
+                };
+                let rest = &chunk.data[from..];
+                let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
+                d.see(decoded.file, offset, line);
+            }
+            self.summary.duplicates_kept = d.copies;
+            self.summary.duplicates_capped = d.capped;
         }
         let routed = self.state.route(
             decoded.file,

@@ -362,15 +362,24 @@ async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
     let table_dir = dir.path().join("t");
     let options = TableOptions::new(table_dir.to_str().unwrap());
     let window = WindowSize::parse("1h").unwrap();
-    let spec = |declared, evolution| RawTableSpec {
+    let spec_reading = |declared, evolution, time_field: &str| RawTableSpec {
         options: &options,
         declared,
         layout: AddressLayout::default_for(window),
         window,
         evolution,
         infer_from: Some((&source, 1000)),
+        decode: sluice_source::DecodeOptions::new(time_field, sluice_window::TimeFormat::Rfc3339),
     };
-    let (table, record) = open_raw(spec(None, SchemaEvolution::Add)).await.unwrap();
+    let spec = |declared, evolution| spec_reading(declared, evolution, "ts");
+    // A time field the records lack: refused before the table is created.
+    let refused = open_raw(spec_reading(None, SchemaEvolution::Add, "when"))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, OpenRawError::Decode { .. }), "{refused}");
+    assert!(!table_dir.exists(), "nothing created");
+    let (table, decoder) = open_raw(spec(None, SchemaEvolution::Add)).await.unwrap();
+    let record = decoder.schema().clone();
     assert!(record.field_with_name("event_id").is_ok() && record.field_with_name("ts").is_ok());
     let version = table.version();
     drop(table);
@@ -388,7 +397,7 @@ async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
     let (table, grown) = open_raw(spec(Some(&declared), SchemaEvolution::Add))
         .await
         .unwrap();
-    assert!(grown.field_with_name("coupon").is_ok());
+    assert!(grown.schema().field_with_name("coupon").is_ok());
     assert_eq!(
         table.version(),
         version,

@@ -68,8 +68,12 @@ impl DerivedTable {
         layout: AddressLayout,
         size: WindowSize,
     ) -> Result<Self, OpenError> {
-        let inner =
-            WindowTable::open_or_create_with(options, Some(output), layout, size, false).await?;
+        let mut inner =
+            WindowTable::open_or_create_with(options, Some(output), layout, size, false, true)
+                .await?;
+        // The query and raw table were checked against a recorded contract by the open; a
+        // table written before contracts records them now.
+        inner.record_contract(options).await?;
         Ok(DerivedTable {
             inner,
             pipeline: pipeline.to_string(),

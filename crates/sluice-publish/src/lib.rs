@@ -46,11 +46,14 @@ pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::commit::{
     Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,
 };
+pub use table::contract::{
+    contract_key, recorded_contract, Contract, ContractDifference, CONTRACT_KEY_PREFIX,
+};
 pub use table::merge::{MergeAction, MergePublication, MergeScope};
 pub use table::{
-    active_files, open_table, OpenError, Pipelines, PublishedFile, PublishedWindow, TableOptions,
-    WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY,
-    SOURCE_COLUMN,
+    active_files, location_url, open_table, OpenError, Pipelines, PublishedFile, PublishedWindow,
+    TableOptions, WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY,
+    PIPELINE_KEY, SOURCE_COLUMN,
 };
 
 /// Tag keys on `add` actions written by sluice.

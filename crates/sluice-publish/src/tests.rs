@@ -355,3 +355,76 @@ async fn a_window_of_a_sharded_table_is_complete_when_every_shard_has_sealed_it(
         ]
     );
 }
+
+/// A table records its pipeline's contract at creation; a writer with another is refused
+/// before it writes; a table without one gets it recorded once; nothing is created by looking.
+#[tokio::test]
+async fn the_contract_is_recorded_checked_and_never_created_by_a_look() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("t");
+    let hour = WindowSize::parse("1h").unwrap();
+    let contract = Contract::new().with("window", "1h").with("key", "id");
+    let options = TableOptions {
+        pipeline: Some("p".into()),
+        contract: Some(contract.clone()),
+        ..TableOptions::new(location.to_str().unwrap())
+    };
+    let missing = WindowTable::open_existing(&options, None, AddressLayout::DtHour, hour)
+        .await
+        .unwrap();
+    assert!(missing.is_none());
+    assert!(recorded_contract(&options, "p").await.unwrap().is_none());
+    assert!(!location.exists(), "a look creates nothing");
+
+    WindowTable::open_or_create(
+        &options,
+        Some(&record_schema()),
+        AddressLayout::DtHour,
+        hour,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        recorded_contract(&options, "p").await.unwrap(),
+        Some(contract)
+    );
+    let other = TableOptions {
+        contract: Some(Contract::new().with("window", "1h").with("key", "user")),
+        ..options.clone()
+    };
+    let err = WindowTable::open_or_create(&other, None, AddressLayout::DtHour, hour)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("key is id in the table, user in this run"),
+        "{err}"
+    );
+    let versions = |t: &WindowTable| t.version();
+
+    // A table without a contract (written before contracts): recorded once, in one commit.
+    let legacy = tempfile::tempdir().unwrap();
+    let plain = TableOptions {
+        pipeline: Some("p".into()),
+        ..TableOptions::new(legacy.path().to_str().unwrap())
+    };
+    WindowTable::open_or_create(&plain, Some(&record_schema()), AddressLayout::DtHour, hour)
+        .await
+        .unwrap();
+    let with = TableOptions {
+        contract: Some(Contract::new().with("window", "1h")),
+        ..plain.clone()
+    };
+    let mut table = WindowTable::open_or_create(&with, None, AddressLayout::DtHour, hour)
+        .await
+        .unwrap();
+    assert_eq!(versions(&table), Some(0));
+    table.record_contract(&with).await.unwrap();
+    assert_eq!(versions(&table), Some(1));
+    table.record_contract(&with).await.unwrap();
+    assert_eq!(versions(&table), Some(1), "recorded once");
+    assert_eq!(
+        recorded_contract(&with, "p").await.unwrap(),
+        Some(Contract::new().with("window", "1h"))
+    );
+}

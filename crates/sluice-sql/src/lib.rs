@@ -91,6 +91,22 @@ pub async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, 
     Ok(ctx.sql(sql).await?.collect().await?)
 }
 
+/// Runs one SQL statement; its result's schema (known even without rows) and batches, at
+/// least one (an empty batch when there are no rows).
+pub async fn query_with_schema(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Vec<RecordBatch>, SqlError> {
+    let frame = ctx.sql(sql).await?;
+    let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame.collect().await?;
+    if batches.is_empty() {
+        Ok(vec![RecordBatch::new_empty(schema)])
+    } else {
+        Ok(batches)
+    }
+}
+
 /// How query results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -110,7 +126,9 @@ impl Format {
     }
 }
 
-/// Renders batches as an aligned table, CSV with a header, or JSON lines.
+/// Renders batches as an aligned table, CSV with a header, or JSON Lines (one object per row,
+/// null fields written as `null`; no rows, no lines). For a header without rows, pass an empty
+/// batch of the result's schema (see [`query_with_schema`]).
 pub fn format(batches: &[RecordBatch], format: Format) -> Result<String, ArrowError> {
     match format {
         Format::Table => Ok(pretty_format_batches(batches)?.to_string()),
@@ -129,7 +147,10 @@ pub fn format(batches: &[RecordBatch], format: Format) -> Result<String, ArrowEr
         Format::Json => {
             let mut out = Vec::new();
             {
-                let mut w = deltalake::arrow::json::LineDelimitedWriter::new(&mut out);
+                // Null fields kept: every line has every column.
+                let mut w = deltalake::arrow::json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, deltalake::arrow::json::writer::LineDelimited>(&mut out);
                 let refs: Vec<&RecordBatch> = batches.iter().collect();
                 w.write_batches(&refs)?;
                 w.finish()?;

@@ -77,12 +77,12 @@ pub(crate) struct FileCommit<'a> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("publishing window {window} conflicted with a concurrent commit ({source}); re-read the table and retry")]
+    #[error("publishing window {window} conflicted with a commit of another writer ({source}): another writer is publishing to this table (a second run of the pipeline?); the writer re-reads the table before it goes on")]
     Conflict {
         window: String,
         source: CommitConflictError,
     },
-    #[error("publishing window {window}: the table moved on since this writer read it (version {read_version} read); re-read the table and retry")]
+    #[error("publishing window {window}: another writer committed to the table since this writer read version {read_version} (a second run of the pipeline?); the writer re-reads the table before it goes on")]
     TableMoved { window: String, read_version: u64 },
     #[error("refusing to move txn {app_id} back from {committed} to {proposed}: the resume position must never go backwards")]
     TxnRegression {

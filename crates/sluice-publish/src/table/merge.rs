@@ -53,6 +53,13 @@ impl MergeScope {
             _ => None,
         }
     }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MergeScope::Window => "window",
+            MergeScope::Table => "table",
+        }
+    }
 }
 
 /// Rows to merge into the table on a row key, as one publication of `window`.

@@ -9,6 +9,8 @@
 //! use it, so the crate's modules form no circle.
 
 pub(crate) mod commit;
+pub(crate) mod contract;
+mod location;
 pub(crate) mod merge;
 pub(crate) mod schema;
 
@@ -18,20 +20,20 @@ use std::sync::Arc;
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::{StructField, StructType};
-use deltalake::logstore::{object_store_factories, StorageConfig};
 use deltalake::operations::create::CreateBuilder;
-use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
+use deltalake::{DeltaTable, DeltaTableError, TableProperty};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use sluice_window::{
     valid_pipeline_name, Address, AddressLayout, Shard, Window, WindowSize, PIPELINE_COLUMN,
 };
-use url::Url;
 
-use crate::local::LocalListing;
-use crate::retry::{RetryPolicy, RetryStore};
+use crate::retry::RetryPolicy;
 use crate::tags;
 use commit::Coverage;
+use contract::ContractDifference;
+pub use location::{location_url, open_table};
+pub(crate) use location::{missing_local_dir, open_table_if_exists, unloaded_table};
 use schema::{
     all_nullable, kernel_to_arrow, normalized, record_part, signature, with_position_columns,
 };
@@ -82,6 +84,27 @@ pub enum OpenError {
     },
     #[error("pipeline name {0:?} is not valid: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'")]
     PipelineName(String),
+    /// The run's options disagree with those the table records for the pipeline.
+    #[error("the table at {url} was written by pipeline {pipeline:?} with other options: {}", differences.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("; "))]
+    ContractMismatch {
+        url: String,
+        pipeline: String,
+        differences: Vec<ContractDifference>,
+    },
+    #[error("recording the pipeline's options in the table at {url} failed: {source}")]
+    RecordContract {
+        url: String,
+        source: DeltaTableError,
+    },
+    /// Nothing at the location is a Delta table (readers never create one).
+    #[error("no Delta table at {0}")]
+    NoTable(String),
+    #[error("the table at {url} has no version {version}; its latest is {latest}")]
+    NoVersion {
+        url: String,
+        version: u64,
+        latest: u64,
+    },
 }
 
 /// How many pipelines a table holds, recorded in the table when it is created
@@ -151,6 +174,10 @@ pub struct TableOptions {
     /// How many pipelines a new table holds; for an existing table, `Some` must agree with
     /// what it was created with.
     pub pipelines: Option<Pipelines>,
+    /// The pipeline's options that decide what the table holds (see [`contract`]): recorded
+    /// in a new table, checked against an existing one's ([`OpenError::ContractMismatch`]).
+    /// `None`: not checked (readers, tests of one layer).
+    pub contract: Option<contract::Contract>,
 }
 
 impl TableOptions {
@@ -167,79 +194,9 @@ impl TableOptions {
             commit_retries: 0,
             pipeline: None,
             pipelines: None,
+            contract: None,
         }
     }
-}
-
-/// The table at `options.location`, not yet loaded, reaching its store through the seam
-/// (`options.store`, or the store the location names) and the retries of `options.retry`.
-pub(crate) fn unloaded_table(options: &TableOptions) -> Result<(DeltaTable, Url), OpenError> {
-    let url = table_url(&options.location)?;
-    let delta = |source| OpenError::Delta {
-        url: url.to_string(),
-        source,
-    };
-    let root = match &options.store {
-        Some(store) => store.clone(),
-        None => {
-            let store = root_store(&url, &options.storage_options).map_err(delta)?;
-            // Only object_store's local file system rooted at `/` (what `file://` tables get).
-            if store.to_string() == "LocalFileSystem(file:///)" {
-                Arc::new(LocalListing::new(store))
-            } else {
-                store
-            }
-        }
-    };
-    let root: Arc<dyn ObjectStore> = Arc::new(RetryStore::new(root, options.retry));
-    let table = DeltaTableBuilder::from_url(url.clone())
-        .map_err(delta)?
-        .with_storage_options(options.storage_options.clone())
-        .with_storage_backend(root, url.clone())
-        .build()
-        .map_err(delta)?;
-    Ok((table, url))
-}
-
-/// The store rooted at the root of `url`'s storage (not at the table), as Delta would build it.
-pub(crate) fn root_store(
-    url: &Url,
-    storage_options: &HashMap<String, String>,
-) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
-    let scheme = Url::parse(&format!("{}://", url.scheme()))
-        .map_err(|_| DeltaTableError::InvalidTableLocation(url.to_string()))?;
-    let config = StorageConfig::parse_options(storage_options.clone())?;
-    let factory = object_store_factories()
-        .get(&scheme)
-        .map(|f| f.value().clone())
-        .ok_or_else(|| DeltaTableError::InvalidTableLocation(url.to_string()))?;
-    let (store, _path) = factory.parse_url_opts(url, &config)?;
-    Ok(store)
-}
-
-/// Turns a path or URL into a table URL (creating local directories).
-pub fn table_url(location: &str) -> Result<Url, OpenError> {
-    deltalake::ensure_table_uri(location).map_err(|_| OpenError::Location(location.to_string()))
-}
-
-/// Opens an existing table (for queries and listings).
-pub async fn open_table(
-    location: &str,
-    storage_options: &HashMap<String, String>,
-    version: Option<u64>,
-) -> Result<DeltaTable, OpenError> {
-    let url = table_url(location)?;
-    let delta = |source| OpenError::Delta {
-        url: url.to_string(),
-        source,
-    };
-    let mut builder = DeltaTableBuilder::from_url(url.clone())
-        .map_err(delta)?
-        .with_storage_options(storage_options.clone());
-    if let Some(v) = version {
-        builder = builder.with_version(v);
-    }
-    builder.load().await.map_err(delta)
 }
 
 /// A file at a window's address, read from the table state.
@@ -352,18 +309,40 @@ impl WindowTable {
         layout: AddressLayout,
         size: WindowSize,
     ) -> Result<Self, OpenError> {
-        Self::open_or_create_with(options, record_schema, layout, size, true).await
+        Self::open_or_create_with(options, record_schema, layout, size, true, true).await
+    }
+
+    /// As [`WindowTable::open_or_create`] for an existing table; `None`, with nothing
+    /// created (not even a local directory), when there is no table at the location. Callers
+    /// validate what they can against the table (or the schema a new one would get) before
+    /// anything is written.
+    pub async fn open_existing(
+        options: &TableOptions,
+        record_schema: Option<&SchemaRef>,
+        layout: AddressLayout,
+        size: WindowSize,
+    ) -> Result<Option<Self>, OpenError> {
+        match Self::open_or_create_with(options, record_schema, layout, size, true, false).await {
+            Ok(table) => Ok(Some(table)),
+            Err(OpenError::NoTable(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// As [`WindowTable::open_or_create`]; `positions`: whether files carry the source
-    /// position columns (a raw table) or only the given fields (a derived table).
+    /// position columns (a raw table) or only the given fields (a derived table); `create`:
+    /// whether a missing table is created (else [`OpenError::NoTable`], nothing created).
     pub(crate) async fn open_or_create_with(
         options: &TableOptions,
         record_schema: Option<&SchemaRef>,
         layout: AddressLayout,
         size: WindowSize,
         positions: bool,
+        create: bool,
     ) -> Result<Self, OpenError> {
+        if !create && options.store.is_none() && missing_local_dir(&options.location) {
+            return Err(OpenError::NoTable(options.location.clone()));
+        }
         let file_schema_of = |schema: &SchemaRef| {
             if positions {
                 with_position_columns(schema)
@@ -378,6 +357,9 @@ impl WindowTable {
             source,
         };
         let exists = table.verify_deltatable_existence().await.map_err(delta)?;
+        if !exists && !create {
+            return Err(OpenError::NoTable(url_text));
+        }
         if let Some(p) = &options.pipeline {
             if !valid_pipeline_name(p) {
                 return Err(OpenError::PipelineName(p.clone()));
@@ -402,6 +384,9 @@ impl WindowTable {
                     found: found.name(),
                     requested: requested.name(),
                 });
+            }
+            if let (Some(given), Some(p)) = (&options.contract, &options.pipeline) {
+                contract::check(&url_text, snapshot.metadata().configuration(), p, given)?;
             }
             found
         } else {
@@ -497,6 +482,9 @@ impl WindowTable {
             if let (Pipelines::One, Some(p)) = (pipelines, &options.pipeline) {
                 properties.push((PIPELINE_KEY.to_string(), p.clone()));
             }
+            if let (Some(given), Some(p)) = (&options.contract, &options.pipeline) {
+                properties.push((contract::contract_key(p), given.to_property()));
+            }
             let created = CreateBuilder::new()
                 .with_log_store(table.log_store())
                 // sluice's own properties (`sluice.*`) are not Delta's.
@@ -529,6 +517,7 @@ impl WindowTable {
                         layout,
                         size,
                         positions,
+                        create,
                     ))
                     .await;
                 }

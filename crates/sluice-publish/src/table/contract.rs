@@ -1,0 +1,267 @@
+//! A table's contract: the options that decide what a pipeline's rows mean (the time field
+//! and how it is read, the window size and address layout, the row key, the publish mode, the
+//! late policy; for a derived table, its raw table, query and key), recorded in the table so
+//! that a later run cannot quietly write the same table another way. Two window sizes in one
+//! table would put one instant in two windows; a changed key would keep duplicates that the old
+//! key removed. So a run whose options disagree with the recorded ones is refused before it
+//! writes anything ([`OpenError::ContractMismatch`]).
+//!
+//! Stored as one table property per pipeline, `sluice.contract.<pipeline>`, holding a JSON
+//! object of term name to value, readable by any Delta engine (`SHOW TBLPROPERTIES`). A new
+//! table gets it at creation; a table written before contracts existed, or a new pipeline of
+//! a table of several pipelines, gets it in a metadata-only commit once the run's options are
+//! validated ([`WindowTable::record_contract`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use deltalake::kernel::transaction::CommitBuilder;
+use deltalake::kernel::{Action, MetadataExt};
+use deltalake::protocol::DeltaOperation;
+
+use crate::table::commit::commit_properties;
+use crate::table::{OpenError, TableOptions, WindowTable};
+
+/// The prefix of the contract property; the pipeline name follows.
+pub const CONTRACT_KEY_PREFIX: &str = "sluice.contract.";
+
+/// The contract property of `pipeline`.
+pub fn contract_key(pipeline: &str) -> String {
+    format!("{CONTRACT_KEY_PREFIX}{pipeline}")
+}
+
+/// Named terms, each the value of the option that sets it, spelled as on the command line
+/// (`window` = `90m`, `key` = `event_id` or empty for the source position).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contract {
+    terms: BTreeMap<String, String>,
+}
+
+/// A term whose recorded value differs from the one a run gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContractDifference {
+    pub term: String,
+    pub recorded: String,
+    pub given: String,
+}
+
+impl std::fmt::Display for ContractDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |v: &str| {
+            if v.is_empty() {
+                "(none)".to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        write!(
+            f,
+            "{} is {} in the table, {} in this run",
+            self.term,
+            shown(&self.recorded),
+            shown(&self.given)
+        )
+    }
+}
+
+impl Contract {
+    pub fn new() -> Self {
+        Contract::default()
+    }
+
+    /// The contract with `term` set to `value`.
+    pub fn with(mut self, term: &str, value: impl Into<String>) -> Self {
+        self.terms.insert(term.to_string(), value.into());
+        self
+    }
+
+    pub fn get(&self, term: &str) -> Option<&str> {
+        self.terms.get(term).map(String::as_str)
+    }
+
+    pub fn terms(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.terms.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The terms of `given` whose value differs from this (recorded) contract's. A term this
+    /// contract lacks is no difference: it is recorded by [`WindowTable::record_contract`].
+    pub fn differences(&self, given: &Contract) -> Vec<ContractDifference> {
+        given
+            .terms
+            .iter()
+            .filter_map(|(term, value)| {
+                let recorded = self.terms.get(term)?;
+                (recorded != value).then(|| ContractDifference {
+                    term: term.clone(),
+                    recorded: recorded.clone(),
+                    given: value.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether every term of `given` is recorded here.
+    pub fn covers(&self, given: &Contract) -> bool {
+        given.terms.keys().all(|t| self.terms.contains_key(t))
+    }
+
+    /// This contract with `given`'s terms added where absent.
+    fn extended_by(&self, given: &Contract) -> Contract {
+        let mut terms = self.terms.clone();
+        for (t, v) in &given.terms {
+            terms.entry(t.clone()).or_insert_with(|| v.clone());
+        }
+        Contract { terms }
+    }
+
+    /// The property value: a JSON object.
+    pub fn to_property(&self) -> String {
+        serde_json::to_string(&self.terms).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// Reads a property value; `None` if it is not a JSON object of strings.
+    pub fn from_property(text: &str) -> Option<Contract> {
+        serde_json::from_str(text)
+            .ok()
+            .map(|terms| Contract { terms })
+    }
+
+    /// The contract of `pipeline` recorded in a table's configuration. A property that is
+    /// not a contract (written by hand) counts as none.
+    pub fn recorded_in(configuration: &HashMap<String, String>, pipeline: &str) -> Option<Self> {
+        configuration
+            .get(&contract_key(pipeline))
+            .and_then(|text| Contract::from_property(text))
+    }
+}
+
+/// The contract recorded for `pipeline` in the table at `options.location`, without creating
+/// or changing anything: `None` when there is no table there or it records no contract.
+/// Commands fill the options a user left out from it, so a table keeps being written the
+/// way it was created.
+pub async fn recorded_contract(
+    options: &TableOptions,
+    pipeline: &str,
+) -> Result<Option<Contract>, OpenError> {
+    let Some(table) = crate::table::open_table_if_exists(options).await? else {
+        return Ok(None);
+    };
+    let snapshot = table.snapshot().map_err(|source| OpenError::Delta {
+        url: table.table_url().to_string(),
+        source,
+    })?;
+    Ok(Contract::recorded_in(
+        snapshot.metadata().configuration(),
+        pipeline,
+    ))
+}
+
+/// Checks the run's contract against the one the table records for the pipeline.
+pub(crate) fn check(
+    url: &str,
+    configuration: &HashMap<String, String>,
+    pipeline: &str,
+    given: &Contract,
+) -> Result<(), OpenError> {
+    let Some(recorded) = Contract::recorded_in(configuration, pipeline) else {
+        return Ok(());
+    };
+    let differences = recorded.differences(given);
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(OpenError::ContractMismatch {
+            url: url.to_string(),
+            pipeline: pipeline.to_string(),
+            differences,
+        })
+    }
+}
+
+impl WindowTable {
+    /// Records the options' contract in the table if it lacks any of its terms (a table
+    /// written before contracts, or a new pipeline of a table of several): one commit of a
+    /// metadata action. Call it once the run's options are validated; a table created by
+    /// [`WindowTable::open_or_create`] has its contract already and commits nothing.
+    pub async fn record_contract(&mut self, options: &TableOptions) -> Result<(), OpenError> {
+        let (Some(given), Some(pipeline)) = (&options.contract, &options.pipeline) else {
+            return Ok(());
+        };
+        let url = self.url.clone();
+        let delta = |source| OpenError::Delta {
+            url: url.clone(),
+            source,
+        };
+        let snapshot = self.table.snapshot().map_err(delta)?;
+        let configuration = snapshot.metadata().configuration();
+        let recorded = Contract::recorded_in(configuration, pipeline).unwrap_or_default();
+        if recorded.covers(given) {
+            return Ok(());
+        }
+        let value = recorded.extended_by(given).to_property();
+        let key = contract_key(pipeline);
+        let metadata = snapshot
+            .metadata()
+            .clone()
+            .add_config_key(key.clone(), value.clone())
+            .map_err(|e| delta(e.into()))?;
+        let operation = DeltaOperation::SetTableProperties {
+            properties: HashMap::from([(key, value)]),
+        };
+        // A few retries: this metadata commit conflicts only with another metadata change.
+        let properties = commit_properties(snapshot, Vec::new(), None, 3);
+        let committed = CommitBuilder::from(properties)
+            .with_actions(vec![Action::Metadata(metadata)])
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await;
+        match committed {
+            Ok(finalized) => {
+                self.table.state = Some(finalized.snapshot());
+                self.index = None;
+                Ok(())
+            }
+            Err(e) => {
+                // Another writer moved the table first (perhaps recording the same contract):
+                // re-read it and check again.
+                self.reload().await.map_err(delta)?;
+                let snapshot = self.table.snapshot().map_err(delta)?;
+                check(&url, snapshot.metadata().configuration(), pipeline, given)?;
+                let now = Contract::recorded_in(snapshot.metadata().configuration(), pipeline)
+                    .unwrap_or_default();
+                if now.covers(given) {
+                    Ok(())
+                } else {
+                    Err(OpenError::RecordContract { url, source: e })
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_term_is_a_difference_and_a_new_term_is_not() {
+        let recorded = Contract::new().with("window", "90m").with("key", "");
+        let given = Contract::new()
+            .with("window", "30m")
+            .with("key", "")
+            .with("late", "rewrite");
+        assert_eq!(
+            recorded.differences(&given),
+            [ContractDifference {
+                term: "window".into(),
+                recorded: "90m".into(),
+                given: "30m".into()
+            }]
+        );
+        assert!(!recorded.covers(&given));
+        let extended = recorded.extended_by(&given);
+        assert_eq!(extended.get("window"), Some("90m"), "recorded terms stay");
+        assert_eq!(extended.get("late"), Some("rewrite"));
+        let back = Contract::from_property(&extended.to_property()).unwrap();
+        assert_eq!(back, extended);
+        assert_eq!(Contract::from_property("not json"), None);
+    }
+}

@@ -1,0 +1,159 @@
+//! Where a table is and how it is reached: its URL, its store (through the retry and fault
+//! seams), and the read-only opens of readers, which never create anything at a location.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deltalake::logstore::{object_store_factories, StorageConfig};
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use object_store::ObjectStore;
+use url::Url;
+
+use crate::local::LocalListing;
+use crate::retry::RetryStore;
+use crate::table::{OpenError, TableOptions};
+
+/// The table at `options.location`, not yet loaded, reaching its store through the seam
+/// (`options.store`, or the store the location names) and the retries of `options.retry`.
+pub(crate) fn unloaded_table(options: &TableOptions) -> Result<(DeltaTable, Url), OpenError> {
+    let url = table_url(&options.location)?;
+    let delta = |source| OpenError::Delta {
+        url: url.to_string(),
+        source,
+    };
+    let root = match &options.store {
+        Some(store) => store.clone(),
+        None => {
+            let store = root_store(&url, &options.storage_options).map_err(delta)?;
+            // Only object_store's local file system rooted at `/` (what `file://` tables get).
+            if store.to_string() == "LocalFileSystem(file:///)" {
+                Arc::new(LocalListing::new(store))
+            } else {
+                store
+            }
+        }
+    };
+    let root: Arc<dyn ObjectStore> = Arc::new(RetryStore::new(root, options.retry));
+    let table = DeltaTableBuilder::from_url(url.clone())
+        .map_err(delta)?
+        .with_storage_options(options.storage_options.clone())
+        .with_storage_backend(root, url.clone())
+        .build()
+        .map_err(delta)?;
+    Ok((table, url))
+}
+
+/// The store rooted at the root of `url`'s storage (not at the table), as Delta would build it.
+pub(crate) fn root_store(
+    url: &Url,
+    storage_options: &HashMap<String, String>,
+) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
+    let scheme = Url::parse(&format!("{}://", url.scheme()))
+        .map_err(|_| DeltaTableError::InvalidTableLocation(url.to_string()))?;
+    let config = StorageConfig::parse_options(storage_options.clone())?;
+    let factory = object_store_factories()
+        .get(&scheme)
+        .map(|f| f.value().clone())
+        .ok_or_else(|| DeltaTableError::InvalidTableLocation(url.to_string()))?;
+    let (store, _path) = factory.parse_url_opts(url, &config)?;
+    Ok(store)
+}
+
+/// Turns a path or URL into a table URL (creating local directories).
+pub fn table_url(location: &str) -> Result<Url, OpenError> {
+    deltalake::ensure_table_uri(location).map_err(|_| OpenError::Location(location.to_string()))
+}
+
+/// Whether `location` names a local directory that does not exist (no table can be there,
+/// and asking the store would create the directory).
+pub(crate) fn missing_local_dir(location: &str) -> bool {
+    let path = match Url::parse(location) {
+        Ok(url) if url.scheme() == "file" => match url.to_file_path() {
+            Ok(p) => p,
+            Err(()) => return false,
+        },
+        // A one-letter scheme is a Windows drive.
+        Ok(url) if url.scheme().len() > 1 => return false,
+        _ => std::path::PathBuf::from(location),
+    };
+    !path.exists()
+}
+
+/// Opens an existing table (for queries and listings), at `version` or the latest. Creates
+/// nothing: a location without a table is [`OpenError::NoTable`], a version past the latest
+/// [`OpenError::NoVersion`].
+pub async fn open_table(
+    location: &str,
+    storage_options: &HashMap<String, String>,
+    version: Option<u64>,
+) -> Result<DeltaTable, OpenError> {
+    if missing_local_dir(location) {
+        return Err(OpenError::NoTable(location.to_string()));
+    }
+    let url = table_url(location)?;
+    let delta = |source| OpenError::Delta {
+        url: url.to_string(),
+        source,
+    };
+    let mut table = DeltaTableBuilder::from_url(url.clone())
+        .map_err(delta)?
+        .with_storage_options(storage_options.clone())
+        .build()
+        .map_err(delta)?;
+    if !table.verify_deltatable_existence().await.map_err(delta)? {
+        return Err(OpenError::NoTable(location.to_string()));
+    }
+    table.load().await.map_err(delta)?;
+    if let Some(v) = version {
+        let latest = table.version().unwrap_or(0);
+        if v > latest {
+            return Err(OpenError::NoVersion {
+                url: url.to_string(),
+                version: v,
+                latest,
+            });
+        }
+        if v < latest {
+            table.load_version(v).await.map_err(delta)?;
+        }
+    }
+    Ok(table)
+}
+
+/// The table at `options.location` (through its store seam), loaded; `None` when there is
+/// none. Creates nothing.
+pub(crate) async fn open_table_if_exists(
+    options: &TableOptions,
+) -> Result<Option<DeltaTable>, OpenError> {
+    if options.store.is_none() && missing_local_dir(&options.location) {
+        return Ok(None);
+    }
+    let (mut table, url) = unloaded_table(options)?;
+    let delta = |source| OpenError::Delta {
+        url: url.to_string(),
+        source,
+    };
+    if !table.verify_deltatable_existence().await.map_err(delta)? {
+        return Ok(None);
+    }
+    table.load().await.map_err(delta)?;
+    Ok(Some(table))
+}
+
+/// The URL a table at `location` has, without creating anything: for a local directory that
+/// does not exist yet, its absolute path. (An existing directory's URL is its canonical path,
+/// as Delta opens it.)
+pub fn location_url(location: &str) -> Result<Url, OpenError> {
+    if !missing_local_dir(location) {
+        return table_url(location);
+    }
+    let path = match Url::parse(location) {
+        Ok(url) if url.scheme() == "file" => url
+            .to_file_path()
+            .map_err(|()| OpenError::Location(location.to_string()))?,
+        _ => std::path::PathBuf::from(location),
+    };
+    let absolute =
+        std::path::absolute(&path).map_err(|_| OpenError::Location(location.to_string()))?;
+    Url::from_directory_path(absolute).map_err(|()| OpenError::Location(location.to_string()))
+}

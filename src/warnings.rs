@@ -1,0 +1,84 @@
+//! What a run says on stderr about its input, besides the summary: rejected records above
+//! `--max-reject-ratio` (with the reasons and the first rejected line), fields left out,
+//! duplicate deliveries kept for want of `--key`; and the exit status 3 of a run whose every
+//! record was rejected. Never silent: a run that lands nothing does not exit 0.
+
+use sluice_ingest::RunSummary;
+use sluice_source::SchemaEvolution;
+
+use crate::args::RunSettings;
+
+/// Reasons shown in a rejection warning, at most.
+const REASONS_SHOWN_MAX: usize = 3;
+
+/// Prints the run's warnings; an error (exit 3) when every record was rejected.
+pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Result<()> {
+    if s.rows_with_ignored_fields > 0 {
+        let fields = s
+            .ignored_fields
+            .iter()
+            .map(|(f, n)| format!("{f} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let how = if settings.evolution == SchemaEvolution::Ignore {
+            "--schema-evolution ignore"
+        } else {
+            "values with nothing to store, such as {}"
+        };
+        eprintln!(
+            "sluice run: {} rows carried fields the table does not have, left out ({how}): {fields}",
+            s.rows_with_ignored_fields
+        );
+    }
+    let records = s.rows + s.rejected;
+    let share = if records == 0 {
+        0.0
+    } else {
+        s.rejected as f64 / records as f64
+    };
+    if s.rejected > 0 && (share > settings.max_reject_ratio || s.rows == 0) {
+        eprintln!("{}", rejection_warning(s, share, &settings.dlq));
+    }
+    if settings.key.is_none() && s.duplicates_kept > 0 {
+        eprintln!(
+            "sluice run: {}{} records were byte-for-byte copies of an earlier record (duplicate deliveries); without --key each is kept as a row of its own. Give --key FIELD[,FIELD] (for a new table) to keep one row per key per window",
+            if s.duplicates_capped { "at least " } else { "" },
+            s.duplicates_kept
+        );
+    }
+    if s.rows == 0 && s.rejected > 0 {
+        return Err(crate::Exit::error(
+            crate::Exit::ALL_REJECTED,
+            format!(
+                "every record of this run ({}) was rejected; nothing landed in {}",
+                s.rejected, settings.table
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The warning for many rejected records: how many, the top reasons, the first line.
+fn rejection_warning(s: &RunSummary, share: f64, dlq: &str) -> String {
+    let reasons = s
+        .rejections
+        .top()
+        .into_iter()
+        .take(REASONS_SHOWN_MAX)
+        .map(|(r, n)| format!("{r} ({n})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut text = format!(
+        "sluice run: warning: {} of {} records rejected ({:.1}%): {reasons}; all are in the dead-letter table {dlq}",
+        s.rejected,
+        s.rows + s.rejected,
+        share * 100.0
+    );
+    if let Some(first) = &s.rejections.first {
+        text += &format!(
+            "\n  first: {} at {}:{}: {}\n  line: {}",
+            first.reason, first.source, first.offset, first.detail, first.raw
+        );
+    }
+    text
+}

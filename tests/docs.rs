@@ -1,0 +1,164 @@
+//! The documentation's commands run as written. Every fenced `sh` block that follows a
+//! `<!-- test: run -->` line in README.md or docs/*.md is run by bash (`-euo pipefail`) with the
+//! binary under test first on PATH, in a scratch copy of `data/` and `examples/`; the blocks of
+//! one file run in order in one directory, as a reader would type them. A block that fails
+//! fails the test with its output. docs/cli.md is also checked against the command's own
+//! option definitions: every option is documented, and every documented option exists.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{ok, BIN};
+
+const MARK: &str = "<!-- test: run -->";
+
+/// The runnable blocks of a Markdown file, in order.
+fn runnable_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut lines = markdown.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != MARK {
+            continue;
+        }
+        let fence = lines.next().unwrap_or_default();
+        assert_eq!(
+            fence.trim(),
+            "```sh",
+            "{MARK} must be followed by a ```sh fence"
+        );
+        let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        blocks.push(body.join("\n"));
+    }
+    blocks
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Runs the runnable blocks of `file` (relative to the repository) in a scratch directory;
+/// returns how many ran.
+fn run_blocks_of(file: &str) -> usize {
+    let text = std::fs::read_to_string(repo().join(file)).unwrap();
+    let blocks = runnable_blocks(&text);
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("data"), &dir.path().join("data"));
+    copy_dir(&repo().join("examples"), &dir.path().join("examples"));
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (i, block) in blocks.iter().enumerate() {
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", block])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env_remove("SLUICE_LOG")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{file}, runnable block {} failed ({}):\n{block}\n--- stdout\n{}\n--- stderr\n{}",
+            i + 1,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!(
+            "{file}, block {}: ok\n{}",
+            i + 1,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    blocks.len()
+}
+
+#[test]
+fn the_readme_commands_run_as_written() {
+    assert!(run_blocks_of("README.md") >= 4);
+}
+
+#[test]
+fn the_docs_commands_run_as_written() {
+    let mut ran = 0;
+    for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") {
+            ran += run_blocks_of(&format!("docs/{name}"));
+        }
+    }
+    assert!(ran >= 1, "no runnable block in docs/");
+}
+
+/// Options named in docs/cli.md (`--word`), and those of every subcommand's help.
+#[test]
+fn the_command_reference_names_every_option_and_no_other() {
+    let reference = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let flags_in = |text: &str| -> std::collections::BTreeSet<String> {
+        let mut flags = std::collections::BTreeSet::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while let Some(at) = text[i..].find("--") {
+            let start = i + at + 2;
+            let len = text[start..]
+                .bytes()
+                .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                .count();
+            let preceded_ok = start < 3 || !bytes[start - 3].is_ascii_alphanumeric();
+            if len > 1 && preceded_ok {
+                flags.insert(text[start..start + len].trim_end_matches('-').to_string());
+            }
+            i = start + len.max(1);
+        }
+        flags
+    };
+    let documented = flags_in(&reference);
+    let mut defined = std::collections::BTreeSet::new();
+    let help = ok(&["--help"]);
+    let commands: Vec<String> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect();
+    for command in &commands {
+        defined.extend(flags_in(&ok(&[command, "--help"])));
+    }
+    defined.remove("help");
+    let undocumented: Vec<_> = defined.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "options missing from docs/cli.md: {undocumented:?}"
+    );
+    // Words such as `--no-default-features` (cargo's) are allowed; options of sluice that do
+    // not exist are not.
+    let cargo_words = ["no-default-features", "features", "locked", "path", "git"];
+    let unknown: Vec<_> = documented
+        .difference(&defined)
+        .filter(|f| !cargo_words.contains(&f.as_str()) && !f.starts_with("help"))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "docs/cli.md names options sluice does not have: {unknown:?}"
+    );
+}
