@@ -88,8 +88,17 @@ fn run_blocks_of(file: &str) -> usize {
     blocks.len()
 }
 
+/// The README's quickstart runs the installed binary only: after `cargo install`, no command
+/// a newcomer copies builds anything again.
 #[test]
 fn the_readme_commands_run_as_written() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for block in runnable_blocks(&readme) {
+        assert!(
+            !block.contains("cargo "),
+            "a quickstart command builds: {block}"
+        );
+    }
     assert!(run_blocks_of("README.md") >= 4);
 }
 
