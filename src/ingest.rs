@@ -376,7 +376,7 @@ async fn ingest_kafka(
             .await);
     }
     if stop.signal() == Some(Signal::Terminate) {
-        eprintln!("{}", crate::signals::STOPPED_NOTE);
+        crate::warnings::warn(crate::signals::STOPPED_NOTE);
     }
     Ok((summary, version))
 }
@@ -487,7 +487,7 @@ pub async fn ingest(
             .await);
     }
     if stop.signal() == Some(Signal::Terminate) {
-        eprintln!("{}", crate::signals::STOPPED_NOTE);
+        crate::warnings::warn(crate::signals::STOPPED_NOTE);
     }
     Ok((summary, table.version()))
 }

@@ -28,8 +28,18 @@ pub struct Cli {
     /// overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Log lines on stderr: text, or json (one JSON object per line: timestamp, level,
+    /// target and the event's fields, for a log collector).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -131,11 +141,14 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(cli.verbose)));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().with_current_span(false).init(),
+    }
+    warnings::set_json_logs(cli.log_format == LogFormat::Json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -164,15 +177,18 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<Exit>().is_some() => {
-            eprintln!("sluice: {e}");
+            warnings::error(&[format!("sluice: {e}")]);
             ExitCode::from(e.downcast_ref::<Exit>().map_or(1, |x| x.status))
         }
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sluice: error: {e}");
-            for cause in causes_to_print(&e) {
-                eprintln!("  caused by: {cause}");
-            }
+            let mut lines = vec![format!("sluice: error: {e}")];
+            lines.extend(
+                causes_to_print(&e)
+                    .into_iter()
+                    .map(|c| format!("  caused by: {c}")),
+            );
+            warnings::error(&lines);
             ExitCode::FAILURE
         }
     }

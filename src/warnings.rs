@@ -3,10 +3,40 @@
 //! duplicate deliveries kept for want of `--key`; and the exit status 3 of a run whose every
 //! record was rejected. Never silent: a run that lands nothing does not exit 0.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use sluice_ingest::RunSummary;
 use sluice_source::SchemaEvolution;
 
 use crate::args::RunSettings;
+
+/// Whether stderr carries JSON log lines (`--log-format json`): messages for people then go
+/// through the log as events, so every stderr line stays one JSON object.
+static JSON_LOGS: AtomicBool = AtomicBool::new(false);
+
+pub fn set_json_logs(json: bool) {
+    JSON_LOGS.store(json, Ordering::Relaxed);
+}
+
+/// A warning for the person running sluice: a line on stderr, or a warn event in JSON logs.
+pub fn warn(text: &str) {
+    if JSON_LOGS.load(Ordering::Relaxed) {
+        tracing::warn!(target: "sluice", "{text}");
+    } else {
+        eprintln!("{text}");
+    }
+}
+
+/// The error a command ends with: lines on stderr, or one error event in JSON logs.
+pub fn error(lines: &[String]) {
+    if JSON_LOGS.load(Ordering::Relaxed) {
+        tracing::error!(target: "sluice", "{}", lines.join("; "));
+    } else {
+        for line in lines {
+            eprintln!("{line}");
+        }
+    }
+}
 
 /// Reasons shown in a rejection warning, at most.
 const REASONS_SHOWN_MAX: usize = 3;
@@ -25,10 +55,10 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
         } else {
             "values with nothing to store, such as {}"
         };
-        eprintln!(
+        warn(&format!(
             "sluice run: {} rows carried fields the table does not have, left out ({how}): {fields}",
             s.rows_with_ignored_fields
-        );
+        ));
     }
     let records = s.rows + s.rejected;
     let share = if records == 0 {
@@ -37,14 +67,14 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
         s.rejected as f64 / records as f64
     };
     if s.rejected > 0 && (share > settings.max_reject_ratio || s.rows == 0) {
-        eprintln!("{}", rejection_warning(s, share, &settings.dlq));
+        warn(&rejection_warning(s, share, &settings.dlq));
     }
     if settings.key.is_none() && s.duplicates_kept > 0 {
-        eprintln!(
+        warn(&format!(
             "sluice run: {}{} records were byte-for-byte copies of an earlier record (duplicate deliveries); without --key each is kept as a row of its own. Give --key FIELD[,FIELD] (for a new table) to keep one row per key per window",
             if s.duplicates_capped { "at least " } else { "" },
             s.duplicates_kept
-        );
+        ));
     }
     if s.rows == 0 && s.rejected > 0 {
         return Err(crate::Exit::error(

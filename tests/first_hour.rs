@@ -336,6 +336,29 @@ fn output_formats_logs_and_commands_follow_the_conventions() {
     assert!(!log.contains('\x1b'), "ANSI codes in a pipe: {log:?}");
     assert!(log.contains("sluice"), "{log}");
 
+    // --log-format json: every stderr line is a JSON object with a level and a target.
+    let fresh = dir.path().join("t2");
+    let out = sluice(&[
+        "-v",
+        "--log-format",
+        "json",
+        "run",
+        "--source",
+        &src,
+        "--table",
+        fresh.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!lines.is_empty());
+    assert!(lines.iter().all(|l| l["level"].is_string()
+        && l["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("sluice"))));
+
     let named = format!("t={t}");
     let none = ok(&[
         "query",
