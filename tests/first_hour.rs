@@ -198,6 +198,31 @@ fn a_run_whose_every_record_is_rejected_exits_3_and_says_why() {
         "{err}"
     );
 
+    // A gzipped file for a new table: no schema can be inferred from it (exit 2, no table).
+    let gz = dir.path().join("events.ndjson.gz");
+    std::fs::write(
+        &gz,
+        [
+            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xff,
+        ],
+    )
+    .unwrap();
+    let gz_table = dir.path().join("gz");
+    let out = sluice(&[
+        "run",
+        "--source",
+        &format!("ndjson:{}", gz.display()),
+        "--table",
+        gz_table.to_str().unwrap(),
+    ]);
+    assert_eq!(status(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no schema could be inferred"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!gz_table.exists());
+
     // Some rejected, above the ratio: a warning, exit 0.
     let mixed = dir.path().join("mixed.ndjson");
     let mut text = String::new();

@@ -428,3 +428,18 @@ async fn the_contract_is_recorded_checked_and_never_created_by_a_look() {
         Some(Contract::new().with("window", "1h"))
     );
 }
+
+/// The loser of two writers is told that another writer is active, not to do something.
+#[test]
+fn a_lost_commit_race_says_another_writer_is_publishing() {
+    let moved = PublishError::TableMoved {
+        window: "dt=2026-10-03/hour=14".into(),
+        read_version: 7,
+    };
+    let text = moved.to_string();
+    assert!(
+        text.contains("another writer committed to the table since this writer read version 7")
+            && text.contains("re-reads the table before it goes on"),
+        "{text}"
+    );
+}
