@@ -221,15 +221,10 @@ pub type DeriveArgs = BackfillArgs;
 /// publishes those whose rows changed (a second run changes nothing). Reads no source.
 pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     let (from, to) = parse_range(&args)?;
-    let mut run = args.run;
+    let mut run = args.run.merge_config()?;
+    run.config = None;
     // The source is not read; a placeholder satisfies the run options' check.
-    if run.config.is_none() {
-        run.source.get_or_insert_with(|| "ndjson:-".into());
-    } else {
-        run = run.merge_config()?;
-        run.config = None;
-        run.source.get_or_insert_with(|| "ndjson:-".into());
-    }
+    run.source.get_or_insert_with(|| "ndjson:-".into());
     // The window size and layout come from the raw table's contract.
     let settings = crate::ingest::resolve(run).await?;
     if settings.derive.is_empty() {

@@ -74,7 +74,8 @@ pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, LineDecode
                 None => return Err(OpenError::NeedSchema(spec.options.location.clone()).into()),
             },
         };
-        let decoder = decoder(&record, spec.decode).map_err(|e| *e)?;
+        let decoder =
+            LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
         let table =
             WindowTable::open_or_create(spec.options, Some(&record), spec.layout, spec.window)
                 .await?;
@@ -96,20 +97,17 @@ pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, LineDecode
             }
         }
     };
-    let decoder = decoder(&record, spec.decode).map_err(|e| *e)?;
+    let decoder = LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
     table.record_contract(spec.options).await?;
     Ok((table, decoder))
 }
 
-/// The decoder of `record`, or why the options do not fit it (boxed: the error is small
-/// beside [`OpenRawError`]'s other variants).
-fn decoder(record: &SchemaRef, options: DecodeOptions) -> Result<LineDecoder, Box<OpenRawError>> {
-    LineDecoder::new(record.clone(), options).map_err(|source| {
-        Box::new(OpenRawError::Decode {
-            source,
-            fields: field_names(record),
-        })
-    })
+/// Why the decode options do not fit `record` (no such time field or key field).
+fn decode_error(record: &Schema) -> impl FnOnce(DecodeError) -> OpenRawError + '_ {
+    |source| OpenRawError::Decode {
+        source,
+        fields: field_names(record),
+    }
 }
 
 /// The terms of a run's contract with its table (see [`sluice_publish::Contract`]): what its
