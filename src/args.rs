@@ -177,6 +177,10 @@ pub struct RunArgs {
     /// failed store operation, before it exits with the error. [default: 5]
     #[arg(long)]
     pub restarts_max: Option<u32>,
+    /// Windows sealed together (a catch-up, a backfill) are published by one commit of at
+    /// most this many windows, each still swapped whole; 1: a commit per window. [default: 256]
+    #[arg(long)]
+    pub group_windows_max: Option<usize>,
     /// Object store option for the table, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
@@ -246,6 +250,7 @@ pub struct RunSettings {
     pub checkpoint_interval: u64,
     pub store_attempts_max: u32,
     pub restarts_max: u32,
+    pub group_windows_max: usize,
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
     pub derive: Vec<crate::derive::DeriveConfig>,
@@ -556,6 +561,10 @@ impl RunArgs {
             return Err(usage("--store-attempts-max: must be at least 1"));
         }
         let restarts_max = a.restarts_max.unwrap_or(defaults::RESTARTS_MAX);
+        let group_windows_max = a.group_windows_max.unwrap_or(defaults::GROUP_WINDOWS_MAX);
+        if group_windows_max == 0 {
+            return Err(usage("--group-windows-max: must be at least 1"));
+        }
         let mut storage_options = HashMap::new();
         for kv in &a.storage_options {
             let (k, v) = key_value("--storage-option", kv)?;
@@ -631,6 +640,7 @@ impl RunArgs {
             checkpoint_interval,
             store_attempts_max,
             restarts_max,
+            group_windows_max,
             storage_options,
             attempt: a.attempt,
             derive: a.derive,

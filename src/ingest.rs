@@ -307,6 +307,7 @@ fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         flush_bytes_max: settings.flush_bytes_max,
         chunk_bytes: settings.chunk_bytes,
         chunks_in_flight_max: 4,
+        group_windows_max: settings.group_windows_max,
         restarts_max: settings.restarts_max,
         late_batch_ms: settings.late_batch_ms,
         late: settings.late,

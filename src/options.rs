@@ -27,7 +27,7 @@ const STREAM_ONLY: [&str; 13] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 18] = [
+const SOURCE_ONLY: [&str; 19] = [
     "source",
     "lateness",
     "max_time_ahead",
@@ -46,6 +46,7 @@ const SOURCE_ONLY: [&str; 18] = [
     "mode",
     "merge_scope",
     "pipelines",
+    "group_windows_max",
 ];
 
 /// The options each subcommand does not take.

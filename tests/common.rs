@@ -149,10 +149,13 @@ pub fn published_rows_by_version(table: &Path) -> BTreeMap<i64, BTreeMap<String,
     for (v, actions) in commits(table) {
         for a in &actions {
             if let Some(s) = a.get("commitInfo").and_then(|c| c.get("sluice")) {
-                state.insert(
-                    s["window"].as_str().unwrap().to_string(),
-                    s["window_rows"].as_i64().unwrap(),
-                );
+                // One window, or a group commit's several.
+                for w in s["windows"].as_array().cloned().unwrap_or(vec![s.clone()]) {
+                    state.insert(
+                        w["window"].as_str().unwrap().to_string(),
+                        w["window_rows"].as_i64().unwrap(),
+                    );
+                }
             }
         }
         out.insert(v, state.clone());
@@ -232,11 +235,13 @@ pub fn run_args<'a>(input: &'a str, table: &'a str, extra: &[&'a str]) -> Vec<&'
         input,
         "--table",
         table,
-        "--window",
-        "15m",
         "--lateness",
         "5m",
     ];
+    // 15-minute windows unless `extra` names another size.
+    if !extra.contains(&"--window") {
+        args.extend(["--window", "15m"]);
+    }
     args.extend_from_slice(extra);
     args
 }

@@ -110,8 +110,17 @@ fn sigkill_soak_equals_one_clean_run() {
     // Rows keyed by position (swap), by event_id (swap), by event_id upserted (merge mode);
     // then the shapes of real streams, keyed by event_id, by swap and by merge: nested
     // records, records without their key, two fields that appear mid-stream (one of them a
-    // new struct member), and events dated 2099.
-    for mode in ["position", "key", "merge", "shapes", "shapes-merge"] {
+    // new struct member), and events dated 2099; then a catch-up: 1-minute windows, so that
+    // each chunk seals many of them and they are published by group commits of up to 16
+    // windows (kills land inside them).
+    for mode in [
+        "position",
+        "key",
+        "merge",
+        "shapes",
+        "shapes-merge",
+        "catchup",
+    ] {
         let seed = seed(&format!("sigkill soak ({mode})"));
         let mut rng = Rng(seed);
         let dir = tempfile::tempdir().unwrap();
@@ -163,6 +172,9 @@ fn sigkill_soak_equals_one_clean_run() {
         }
         if mode.ends_with("merge") {
             extra.extend(["--mode", "merge"]);
+        }
+        if mode == "catchup" {
+            extra.extend(["--window", "1m", "--group-windows-max", "16"]);
         }
         let clean = dir.path().join("clean");
         let c = clean.display().to_string();
@@ -234,6 +246,19 @@ fn sigkill_soak_equals_one_clean_run() {
             "every planned kill must land (seed {seed})"
         );
         assert!(crashed.join("_delta_log/_last_checkpoint").exists());
+        if mode == "catchup" {
+            // The catch-up did publish windows together: commits of several windows, none of
+            // more than 16 (the log's commits since the last cleanup).
+            let groups: Vec<usize> = commits(&crashed)
+                .values()
+                .flatten()
+                .filter_map(|a| a.pointer("/commitInfo/sluice/windows"))
+                .map(|w| w.as_array().map_or(0, Vec::len))
+                .collect();
+            eprintln!("soak ({mode}): group commits in the retained log, windows each: {groups:?}");
+            assert!(!groups.is_empty(), "seed {seed}");
+            assert!(groups.iter().all(|n| (2..=16).contains(n)), "seed {seed}");
+        }
         let cmp = compare_with_oracle(&clean, &crashed);
         eprintln!(
             "soak ({mode}): {events} events in {} slices; clean run {clean_ms} ms (start-up {startup_ms} ms); \
@@ -498,10 +523,17 @@ fn windows_and_query_print_tables_csv_and_json() {
     ]);
     let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
     assert_eq!(first["hour"], "00");
-    // Time travel: version 1 holds only the first published window.
+    // Time travel: version 1 holds only the windows its commit published (the first
+    // window, or the first group of windows sealed together).
+    let at_1 = published_rows_by_version(&table)[&1].len();
+    assert!(
+        at_1 < rows.len(),
+        "{at_1} windows at version 1 of {}",
+        rows.len()
+    );
     assert_eq!(
         scalar_at(&table, Some(1), "SELECT count(DISTINCT hour) AS h FROM t"),
-        "1"
+        at_1.to_string()
     );
 }
 

@@ -102,6 +102,7 @@ impl RunArgs {
             checkpoint_interval,
             store_attempts_max,
             restarts_max,
+            group_windows_max,
             attempt,
             max_reject_ratio,
             format

@@ -21,7 +21,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
         let text = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let expected: [(&str, String); 24] = [
+    let expected: [(&str, String); 25] = [
         ("pipeline", defaults::PIPELINE.into()),
         ("pipelines", defaults::PIPELINES.into()),
         ("time_field", defaults::TIME_FIELD.into()),
@@ -50,6 +50,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
             defaults::STORE_ATTEMPTS_MAX.to_string(),
         ),
         ("restarts_max", defaults::RESTARTS_MAX.to_string()),
+        ("group_windows_max", defaults::GROUP_WINDOWS_MAX.to_string()),
         ("start", defaults::START.into()),
         ("max_reject_ratio", defaults::MAX_REJECT_RATIO.into()),
     ];
@@ -83,6 +84,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
     assert_eq!(s.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
     assert_eq!(s.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
     assert_eq!(s.restarts_max, defaults::RESTARTS_MAX);
+    assert_eq!(s.group_windows_max, defaults::GROUP_WINDOWS_MAX);
     assert_eq!(s.infer_lines, defaults::INFER_LINES);
     assert_eq!(s.columns_max, defaults::COLUMNS_MAX);
     assert_eq!(s.late, LatePolicy::parse_name(defaults::LATE).unwrap());

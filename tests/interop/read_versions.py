@@ -18,8 +18,10 @@ def main(table: str) -> int:
     for v in versions:
         for line in (log / f"{v:020}.json").read_text().splitlines():
             info = json.loads(line).get("commitInfo", {}).get("sluice")
-            if info and "window" in info:
-                expected[info["window"]] = info["window_rows"]
+            # One window per commit, or a group commit's several.
+            for published in (info or {}).get("windows", [info] if info else []):
+                if "window" in published:
+                    expected[published["window"]] = published["window_rows"]
         dt = DeltaTable(table, version=v)
         data = dt.to_pyarrow_table(columns=["dt", "hour"]).to_pydict()
         counts: dict[str, int] = {}

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use deltalake::arrow::array::{Int64Array, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
-use sluice_publish::{Coverage, Publication, Replace, TableOptions, WindowTable};
+use sluice_publish::{TableOptions, WindowTable};
 use sluice_stage::{StageOptions, Stager};
 use sluice_window::{AddressLayout, EventTime, Window, WindowSize};
 
@@ -128,19 +128,7 @@ pub fn log_growth(
                 .stage(&address, table.file_schema(), vec![batch])
                 .await?;
             table
-                .publish(Publication {
-                    pipeline: "bench".into(),
-                    window,
-                    files: vec![file],
-                    replace: Replace::Window,
-                    coverage: Coverage {
-                        partition: "in.ndjson".into(),
-                        offset: v as i64,
-                    },
-                    txns: vec![("in.ndjson".into(), v as i64)],
-                    position_ranges: serde_json::json!([]),
-                    published_at_ms: v as i64,
-                })
+                .publish(crate::catchup::publication(window, file, v as i64))
                 .await?;
             let took = t.elapsed();
             if (10..10 + SAMPLES as u64).contains(&v) {

@@ -14,6 +14,7 @@
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
+mod catchup;
 mod log;
 mod measure;
 
@@ -50,6 +51,19 @@ enum Command {
         #[arg(long)]
         table: PathBuf,
     },
+    /// Only the catch-up measurement: backlogs of many windows landed by `sluice run`, and
+    /// one window's publish latency with few and with many windows in the table.
+    CatchUp {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value = "data/seattle-temps.ndjson")]
+        temps: PathBuf,
+        #[arg(long, default_value_t = 10_000)]
+        many_windows: usize,
+        /// The sluice binary; default: next to this one.
+        #[arg(long)]
+        sluice: Option<PathBuf>,
+    },
     /// Only the long-log measurement: publish latency and restart-to-resume near version 10
     /// and near `--versions`.
     LogGrowth {
@@ -77,6 +91,25 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// `sluice-bench catch-up`: the catch-up measurement alone, printed.
+fn catchup_only(
+    dir: &std::path::Path,
+    temps: &std::path::Path,
+    many_windows: usize,
+    sluice: Option<PathBuf>,
+) -> Result<(), alternatives::BenchError> {
+    let sluice = match sluice {
+        Some(s) => s,
+        None => std::env::current_exe()?.with_file_name("sluice"),
+    };
+    std::fs::create_dir_all(dir)?;
+    let (runs, counts) = catchup::catch_up(&sluice, temps, dir, many_windows)?;
+    let mut r = String::new();
+    catchup::report(&mut r, &runs, &counts);
+    println!("{r}");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     limit_malloc_arenas();
     let cli = Cli::parse();
@@ -94,6 +127,12 @@ fn main() -> ExitCode {
             rows,
             sluice,
         } => measure::log_only(&dir, versions, rows, sluice),
+        Command::CatchUp {
+            dir,
+            temps,
+            many_windows,
+            sluice,
+        } => catchup_only(&dir, &temps, many_windows, sluice),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -34,6 +34,14 @@ pub struct CompareArgs {
     /// Rows of each window published in the log-growth measurement.
     #[arg(long, default_value_t = 1_000)]
     log_window_rows: usize,
+    /// The year of hourly temperatures the catch-up measurement lands (and grows to two
+    /// cities); relative to the working directory.
+    #[arg(long, default_value = "data/seattle-temps.ndjson")]
+    temps: PathBuf,
+    /// Windows in the table for the many-windows publish latency; 0 skips the catch-up
+    /// measurement.
+    #[arg(long, default_value_t = 10_000)]
+    many_windows: usize,
 }
 
 /// Builds the command of one alternative from the input directory and its output path.
@@ -196,16 +204,26 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             s.rss_kib.push(rss);
         }
     }
+    let sluice = args
+        .sluice
+        .clone()
+        .unwrap_or_else(|| me.with_file_name("sluice"));
     let log = if args.log_versions >= 200 {
-        let sluice = args
-            .sluice
-            .clone()
-            .unwrap_or_else(|| me.with_file_name("sluice"));
         Some(crate::log::log_growth(
             &work,
             args.log_versions,
             args.log_window_rows,
             &sluice,
+        )?)
+    } else {
+        None
+    };
+    let catch_up = if args.many_windows >= 10 {
+        Some(crate::catchup::catch_up(
+            &sluice,
+            &args.temps,
+            &work,
+            args.many_windows,
         )?)
     } else {
         None
@@ -219,6 +237,9 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     );
     if let Some(log) = &log {
         log_report(&mut report, log);
+    }
+    if let Some((runs, counts)) = &catch_up {
+        crate::catchup::report(&mut report, runs, counts);
     }
     println!("{report}");
     if let Some(parent) = args.results.parent() {

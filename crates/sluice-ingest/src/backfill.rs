@@ -16,7 +16,7 @@ use sluice_window::{EventTime, Window};
 use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
 use crate::dedupe::{record_fields, with_positions};
-use crate::publisher::{Plan, Policy, Publisher};
+use crate::publisher::{Committed, Plan, Policy, Publisher};
 use crate::run::with_ranges;
 /// What a backfill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -171,19 +171,30 @@ pub async fn backfill(
                 now_ms: clock.now_ms(),
             };
             let plan = with_ranges(plan, &buffer, true);
-            let committed = publisher
-                .publish(window, buffer, false, plan, false)
-                .await?;
-            if let Some(c) = committed {
-                summary.windows_published += 1;
-                summary.last_version = Some(c.published.version);
-                tracing::info!(window = %publisher.table().address(window).label(), version = c.published.version, rows = c.published.rows, "backfilled");
+            if publisher.must_commit_group_before(window, false, buffer.total_bytes()) {
+                let group = publisher.finish_pending().await?;
+                backfilled(&publisher, &mut summary, group);
             }
+            let committed = publisher.publish(window, buffer, false, plan).await?;
+            backfilled(&publisher, &mut summary, committed.into_iter().collect());
         }
         progress(BackfillProgress::Published {
             done: done as u64 + 1,
             total: n,
         });
     }
+    let group = publisher.finish_pending().await?;
+    backfilled(&publisher, &mut summary, group);
     Ok((summary, publisher.into_table()))
+}
+
+/// Counts a backfill's commit of `group` (one or more windows, one version).
+fn backfilled(publisher: &Publisher, summary: &mut BackfillSummary, group: Vec<Committed>) {
+    for c in &group {
+        tracing::info!(window = %publisher.table().address(c.window).label(), version = c.published.version, rows = c.published.rows, group = group.len(), "backfilled");
+    }
+    if let Some(last) = group.last() {
+        summary.windows_published += group.len() as u64;
+        summary.last_version = Some(last.published.version);
+    }
 }

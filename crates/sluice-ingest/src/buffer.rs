@@ -96,6 +96,13 @@ impl Buffers {
         self.bytes += bytes;
     }
 
+    /// The bytes `window` holds, in memory and staged (0 for a window without rows).
+    pub fn total_bytes_of(&self, window: Window) -> usize {
+        self.windows
+            .get(&window)
+            .map_or(0, WindowBuffer::total_bytes)
+    }
+
     pub fn over_budget(&self) -> bool {
         self.bytes > self.bytes_max
     }

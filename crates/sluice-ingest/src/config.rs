@@ -104,6 +104,11 @@ pub struct IngestConfig {
     pub late_batch_ms: i64,
     /// Decoded chunks waiting between the reader thread and the ingest task.
     pub chunks_in_flight_max: usize,
+    /// Windows sealed together (a catch-up, a backfill, late rows of many windows) are
+    /// published by one commit of at most this many windows (a group commit); 1: one commit
+    /// per window. A window never waits for others to seal: a group holds only windows that
+    /// were due at the same moment, so steady-state seal-to-visible is unchanged.
+    pub group_windows_max: usize,
     pub stage: StageOptions,
     /// Consecutive times a run re-reads the table and resumes from it after a failed publish
     /// or store operation (a conflict with another writer, a commit whose outcome is unknown,

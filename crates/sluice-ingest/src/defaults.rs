@@ -47,6 +47,8 @@ pub const CHECKPOINT_INTERVAL: u64 = sluice_publish::CHECKPOINT_INTERVAL_DEFAULT
 pub const STORE_ATTEMPTS_MAX: u32 = 6;
 /// `--restarts-max`.
 pub const RESTARTS_MAX: u32 = 5;
+/// `--group-windows-max`: the most windows one commit publishes.
+pub const GROUP_WINDOWS_MAX: usize = 256;
 /// `--start` (Kafka): where a partition the table has no position for starts.
 pub const START: &str = "earliest";
 /// `--pipelines` (for a new table).

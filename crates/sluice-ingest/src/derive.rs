@@ -243,24 +243,32 @@ impl Deriver {
         self.settle(at_ms).await
     }
 
-    /// After the raw table committed `raw_version`, changing `window`.
+    /// After the raw table committed `raw_version`, changing `windows` (one, or a group
+    /// commit's several). The settled raw version is recorded only with the last window's
+    /// derived commit: a crash between two of them leaves the table settled at the version
+    /// before, and the catch-up recomputes every window of the group.
     pub async fn published(
         &mut self,
         raw: &WindowTable,
-        window: Window,
+        windows: &[Window],
         raw_version: u64,
         at_ms: i64,
     ) -> Result<(), DeriveError> {
         for i in 0..self.targets.len() {
-            // The commit before this one was settled: this window is the only change since.
+            // The commit before this one was settled: these windows are the only changes
+            // since.
             let follows = self.targets[i]
                 .settled
                 .is_some_and(|s| s + 1 == raw_version);
             let settles = follows
                 .then_some(raw_version)
                 .filter(|v| self.targets[i].recorded.is_none_or(|r| *v > r));
-            self.derive(i, raw, window, settles, Compare::No, at_ms)
-                .await?;
+            for (n, window) in windows.iter().enumerate() {
+                let last = n + 1 == windows.len();
+                let settles = settles.filter(|_| last);
+                self.derive(i, raw, *window, settles, Compare::No, at_ms)
+                    .await?;
+            }
             if follows {
                 self.targets[i].settled = Some(raw_version);
             }

@@ -2,9 +2,10 @@
 //! exceeded, then the window's deduped files), commits each publication (a swap of the
 //! window, a late-row append or rewrite, or a MERGE) with the `txn`s its [`Plan`] names, and
 //! commits dead letters before any data commit that moves offsets past them. It owns the
-//! run's table handles and its one publication that may still be staging; what a commit
-//! means for the run's offsets, derived tables and counts is the runner's to apply
-//! ([`Committed`]).
+//! run's table handles and its group: swap publications decided but not committed yet (the
+//! last maybe still staging), committed together by one commit
+//! ([`Publisher::finish_pending`]). What a commit means for the run's offsets, derived
+//! tables and counts is the runner's to apply ([`Committed`]).
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
@@ -30,7 +31,14 @@ pub(crate) struct Policy {
     pub key: Option<KeySpec>,
     pub late: LatePolicy,
     pub flush_bytes_max: usize,
+    /// The most windows one commit publishes ([`IngestConfig::group_windows_max`]).
+    pub group_windows_max: usize,
 }
+
+/// The most buffered bytes one group commit publishes: past it the group is committed
+/// before the next window is added, so the first window of a large catch-up is not kept
+/// waiting for many others to be encoded.
+pub const GROUP_BYTES_MAX: usize = 256 << 20;
 
 impl Policy {
     pub fn of(config: &IngestConfig) -> Policy {
@@ -40,6 +48,7 @@ impl Policy {
             key: config.key.clone(),
             late: config.late,
             flush_bytes_max: config.flush_bytes_max,
+            group_windows_max: config.group_windows_max.max(1),
         }
     }
 
@@ -75,9 +84,12 @@ pub(crate) struct Publisher {
     /// The schema of the rows this run buffers and stages: the record fields (the table's,
     /// grown by the records read) and the position columns.
     file_schema: SchemaRef,
-    /// A publication whose file is still being staged on a task of its own (at most one);
-    /// it commits before any other commit of the run.
-    pending: Option<Pending>,
+    /// The group: swap publications decided but not committed, in the order their windows
+    /// sealed, each a different window; only the last may still be staging (on a task of
+    /// its own). They commit together, before any other commit of the run.
+    pending: Vec<Pending>,
+    /// The buffered bytes of the group's windows.
+    pending_bytes: usize,
     /// Dead letters read but not yet committed.
     dead_pending: Vec<DeadLetter>,
 }
@@ -97,7 +109,8 @@ impl Publisher {
             table,
             dlq,
             stager,
-            pending: None,
+            pending: Vec::new(),
+            pending_bytes: 0,
             dead_pending: Vec::new(),
         }
     }
@@ -141,7 +154,8 @@ impl Publisher {
     /// Re-reads both tables; a publication still staging is dropped (its task stopped) and
     /// so are dead letters not committed (they are read again): the table decides.
     pub async fn reload(&mut self) -> Result<(), IngestError> {
-        self.pending = None;
+        self.pending.clear();
+        self.pending_bytes = 0;
         self.dead_pending.clear();
         self.table.reload().await?;
         if let Some(dlq) = self.dlq.as_mut() {
@@ -207,27 +221,65 @@ impl Publisher {
         Ok(parts)
     }
 
-    /// Whether the publication left staging has finished (its commit would not wait).
+    /// Whether the group is decided and staged (its commit would not wait); `false` for no
+    /// group.
     pub fn pending_ready(&self) -> bool {
-        self.pending
-            .as_ref()
-            .is_some_and(|p| p.staging.as_ref().is_none_or(|s| s.0.is_finished()))
+        !self.pending.is_empty()
+            && self
+                .pending
+                .iter()
+                .all(|p| p.staging.as_ref().is_none_or(|s| s.0.is_finished()))
+    }
+
+    /// Whether the group must be committed before a publication of `window` with
+    /// `buffer_bytes` buffered (`republish`: published before) is decided: the group is
+    /// full, holds `window` already (its next publication must read the table with the
+    /// previous one in it), or that publication is a MERGE, which commits on its own.
+    pub fn must_commit_group_before(
+        &self,
+        window: Window,
+        republish: bool,
+        buffer_bytes: usize,
+    ) -> bool {
+        if self.pending.is_empty() {
+            return false;
+        }
+        self.pending.len() >= self.policy.group_windows_max
+            || self.pending.iter().any(|p| p.window == window)
+            || self.pending_bytes.saturating_add(buffer_bytes) > GROUP_BYTES_MAX
+            || self.is_merge(republish)
+    }
+
+    /// Whether a publication takes the MERGE path (see [`Publisher::publish`]).
+    fn is_merge(&self, republish: bool) -> bool {
+        let merge = matches!(
+            (self.policy.mode, &self.policy.key),
+            (PublishMode::Merge(_), Some(_))
+        ) || (republish && self.policy.late == LatePolicy::Merge);
+        // With new columns a window-scope MERGE is published as a swap (see below).
+        merge && !self.table.schema_change_pending()
     }
 
     /// Publishes `window` (its rows in `buffer`; `republish`: it was published before) with
-    /// the `txn`s and coverage of `plan`. A first publication in swap mode may, with
-    /// `overlap`, leave its dedupe and encode running on a task of its own; it is committed
-    /// by the next [`Publisher::finish_pending`], before any other commit. The caller
-    /// finishes any pending publication and commits dead letters first.
+    /// the `txn`s and coverage of `plan`. A MERGE commits at once (the caller commits the
+    /// group first: [`Publisher::must_commit_group_before`]) and is returned; every other
+    /// publication joins the group, committed by the next [`Publisher::finish_pending`]
+    /// (a first publication's dedupe and encode may still run on a task of its own then).
+    /// The caller commits dead letters first.
     pub async fn publish(
         &mut self,
         window: Window,
         buffer: WindowBuffer,
         republish: bool,
         plan: Plan,
-        overlap: bool,
     ) -> Result<Option<Committed>, IngestError> {
-        debug_assert!(self.pending.is_none(), "a publication is still pending");
+        debug_assert!(
+            self.pending.iter().all(|p| p.window != window),
+            "a window is in the group twice"
+        );
+        // One staging task at a time: the memory budget holds for the group as for one
+        // publication.
+        self.finish_staging().await?;
         let address = self.table.address(window);
         let schema = self.file_schema.clone();
         let upsert = match (self.policy.mode, &self.policy.key) {
@@ -235,6 +287,7 @@ impl Publisher {
             _ => None,
         };
         let merge = upsert.is_some() || (republish && self.policy.late == LatePolicy::Merge);
+        let buffer_bytes = buffer.total_bytes();
         let intermediates = |buffer: &WindowBuffer| -> Vec<StagedFile> {
             buffer.parts.iter().map(|p| p.file.clone()).collect()
         };
@@ -266,19 +319,13 @@ impl Publisher {
                     crate::dedupe::concat_rows(&schema, &current)?
                 }
             };
-            let files = vec![self.stager.stage(&address, &schema, vec![rows]).await?];
-            self.pending = Some(Pending {
-                window,
-                republish,
-                staging: None,
-                files,
-                replace: Replace::Window,
-                intermediates: parts,
-                plan,
-            });
-            return self.finish_pending().await;
+            let file = self.stager.stage(&address, &schema, vec![rows]).await?;
+            let pending = Pending::staged(window, republish, file, Replace::Window, parts, plan);
+            self.join_group(pending, buffer_bytes);
+            return Ok(None);
         }
         if merge {
+            debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
             let parts = intermediates(&buffer);
             let version_before = self.table.version();
             let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
@@ -338,24 +385,30 @@ impl Publisher {
                 inputs.push(unique);
                 unique = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
             }
-            let files = vec![self.stager.stage(&address, &schema, vec![unique]).await?];
-            self.pending = Some(Pending {
-                window,
-                republish,
-                staging: None,
-                files,
-                replace,
-                intermediates: parts,
-                plan,
-            });
-            return self.finish_pending().await;
+            let file = self.stager.stage(&address, &schema, vec![unique]).await?;
+            let pending = Pending::staged(window, republish, file, replace, parts, plan);
+            self.join_group(pending, buffer_bytes);
+            return Ok(None);
         }
-        self.pending = Some(self.first_publication(window, &address, buffer, plan));
-        if overlap {
-            Ok(None)
-        } else {
-            self.finish_pending().await
+        let pending = self.first_publication(window, &address, buffer, plan);
+        self.join_group(pending, buffer_bytes);
+        Ok(None)
+    }
+
+    fn join_group(&mut self, pending: Pending, buffer_bytes: usize) {
+        self.pending.push(pending);
+        self.pending_bytes = self.pending_bytes.saturating_add(buffer_bytes);
+    }
+
+    /// Waits for the group's staging task, if one runs, and keeps its files.
+    async fn finish_staging(&mut self) -> Result<(), IngestError> {
+        for pending in &mut self.pending {
+            if let Some(mut staging) = pending.staging.take() {
+                let staged = (&mut staging.0).await.map_err(StageError::from)??;
+                pending.files.extend(staged);
+            }
         }
+        Ok(())
     }
 
     /// A window's first publication: its rows, deduped by row key if there is one, staged on
@@ -410,41 +463,45 @@ impl Publisher {
         }
     }
 
-    /// Commits the publication left staging by [`Publisher::publish`], once its files are
-    /// written. Every commit of the run goes through here or through the merge path, in the
-    /// order the windows sealed.
-    pub async fn finish_pending(&mut self) -> Result<Option<Committed>, IngestError> {
-        let Some(mut pending) = self.pending.take() else {
-            return Ok(None);
-        };
-        if let Some(staging) = pending.staging.as_mut() {
-            let staged = (&mut staging.0).await.map_err(StageError::from)??;
-            pending.files.extend(staged);
+    /// Commits the group left by [`Publisher::publish`] in one commit, once its files are
+    /// written; returns one [`Committed`] per window, in order (none for no group). Every
+    /// commit of the run goes through here or through the merge path, in the order the
+    /// windows sealed.
+    pub async fn finish_pending(&mut self) -> Result<Vec<Committed>, IngestError> {
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
         }
-        let version_before = self.table.version();
-        let published = self
-            .table
-            .publish(Publication {
+        self.finish_staging().await?;
+        let group = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let publications = group
+            .iter()
+            .map(|p| Publication {
                 pipeline: self.policy.pipeline.clone(),
-                window: pending.window,
-                files: std::mem::take(&mut pending.files),
-                replace: pending.replace,
-                coverage: pending.plan.coverage.clone(),
-                txns: pending.plan.txns.clone(),
-                position_ranges: pending.plan.position_ranges.clone(),
-                published_at_ms: pending.plan.now_ms,
+                window: p.window,
+                files: p.files.clone(),
+                replace: p.replace,
+                coverage: p.plan.coverage.clone(),
+                txns: p.plan.txns.clone(),
+                position_ranges: p.plan.position_ranges.clone(),
+                published_at_ms: p.plan.now_ms,
             })
-            .await?;
-        self.delete_intermediates(std::mem::take(&mut pending.intermediates))
-            .await;
-        Ok(Some(Committed {
-            window: pending.window,
-            landed: version_before != Some(published.version),
-            plan: pending.plan,
-            published,
-            republish: pending.republish,
-            merge: false,
-        }))
+            .collect();
+        let version_before = self.table.version();
+        let published = self.table.publish_group(publications).await?;
+        let mut committed = Vec::with_capacity(group.len());
+        for (pending, published) in group.into_iter().zip(published) {
+            self.delete_intermediates(pending.intermediates).await;
+            committed.push(Committed {
+                window: pending.window,
+                landed: version_before != Some(published.version),
+                plan: pending.plan,
+                published,
+                republish: pending.republish,
+                merge: false,
+            });
+        }
+        Ok(committed)
     }
 
     /// Drops a window's rows without publishing them (its staged parts deleted).
@@ -593,4 +650,26 @@ struct Pending {
     replace: Replace,
     intermediates: Vec<StagedFile>,
     plan: Plan,
+}
+
+impl Pending {
+    /// A publication whose one file is staged: `parts` are the intermediates it replaces.
+    fn staged(
+        window: Window,
+        republish: bool,
+        file: StagedFile,
+        replace: Replace,
+        parts: Vec<StagedFile>,
+        plan: Plan,
+    ) -> Pending {
+        Pending {
+            window,
+            republish,
+            staging: None,
+            files: vec![file],
+            replace,
+            intermediates: parts,
+            plan,
+        }
+    }
 }

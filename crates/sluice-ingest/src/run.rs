@@ -463,9 +463,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.finish_pending().await
     }
 
-    /// As [`Ingester::publish_due`], but the last first publication may still be staging
-    /// (dedupe and encode on a task of its own) when this returns, so that routing the next
-    /// rows overlaps it. A publication whose staging is done is committed first.
+    /// As [`Ingester::publish_due`], but the last group may still be staging (dedupe and
+    /// encode on a task of its own) when this returns, so that routing the next rows
+    /// overlaps it. A group whose staging is done is committed first.
     async fn publish_due_overlapping(&mut self) -> Result<(), IngestError> {
         if self.publisher.pending_ready() {
             self.finish_pending().await?;
@@ -473,30 +473,50 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.publish_due_with(true).await
     }
 
+    /// Publishes the due windows, those due together in groups of one commit each (see
+    /// [`IngestConfig::group_windows_max`]); with `overlap` the last group may be left
+    /// uncommitted (the next call, or [`Ingester::finish_pending`], commits it).
     async fn publish_due_with(&mut self, overlap: bool) -> Result<(), IngestError> {
-        for window in self.state.due(self.clock.now_ms()) {
-            self.finish_pending().await?;
+        let due = self.state.due(self.clock.now_ms());
+        if due.is_empty() {
+            return Ok(());
+        }
+        // A group left from before holds windows decided against an older read position:
+        // it commits before anything due now is decided.
+        self.finish_pending().await?;
+        for window in due {
+            let (republish, bytes) = self.state.publication_of(window);
+            if self
+                .publisher
+                .must_commit_group_before(window, republish, bytes)
+            {
+                self.finish_pending().await?;
+            }
             self.commit_dead_letters().await?;
             let plan = self.plan(window);
             let (buffer, republish) = self.state.take_for_publication(window);
             let plan = with_ranges(plan, &buffer, false);
-            let committed = self
+            if let Some(committed) = self
                 .publisher
-                .publish(window, buffer, republish, plan, overlap)
-                .await?;
-            if let Some(committed) = committed {
-                self.after_commit(committed).await?;
+                .publish(window, buffer, republish, plan)
+                .await?
+            {
+                self.after_commit(vec![committed]).await?;
             }
+        }
+        if !overlap {
+            self.finish_pending().await?;
         }
         Ok(())
     }
 
-    /// Commits the publication left staging, if any.
+    /// Commits the group left staging, if any.
     pub(crate) async fn finish_pending(&mut self) -> Result<(), IngestError> {
-        match self.publisher.finish_pending().await? {
-            Some(committed) => self.after_commit(committed).await,
-            None => Ok(()),
+        let committed = self.publisher.finish_pending().await?;
+        if committed.is_empty() {
+            return Ok(());
         }
+        self.after_commit(committed).await
     }
 
     /// Commits the pending dead letters with the dead-letter offsets moved to the read
@@ -544,39 +564,45 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         }
     }
 
-    /// The run's state after a publication's commit: the offsets it stored, derived tables,
-    /// the summary.
-    async fn after_commit(&mut self, c: Committed) -> Result<(), IngestError> {
+    /// The run's state after a commit of one or more publications (a group commits its
+    /// windows together, with one version): the offsets it stored, derived tables, the
+    /// summary.
+    async fn after_commit(&mut self, group: Vec<Committed>) -> Result<(), IngestError> {
+        let Some(last) = group.last() else {
+            return Ok(());
+        };
         // A MERGE that changes no row commits nothing (deltalake skips empty commits), and its
         // offsets stay unwritten: the ledger must not claim them, or a later commit would
-        // leave them out.
-        if c.landed {
-            self.ledger.committed_txns(c.plan.txns);
-            if let Some(d) = self.deriver.as_mut() {
-                d.published(
-                    self.publisher.table(),
-                    c.window,
-                    c.published.version,
-                    c.plan.now_ms,
-                )
-                .await?;
-            }
-            self.summary.windows_published += 1;
-            self.summary.commits += 1;
-            self.summary.last_version = Some(c.published.version);
-        } else {
-            self.summary.merges_unchanged += 1;
+        // leave them out. (A MERGE always commits alone.)
+        let (landed, version, now_ms) = (last.landed, last.published.version, last.plan.now_ms);
+        for c in &group {
+            tracing::info!(
+                window = %self.publisher.table().address(c.window).label(),
+                version = c.published.version,
+                rows = c.published.rows,
+                files_added = c.published.files_added,
+                files_removed = c.published.files_removed,
+                republish = c.republish,
+                merge = c.merge,
+                group = group.len(),
+                "published"
+            );
         }
-        tracing::info!(
-            window = %self.publisher.table().address(c.window).label(),
-            version = c.published.version,
-            rows = c.published.rows,
-            files_added = c.published.files_added,
-            files_removed = c.published.files_removed,
-            republish = c.republish,
-            merge = c.merge,
-            "published"
-        );
+        if !landed {
+            self.summary.merges_unchanged += group.len() as u64;
+            return Ok(());
+        }
+        let windows: Vec<Window> = group.iter().map(|c| c.window).collect();
+        for c in group {
+            self.ledger.committed_txns(c.plan.txns);
+        }
+        if let Some(d) = self.deriver.as_mut() {
+            d.published(self.publisher.table(), &windows, version, now_ms)
+                .await?;
+        }
+        self.summary.windows_published += windows.len() as u64;
+        self.summary.commits += 1;
+        self.summary.last_version = Some(version);
         Ok(())
     }
 }

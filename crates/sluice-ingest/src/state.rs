@@ -292,6 +292,15 @@ impl WindowState {
         windows
     }
 
+    /// What [`WindowState::take_for_publication`] would take of `window`, before it is taken:
+    /// whether it was published before, and its buffered bytes.
+    pub fn publication_of(&self, window: Window) -> (bool, usize) {
+        (
+            self.book.is_published(window),
+            self.buffers.total_bytes_of(window),
+        )
+    }
+
     /// Takes `window`'s rows to publish them: from here on the window counts as published
     /// (covering the read position), so rows of it read while its publication runs are late
     /// rows, published again after it. Returns its rows and whether it was published before.

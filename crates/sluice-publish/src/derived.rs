@@ -20,7 +20,7 @@ use sluice_stage::StagedFile;
 use sluice_window::{Address, AddressLayout, Window, WindowSize};
 
 use crate::table::commit::{
-    commit_error, commit_properties, FileCommit, PublishError, Published, Replace,
+    commit_error, commit_properties, AddressChange, FileCommit, PublishError, Published, Replace,
 };
 use crate::table::merge::{merge_builder, merge_source, source, target};
 use crate::table::{OpenError, TableOptions, WindowTable};
@@ -168,17 +168,20 @@ impl DerivedTable {
         let info = self.info(&p, &address, "swap", rows);
         let (version, files_removed) = self
             .inner
-            .commit_files(FileCommit {
-                address: &address,
-                files: &files,
-                replace: Replace::Window,
-                pipeline: &self.pipeline,
-                coverage: None,
-                txns: txn_actions,
+            .commit_files(FileCommit::one(
+                AddressChange {
+                    address: &address,
+                    files: &files,
+                    replace: Replace::Window,
+                    coverage: None,
+                },
+                &self.pipeline,
+                txn_actions,
                 info,
-                at_ms: p.published_at_ms,
-            })
+                p.published_at_ms,
+            ))
             .await?;
+        let files_removed = files_removed.iter().sum();
         self.inner.remember_txns(&self.pipeline, &txns);
         Ok(Published {
             version,

@@ -39,8 +39,8 @@ pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{
-    addresses_changed, list_windows, schema_history, shard_sealed_txn, ListError, SchemaStep,
-    ShardSeal, WindowListing,
+    addresses_changed, list_windows, published_windows_of, schema_history, shard_sealed_txn,
+    ListError, SchemaStep, ShardSeal, WindowListing,
 };
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use table::commit::{

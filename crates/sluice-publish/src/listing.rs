@@ -132,25 +132,23 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
             let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
                 continue;
             };
-            let Some(window) = value
-                .get("commitInfo")
-                .and_then(|c| c.get(COMMIT_INFO_KEY))
-                .and_then(|s| s.get("window"))
-                .and_then(|w| w.as_str())
-            else {
+            let Some(info) = value.get("commitInfo").and_then(|c| c.get(COMMIT_INFO_KEY)) else {
                 continue;
             };
-            if let Some(entry) = windows.get_mut(window) {
-                entry.publications += 1;
-                entry.version.get_or_insert(version);
-                let end = value
-                    .get("commitInfo")
-                    .and_then(|c| c.get(COMMIT_INFO_KEY))
-                    .and_then(|s| s.get("window_end"))
-                    .and_then(|w| w.as_str())
-                    .and_then(|w| parse_instant(w).ok());
-                if let (Some(end), false) = (end, ends.contains_key(window)) {
-                    ends.insert(window.to_string(), end);
+            for published in published_windows_of(info) {
+                let Some(window) = published.get("window").and_then(|w| w.as_str()) else {
+                    continue;
+                };
+                if let Some(entry) = windows.get_mut(window) {
+                    entry.publications += 1;
+                    entry.version.get_or_insert(version);
+                    let end = published
+                        .get("window_end")
+                        .and_then(|w| w.as_str())
+                        .and_then(|w| parse_instant(w).ok());
+                    if let (Some(end), false) = (end, ends.contains_key(window)) {
+                        ends.insert(window.to_string(), end);
+                    }
                 }
             }
         }
@@ -160,6 +158,15 @@ pub async fn list_windows(table: &DeltaTable) -> Result<Vec<WindowListing>, List
         mark_seals(&mut windows, &shard_of, &ends, &sealed);
     }
     Ok(windows.into_values().collect())
+}
+
+/// The windows sluice's commit metadata `info` says a commit published: the object itself
+/// (one window), or each of its `windows` (a group commit).
+pub fn published_windows_of(info: &serde_json::Value) -> Vec<&serde_json::Value> {
+    match info.get("windows").and_then(|w| w.as_array()) {
+        Some(group) => group.iter().collect(),
+        None => vec![info],
+    }
 }
 
 /// Each shard's sealed-through event time ([`shard_sealed_txn`]), the latest over the

@@ -145,6 +145,94 @@ async fn swap_replaces_the_window_and_records_offsets_and_coverage() {
     assert_eq!(listing[0].publications, 2);
 }
 
+/// A group commit: three windows in one version, each swapped whole with its own coverage,
+/// the txn moved once to the last publication's offset; a window twice, or an empty group, is
+/// refused before anything is written.
+#[tokio::test]
+async fn a_group_commit_publishes_each_window_whole_in_one_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut table, first_window) = setup(dir.path()).await;
+    let mut stager = Stager::new(table.store(), "g1", StageOptions::default());
+    let schema = table.file_schema().clone();
+    let size = first_window.size().as_micros();
+    let windows: Vec<Window> = (0..3)
+        .map(|i| {
+            let start = first_window.start().as_micros() + i * size;
+            Window::containing(
+                first_window.size(),
+                sluice_window::EventTime::from_micros(start),
+            )
+        })
+        .collect();
+    // One window already holds rows: the group swaps them out.
+    let old = stager
+        .stage(
+            &table.address(windows[1]),
+            &schema,
+            vec![rows(&table, 9, 0)],
+        )
+        .await
+        .unwrap();
+    table
+        .publish(publication(windows[1], vec![old], 5))
+        .await
+        .unwrap();
+    let mut group = Vec::new();
+    for (i, window) in windows.iter().enumerate() {
+        let file = stager
+            .stage(
+                &table.address(*window),
+                &schema,
+                vec![rows(&table, i as i64 + 1, 0)],
+            )
+            .await
+            .unwrap();
+        group.push(publication(*window, vec![file], 10 * (i as i64 + 1)));
+    }
+    let twice = vec![group[0].clone(), group[0].clone()];
+    let err = table.publish_group(twice).await.unwrap_err();
+    assert!(matches!(err, PublishError::Invalid { .. }), "{err}");
+    let err = table.publish_group(Vec::new()).await.unwrap_err();
+    assert!(matches!(err, PublishError::Invalid { .. }), "{err}");
+    assert_eq!(table.version(), Some(1), "nothing was written");
+
+    let published = table.publish_group(group).await.unwrap();
+    let summary: Vec<(u64, usize, i64)> = published
+        .iter()
+        .map(|p| (p.version, p.files_removed, p.rows))
+        .collect();
+    assert_eq!(summary, vec![(2, 0, 1), (2, 1, 2), (2, 0, 3)]);
+
+    // Read back by a fresh process: each window's rows and coverage, the txn at the last
+    // publication's offset, and the listing naming version 2 for every window.
+    let (mut reopened, _) = setup(dir.path()).await;
+    let offsets = reopened
+        .resume_offsets("p", &["in.ndjson".into()])
+        .await
+        .unwrap();
+    assert_eq!(offsets.get("in.ndjson"), Some(&30));
+    let coverage: Vec<(Window, i64)> = reopened
+        .published_windows("p")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.window, p.coverage.offset))
+        .collect();
+    assert_eq!(
+        coverage,
+        vec![(windows[0], 10), (windows[1], 20), (windows[2], 30)]
+    );
+    let listing = list_windows(reopened.delta_table()).await.unwrap();
+    let rows_and_versions: Vec<(i64, Option<u64>, usize)> = listing
+        .iter()
+        .map(|l| (l.rows, l.version, l.publications))
+        .collect();
+    assert_eq!(
+        rows_and_versions,
+        vec![(1, Some(2), 1), (2, Some(2), 2), (3, Some(2), 1)]
+    );
+}
+
 #[tokio::test]
 async fn a_stale_writer_of_the_same_window_conflicts() {
     let dir = tempfile::tempdir().unwrap();

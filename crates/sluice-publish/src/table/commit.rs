@@ -1,7 +1,9 @@
 //! A window's publication as one Delta commit: the files it removes (swap) or keeps
 //! (add_late), the files it adds with their coverage tags, its `txn` offsets and its
-//! commitInfo. A commit lands only on the version the writer read; anything else is
-//! [`PublishError::TableMoved`] or a conflict, and the caller re-reads the table.
+//! commitInfo. Several windows sealed together may share one commit ([`WindowTable::
+//! publish_group`]): each window still swaps atomically with its own files and coverage,
+//! and the `txn`s move once. A commit lands only on the version the writer read; anything
+//! else is [`PublishError::TableMoved`] or a conflict, and the caller re-reads the table.
 
 use std::collections::HashMap;
 
@@ -65,14 +67,39 @@ pub struct Published {
 
 /// What [`WindowTable::commit_files`] commits.
 pub(crate) struct FileCommit<'a> {
-    pub address: &'a sluice_window::Address,
-    pub files: &'a [StagedFile],
-    pub replace: Replace,
+    /// One entry per address, no address twice.
+    pub changes: Vec<AddressChange<'a>>,
     pub pipeline: &'a str,
-    pub coverage: Option<&'a Coverage>,
     pub txns: Vec<Transaction>,
     pub info: serde_json::Value,
     pub at_ms: i64,
+}
+
+/// One address's part of a [`FileCommit`].
+pub(crate) struct AddressChange<'a> {
+    pub address: &'a sluice_window::Address,
+    pub files: &'a [StagedFile],
+    pub replace: Replace,
+    pub coverage: Option<&'a Coverage>,
+}
+
+impl<'a> FileCommit<'a> {
+    /// A commit at one address.
+    pub fn one(
+        change: AddressChange<'a>,
+        pipeline: &'a str,
+        txns: Vec<Transaction>,
+        info: serde_json::Value,
+        at_ms: i64,
+    ) -> Self {
+        FileCommit {
+            changes: vec![change],
+            pipeline,
+            txns,
+            info,
+            at_ms,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,137 +129,174 @@ pub enum PublishError {
 impl WindowTable {
     /// Commits one window: removes (for a swap), adds, txns and metadata, atomically.
     pub async fn publish(&mut self, p: Publication) -> Result<Published, PublishError> {
-        let address = self.address(p.window);
-        let window_label = address.label();
+        let mut published = self.publish_group(vec![p]).await?;
+        Ok(published.remove(0))
+    }
+
+    /// Commits several windows of one pipeline in one commit (a group commit): each window
+    /// removes its files (for a swap) and adds its own, with its own coverage, so a reader of
+    /// any version still sees each window absent or whole as of one publication (E2); the
+    /// `txn`s move once, to the latest offset the publications name for each partition (they
+    /// are given in the order their windows sealed, so the last one names the resume
+    /// position after all of them). Returns one [`Published`] per publication, in order,
+    /// all with the commit's version.
+    ///
+    /// The commit metadata of a single publication is one object naming its window; that of
+    /// a group is `{"pipeline", "windows": [..]}` with one such object per window.
+    pub async fn publish_group(
+        &mut self,
+        group: Vec<Publication>,
+    ) -> Result<Vec<Published>, PublishError> {
+        let Some(first) = group.first() else {
+            return Err(PublishError::Invalid {
+                window: "(none)".into(),
+                reason: "a group commit needs at least one publication".into(),
+            });
+        };
+        let pipeline = first.pipeline.clone();
+        let addresses: Vec<sluice_window::Address> =
+            group.iter().map(|p| self.address(p.window)).collect();
+        let label = group_label(&addresses);
         let invalid = |reason: String| PublishError::Invalid {
-            window: window_label.clone(),
+            window: label.clone(),
             reason,
         };
         let delta = |source| PublishError::Delta {
-            window: window_label.clone(),
+            window: label.clone(),
             source,
         };
         // Invariants, checked before anything is written.
-        if p.files.is_empty() {
-            return Err(invalid("no files to publish".into()));
+        let mut seen = std::collections::HashSet::new();
+        for (p, address) in group.iter().zip(&addresses) {
+            if p.pipeline != pipeline {
+                return Err(invalid(format!(
+                    "publications of pipelines {pipeline:?} and {:?} in one commit",
+                    p.pipeline
+                )));
+            }
+            if !seen.insert(address.hive_path()) {
+                return Err(invalid(format!(
+                    "window {} appears twice in one commit",
+                    address.label()
+                )));
+            }
+            if p.files.is_empty() {
+                return Err(invalid(format!(
+                    "no files to publish for {}",
+                    address.label()
+                )));
+            }
+            let prefix = format!("{}/", address.hive_path());
+            if let Some(f) = p.files.iter().find(|f| !f.path.starts_with(&prefix)) {
+                return Err(invalid(format!(
+                    "file {} is not under the window's address {prefix}",
+                    f.path
+                )));
+            }
         }
-        let prefix = format!("{}/", address.hive_path());
-        if let Some(f) = p.files.iter().find(|f| !f.path.starts_with(&prefix)) {
-            return Err(invalid(format!(
-                "file {} is not under the window's address {prefix}",
-                f.path
-            )));
+        let offsets = latest_offsets(group.iter().map(|p| p.txns.as_slice()));
+        let at_ms = group.iter().map(|p| p.published_at_ms).max().unwrap_or(0);
+        let txns = self.txn_actions(&pipeline, &offsets, at_ms)?;
+        let mut infos = Vec::with_capacity(group.len());
+        let mut rows = Vec::with_capacity(group.len());
+        for (p, address) in group.iter().zip(&addresses) {
+            let added: i64 = p.files.iter().map(|f| f.rows).sum();
+            let window_rows = match p.replace {
+                Replace::Window => added,
+                Replace::AddLate => added + self.rows_at(address).await.map_err(delta)?,
+            };
+            rows.push(window_rows);
+            infos.push(json!({
+                "window": address.hive_path(),
+                "window_start": p.window.start().to_rfc3339(),
+                "window_end": p.window.end().to_rfc3339(),
+                "mode": match p.replace { Replace::Window => "swap", Replace::AddLate => "add_late" },
+                "rows_added": added,
+                "window_rows": window_rows,
+                "positions": p.position_ranges,
+                "coverage": {"partition": p.coverage.partition, "offset": p.coverage.offset},
+            }));
         }
-        let txns = self.txn_actions(&p.pipeline, &p.txns, p.published_at_ms)?;
-        let rows: i64 = p.files.iter().map(|f| f.rows).sum();
-        let window_rows = match p.replace {
-            Replace::Window => rows,
-            Replace::AddLate => rows + self.rows_at(&address).await.map_err(delta)?,
+        let info = if infos.len() == 1 {
+            let mut info = infos.remove(0);
+            info["pipeline"] = json!(pipeline);
+            info
+        } else {
+            json!({"pipeline": pipeline, "windows": infos})
         };
-        let info = json!({
-            "pipeline": p.pipeline,
-            "window": address.hive_path(),
-            "window_start": p.window.start().to_rfc3339(),
-            "window_end": p.window.end().to_rfc3339(),
-            "mode": match p.replace { Replace::Window => "swap", Replace::AddLate => "add_late" },
-            "rows_added": rows,
-            "window_rows": window_rows,
-            "positions": p.position_ranges,
-            "coverage": {"partition": p.coverage.partition, "offset": p.coverage.offset},
-        });
-        let (version, files_removed) = self
-            .commit_files(FileCommit {
-                address: &address,
+        let changes = group
+            .iter()
+            .zip(&addresses)
+            .map(|(p, address)| AddressChange {
+                address,
                 files: &p.files,
                 replace: p.replace,
-                pipeline: &p.pipeline,
                 coverage: Some(&p.coverage),
+            })
+            .collect();
+        let (version, removed) = self
+            .commit_files(FileCommit {
+                changes,
+                pipeline: &pipeline,
                 txns,
                 info,
-                at_ms: p.published_at_ms,
+                at_ms,
             })
             .await?;
-        self.remember_txns(&p.pipeline, &p.txns);
-        Ok(Published {
-            version,
-            files_removed,
-            files_added: p.files.len(),
-            rows: window_rows,
-        })
+        self.remember_txns(&pipeline, &offsets);
+        Ok(group
+            .iter()
+            .zip(removed)
+            .zip(rows)
+            .map(|((p, files_removed), rows)| Published {
+                version,
+                files_removed,
+                files_added: p.files.len(),
+                rows,
+            })
+            .collect())
     }
 
-    /// One commit at one address: removes its files (for [`Replace::Window`]), adds `files`
-    /// tagged with the pipeline (and the coverage, if any), the `txn` actions, and `info` as
-    /// sluice's commit metadata. Attempted once against the loaded version (no blind
-    /// retries). Returns the new version and the number of files removed.
+    /// One commit over one or more addresses: each removes its files (for
+    /// [`Replace::Window`]) and adds its `files` tagged with the pipeline (and its coverage,
+    /// if any); then the `txn` actions, and `info` as sluice's commit metadata. The read
+    /// predicate is the addresses (a concurrent change at any of them conflicts). Attempted
+    /// once against the loaded version (no blind retries). Returns the new version and the
+    /// number of files removed at each address, in order.
     pub(crate) async fn commit_files(
         &mut self,
         c: FileCommit<'_>,
-    ) -> Result<(u64, usize), PublishError> {
-        let window_label = c.address.label();
+    ) -> Result<(u64, Vec<usize>), PublishError> {
+        let addresses: Vec<sluice_window::Address> = c
+            .changes
+            .iter()
+            .map(|change| change.address.clone())
+            .collect();
+        let window_label = group_label(&addresses);
         let delta = |source| PublishError::Delta {
             window: window_label.clone(),
             source,
         };
-        let existing = if c.replace == Replace::Window {
-            self.files_at(c.address).await.map_err(delta)?
-        } else {
-            Vec::new()
-        };
-        let partition_values: HashMap<String, Option<String>> = c
-            .address
-            .pairs()
-            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-            .collect();
-        let mut actions: Vec<Action> = Vec::with_capacity(existing.len() + c.files.len());
-        for f in &existing {
-            actions.push(Action::Remove(Remove {
-                path: f.path.clone(),
-                data_change: true,
-                deletion_timestamp: Some(c.at_ms),
-                extended_file_metadata: Some(true),
-                size: Some(f.size_bytes),
-                partition_values: Some(partition_values.clone()),
-                deletion_vector: None,
-                tags: None,
-                base_row_id: None,
-                default_row_commit_version: None,
-            }));
-        }
-        let mut file_tags: HashMap<String, Option<String>> =
-            HashMap::from([(tags::PIPELINE.to_string(), Some(c.pipeline.to_string()))]);
-        if let Some(coverage) = c.coverage {
-            file_tags.insert(
-                tags::COVERAGE_PARTITION.to_string(),
-                Some(coverage.partition.clone()),
-            );
-            file_tags.insert(
-                tags::COVERAGE_OFFSET.to_string(),
-                Some(coverage.offset.to_string()),
-            );
-        }
+        let mut removed = Vec::with_capacity(c.changes.len());
+        let mut actions: Vec<Action> = Vec::new();
         let grows = self.schema_change_pending();
         if let Some(metadata) = self.schema_action().map_err(delta)? {
             actions.push(metadata);
         }
-        for f in c.files {
-            actions.push(Action::Add(Add {
-                path: f.path.clone(),
-                partition_values: partition_values.clone(),
-                size: f.size_bytes,
-                modification_time: c.at_ms,
-                data_change: true,
-                stats: Some(f.stats.clone()),
-                tags: Some(file_tags.clone()),
-                ..Default::default()
-            }));
+        for change in &c.changes {
+            let existing = if change.replace == Replace::Window {
+                self.files_at(change.address).await.map_err(delta)?
+            } else {
+                Vec::new()
+            };
+            removed.push(existing.len());
+            address_actions(&mut actions, change, &existing, c.pipeline, c.at_ms);
         }
-        let predicate = c
-            .address
-            .pairs()
-            .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
+        let predicate = addresses
+            .iter()
+            .map(address_predicate)
             .collect::<Vec<_>>()
-            .join(" AND ");
+            .join(" OR ");
         let mut info = c.info;
         if grows {
             info["schema_added"] = json!(self.pending_added());
@@ -240,10 +304,12 @@ impl WindowTable {
         let snapshot = self.table.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, c.txns, Some(info), self.commit_retries);
+        let overwrite = c.changes.iter().any(|ch| ch.replace == Replace::Window);
         let operation = DeltaOperation::Write {
-            mode: match c.replace {
-                Replace::Window => SaveMode::Overwrite,
-                Replace::AddLate => SaveMode::Append,
+            mode: if overwrite {
+                SaveMode::Overwrite
+            } else {
+                SaveMode::Append
             },
             partition_by: Some(
                 self.share
@@ -270,25 +336,27 @@ impl WindowTable {
             self.index = None;
         }
         if let Some(index) = &mut self.index {
-            let added: Vec<PublishedFile> = c
-                .files
-                .iter()
-                .map(|f| PublishedFile {
-                    path: f.path.clone(),
-                    size_bytes: f.size_bytes,
-                    rows: Some(f.rows),
-                    partition_values: address_key(c.address),
-                    pipeline: Some(c.pipeline.to_string()),
-                    coverage: c.coverage.cloned(),
-                })
-                .collect();
-            let at = index.entry(address_key(c.address)).or_default();
-            match c.replace {
-                Replace::Window => *at = added,
-                Replace::AddLate => at.extend(added),
+            for change in &c.changes {
+                let added: Vec<PublishedFile> = change
+                    .files
+                    .iter()
+                    .map(|f| PublishedFile {
+                        path: f.path.clone(),
+                        size_bytes: f.size_bytes,
+                        rows: Some(f.rows),
+                        partition_values: address_key(change.address),
+                        pipeline: Some(c.pipeline.to_string()),
+                        coverage: change.coverage.cloned(),
+                    })
+                    .collect();
+                let at = index.entry(address_key(change.address)).or_default();
+                match change.replace {
+                    Replace::Window => *at = added,
+                    Replace::AddLate => at.extend(added),
+                }
             }
         }
-        Ok((version, existing.len()))
+        Ok((version, removed))
     }
 
     /// A commit holding only `txn` actions and commit metadata (no data change).
@@ -427,4 +495,101 @@ pub(crate) fn commit_error(window: String, read_version: u64, e: DeltaTableError
         },
         source => PublishError::Delta { window, source },
     }
+}
+
+/// The `remove` actions of `existing` and the `add` actions of `change`'s files, appended to
+/// `actions`.
+fn address_actions(
+    actions: &mut Vec<Action>,
+    change: &AddressChange<'_>,
+    existing: &[PublishedFile],
+    pipeline: &str,
+    at_ms: i64,
+) {
+    let partition_values: HashMap<String, Option<String>> = change
+        .address
+        .pairs()
+        .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+        .collect();
+    for f in existing {
+        actions.push(Action::Remove(Remove {
+            path: f.path.clone(),
+            data_change: true,
+            deletion_timestamp: Some(at_ms),
+            extended_file_metadata: Some(true),
+            size: Some(f.size_bytes),
+            partition_values: Some(partition_values.clone()),
+            deletion_vector: None,
+            tags: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+        }));
+    }
+    let mut file_tags: HashMap<String, Option<String>> =
+        HashMap::from([(tags::PIPELINE.to_string(), Some(pipeline.to_string()))]);
+    if let Some(coverage) = change.coverage {
+        file_tags.insert(
+            tags::COVERAGE_PARTITION.to_string(),
+            Some(coverage.partition.clone()),
+        );
+        file_tags.insert(
+            tags::COVERAGE_OFFSET.to_string(),
+            Some(coverage.offset.to_string()),
+        );
+    }
+    for f in change.files {
+        actions.push(Action::Add(Add {
+            path: f.path.clone(),
+            partition_values: partition_values.clone(),
+            size: f.size_bytes,
+            modification_time: at_ms,
+            data_change: true,
+            stats: Some(f.stats.clone()),
+            tags: Some(file_tags.clone()),
+            ..Default::default()
+        }));
+    }
+}
+
+/// The SQL predicate selecting `address`: its columns equal to its values, as quoted string
+/// literals (an address value never becomes SQL text unescaped).
+fn address_predicate(address: &sluice_window::Address) -> String {
+    let terms = address
+        .pairs()
+        .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    format!("({terms})")
+}
+
+/// How errors and logs name a commit's windows: the window, or the count and the first and
+/// last.
+fn group_label(addresses: &[sluice_window::Address]) -> String {
+    match addresses {
+        [] => "(none)".to_string(),
+        [one] => one.label(),
+        [first, .., last] => format!(
+            "{} windows ({} .. {})",
+            addresses.len(),
+            first.label(),
+            last.label()
+        ),
+    }
+}
+
+/// Per partition, the offset of its last occurrence in `txns` (lists in publication order),
+/// partitions in order of first occurrence.
+pub(crate) fn latest_offsets<'a>(
+    txns: impl Iterator<Item = &'a [(String, i64)]>,
+) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = Vec::new();
+    for list in txns {
+        for (partition, offset) in list {
+            match out.iter_mut().find(|(p, _)| p == partition) {
+                Some(entry) => entry.1 = *offset,
+                None => out.push((partition.clone(), *offset)),
+            }
+        }
+    }
+    out
 }
