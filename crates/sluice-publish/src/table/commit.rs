@@ -562,17 +562,17 @@ fn address_predicate(address: &sluice_window::Address) -> String {
     format!("({terms})")
 }
 
-/// How errors and logs name a commit's windows: the window, or the count and the first and
-/// last.
+/// How errors and logs name a commit's windows: the window, or the first and last and how
+/// many ("publishing window dt=…/hour=08 .. dt=…/hour=11 (4 windows in one commit) …").
 fn group_label(addresses: &[sluice_window::Address]) -> String {
     match addresses {
         [] => "(none)".to_string(),
         [one] => one.label(),
         [first, .., last] => format!(
-            "{} windows ({} .. {})",
-            addresses.len(),
+            "{} .. {} ({} windows in one commit)",
             first.label(),
-            last.label()
+            last.label(),
+            addresses.len()
         ),
     }
 }
