@@ -54,7 +54,10 @@ pub fn catch_up(
     let text = std::fs::read_to_string(temps)
         .map_err(|e| format!("{}: {e} (run from the repository root)", temps.display()))?;
     let seattle: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let second: Vec<String> = seattle.iter().map(|l| colder_city(l)).collect();
+    let second = seattle
+        .iter()
+        .map(|l| colder_city(l))
+        .collect::<Result<Vec<String>, BenchError>>()?;
     let mut year = String::new();
     for (a, b) in seattle.iter().zip(&second) {
         let _ = writeln!(year, "{a}\n{b}");
@@ -151,13 +154,14 @@ pub fn catch_up(
 }
 
 /// The same line for a second city: its name, and 2.5 degrees colder.
-fn colder_city(line: &str) -> String {
-    let mut value: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+fn colder_city(line: &str) -> Result<String, BenchError> {
+    let mut value: serde_json::Value = serde_json::from_str(line)
+        .map_err(|e| format!("a temperatures line is not JSON ({e}): {line}"))?;
     value["city"] = serde_json::json!("Portland");
     if let Some(t) = value["temp"].as_f64() {
         value["temp"] = serde_json::json!(((t - 2.5) * 10.0).round() / 10.0);
     }
-    value.to_string()
+    Ok(value.to_string())
 }
 
 fn write_input(dir: &Path, text: &str) -> Result<(), BenchError> {

@@ -98,6 +98,9 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     let nested = work.join("nested");
     let (_, nested_bytes) = generate(&sluice, args.events, &["--shape", "nested"], &nested)?;
 
+    // The runs below (the long log, the catch-up) use it too; the alternatives' closures own
+    // a copy.
+    let sluice_bin = sluice.clone();
     let flat_src = format!("ndjson:{}", input.display());
     let nested_src = format!("ndjson:{}", nested.display());
     // `sluice run` or `sluice backfill` over `src` into the alternative's table.
@@ -204,23 +207,19 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             s.rss_kib.push(rss);
         }
     }
-    let sluice = args
-        .sluice
-        .clone()
-        .unwrap_or_else(|| me.with_file_name("sluice"));
     let log = if args.log_versions >= 200 {
         Some(crate::log::log_growth(
             &work,
             args.log_versions,
             args.log_window_rows,
-            &sluice,
+            &sluice_bin,
         )?)
     } else {
         None
     };
     let catch_up = if args.many_windows >= 10 {
         Some(crate::catchup::catch_up(
-            &sluice,
+            &sluice_bin,
             &args.temps,
             &work,
             args.many_windows,

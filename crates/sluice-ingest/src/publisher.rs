@@ -252,12 +252,16 @@ impl Publisher {
 
     /// Whether a publication takes the MERGE path (see [`Publisher::publish`]).
     fn is_merge(&self, republish: bool) -> bool {
-        let merge = matches!(
+        // With new columns a window-scope MERGE is published as a swap (see below).
+        self.merges(republish) && !self.table.schema_change_pending()
+    }
+
+    /// Whether the policy publishes a window by MERGE: merge mode, or late rows merged.
+    fn merges(&self, republish: bool) -> bool {
+        matches!(
             (self.policy.mode, &self.policy.key),
             (PublishMode::Merge(_), Some(_))
-        ) || (republish && self.policy.late == LatePolicy::Merge);
-        // With new columns a window-scope MERGE is published as a swap (see below).
-        merge && !self.table.schema_change_pending()
+        ) || (republish && self.policy.late == LatePolicy::Merge)
     }
 
     /// Publishes `window` (its rows in `buffer`; `republish`: it was published before) with
@@ -286,7 +290,7 @@ impl Publisher {
             (PublishMode::Merge(scope), Some(key)) => Some((scope, key.clone())),
             _ => None,
         };
-        let merge = upsert.is_some() || (republish && self.policy.late == LatePolicy::Merge);
+        let merge = self.merges(republish);
         let buffer_bytes = buffer.total_bytes();
         let intermediates = |buffer: &WindowBuffer| -> Vec<StagedFile> {
             buffer.parts.iter().map(|p| p.file.clone()).collect()
@@ -472,14 +476,14 @@ impl Publisher {
             return Ok(Vec::new());
         }
         self.finish_staging().await?;
-        let group = std::mem::take(&mut self.pending);
+        let mut group = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
         let publications = group
-            .iter()
+            .iter_mut()
             .map(|p| Publication {
                 pipeline: self.policy.pipeline.clone(),
                 window: p.window,
-                files: p.files.clone(),
+                files: std::mem::take(&mut p.files),
                 replace: p.replace,
                 coverage: p.plan.coverage.clone(),
                 txns: p.plan.txns.clone(),
