@@ -148,11 +148,13 @@ pub struct RunArgs {
     /// With --follow: pause between two reads that found nothing new. [default: 1s]
     #[arg(long)]
     pub poll_interval: Option<String>,
-    /// With --follow: seal every open window after no input for this long (processing time),
-    /// e.g. 5m. [default: windows seal by event time only]
+    /// With --follow or a kafka: source: seal every open window (of a Kafka partition) after
+    /// no input for this long (processing time), e.g. 5m. [default: windows seal by event time
+    /// only]
     #[arg(long)]
     pub idle_timeout: Option<String>,
-    /// With --follow: end the run after no input for this long, e.g. 30s. [default: never]
+    /// With --follow or a kafka: source: end the run after no input for this long, e.g. 30s.
+    /// [default: never]
     #[arg(long)]
     pub until_idle: Option<String>,
     /// Memory budget for the rows of open windows, e.g. 16MiB: above it the largest window's
@@ -213,6 +215,10 @@ pub struct RunArgs {
     /// The summary line's format: text, or json (one JSON object on stdout). [default: text]
     #[arg(long)]
     pub format: Option<String>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics while the run lasts, e.g.
+    /// 127.0.0.1:9464 (docs/metrics.md lists them). [default: off]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
 }
 
 /// Validated options of `sluice run`.
@@ -258,6 +264,7 @@ pub struct RunSettings {
     pub max_reject_ratio: f64,
     /// The summary as one JSON object instead of a line of text.
     pub json: bool,
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Validated Kafka source options (read only by a build with the `kafka` feature).
@@ -270,6 +277,8 @@ pub struct KafkaSettings {
     pub start: StartAt,
     pub client_options: Vec<(String, String)>,
     pub until_idle_ms: Option<i64>,
+    /// Seal a partition's open windows after this long without a message of it.
+    pub idle_timeout_ms: Option<i64>,
     pub max_events: Option<u64>,
 }
 
@@ -370,6 +379,7 @@ impl RunArgs {
         topic: String,
         pipeline: &str,
         until_idle_ms: Option<i64>,
+        idle_timeout_ms: Option<i64>,
     ) -> anyhow::Result<KafkaSettings> {
         let brokers = self
             .brokers
@@ -401,6 +411,7 @@ impl RunArgs {
             start,
             client_options,
             until_idle_ms,
+            idle_timeout_ms,
             max_events: self.max_events,
         })
     }
@@ -434,8 +445,8 @@ impl RunArgs {
                 ("--idle-timeout", idle_timeout_ms),
                 ("--until-idle", until_idle_ms),
             ];
-            // A Kafka run is always followed: it takes --until-idle.
-            let given = if kafka { &given[..2] } else { &given[..] };
+            // A Kafka run is always followed: it takes --idle-timeout and --until-idle.
+            let given = if kafka { &given[..1] } else { &given[..] };
             if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
                 return Err(usage(format!(
                     "{flag}: only with --follow (a bounded run seals every window at the end of its input)"
@@ -587,7 +598,9 @@ impl RunArgs {
                 a.refuse_kafka_options()?;
                 None
             }
-            Some(topic) => Some(a.kafka_settings(topic, &pipeline, until_idle_ms)?),
+            Some(topic) => {
+                Some(a.kafka_settings(topic, &pipeline, until_idle_ms, idle_timeout_ms)?)
+            }
         };
         let follow = a.follow_settings(kafka.is_some(), idle_timeout_ms, until_idle_ms)?;
         if let Some(attempt) = &a.attempt {
@@ -610,6 +623,14 @@ impl RunArgs {
             "text" => false,
             "json" => true,
             _ => return Err(usage("--format: use text or json")),
+        };
+        let metrics_addr = match a.metrics_addr.as_deref() {
+            None => None,
+            Some(addr) => Some(addr.parse().map_err(|_| {
+                usage(format!(
+                    "--metrics-addr {addr:?}: expected HOST:PORT with an IP address, e.g. 127.0.0.1:9464 or 0.0.0.0:9464"
+                ))
+            })?),
         };
         Ok(RunSettings {
             source,
@@ -646,6 +667,7 @@ impl RunArgs {
             derive: a.derive,
             max_reject_ratio,
             json,
+            metrics_addr,
         })
     }
 }

@@ -26,6 +26,9 @@ impl Clock for SystemClock {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = resolve(args).await?;
+    if let Some(addr) = settings.metrics_addr {
+        crate::metrics::serve(addr)?;
+    }
     let started = Instant::now();
     let (summary, version, kafka) = match &settings.kafka {
         None => {
@@ -357,6 +360,7 @@ async fn ingest_kafka(
         decoder,
         attempt: attempt(settings),
         until_idle_ms: kafka.until_idle_ms,
+        idle_timeout_ms: kafka.idle_timeout_ms,
         max_events: kafka.max_events,
         tick_ms: sluice_ingest::TICK_MS_DEFAULT,
     };

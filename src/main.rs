@@ -9,6 +9,7 @@ mod backfill;
 mod demo;
 mod derive;
 mod ingest;
+mod metrics;
 mod options;
 mod report;
 mod signals;

@@ -10,7 +10,7 @@ use clap::{ArgMatches, Args, Command, CommandFactory, FromArgMatches};
 use crate::Cli;
 
 /// Options of `sluice run` that a bounded recomputation from files does not take.
-const STREAM_ONLY: [&str; 13] = [
+const STREAM_ONLY: [&str; 14] = [
     "brokers",
     "group",
     "start",
@@ -24,6 +24,7 @@ const STREAM_ONLY: [&str; 13] = [
     "max_rewrite_age",
     "late_batch",
     "max_reject_ratio",
+    "metrics_addr",
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.

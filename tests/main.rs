@@ -12,6 +12,7 @@ mod first_hour;
 mod kafka;
 mod late;
 mod merge;
+mod metrics;
 mod servers;
 mod shapes;
 mod stores;

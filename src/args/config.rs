@@ -105,7 +105,8 @@ impl RunArgs {
             group_windows_max,
             attempt,
             max_reject_ratio,
-            format
+            format,
+            metrics_addr
         );
         if self.storage_options.is_empty() {
             self.storage_options = file.storage_options;

@@ -148,12 +148,14 @@ fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
     let p = settings("kafka:events", &|a| {
         a.brokers = Some("127.0.0.1:9092".into());
         a.until_idle = Some("30s".into());
+        a.idle_timeout = Some("5m".into());
         a.kafka_options = vec!["fetch.min.bytes=1".into()];
     })
     .unwrap();
     let k = p.kafka.unwrap();
     assert_eq!((k.topic.as_str(), k.group.as_str()), ("events", "sluice"));
     assert_eq!(k.until_idle_ms, Some(30_000));
+    assert_eq!(k.idle_timeout_ms, Some(300_000));
     assert_eq!(k.start, StartAt::Earliest);
     assert_eq!(
         k.client_options,
@@ -175,6 +177,33 @@ fn kafka_sources_take_their_options_and_refuse_what_does_not_apply() {
         a.start = Some("middle".into());
     });
     assert!(start.contains("--start"), "{start}");
+    let poll = err("kafka:events", &|a| {
+        a.brokers = Some("b:1".into());
+        a.poll_interval = Some("1s".into());
+    });
+    assert!(poll.contains("--poll-interval"), "{poll}");
+}
+
+#[test]
+fn the_metrics_address_is_an_ip_and_port() {
+    let settings = |addr: &str| {
+        RunArgs {
+            source: Some("ndjson:in".into()),
+            table: Some("t".into()),
+            metrics_addr: Some(addr.into()),
+            ..Default::default()
+        }
+        .settings()
+    };
+    let ok = settings("127.0.0.1:9464").unwrap();
+    assert_eq!(ok.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+    for bad in ["9464", "localhost:9464", "127.0.0.1", "0.0.0.0:port"] {
+        let err = settings(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("--metrics-addr") && err.contains("HOST:PORT"),
+            "{bad}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //! swap mode, `--key event_id`, rewrite late policy; (d) the same in merge mode; (e) (c) with
 //! 1-day windows (24x larger), for the memory check; (h) `sluice backfill` of those 1-day
 //! windows, whose memory must stay within 1.2x of (e)'s (a backfill is bounded by
-//! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested.
+//! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested;
+//! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead.
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;

@@ -148,6 +148,12 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             command: sluice_run(&flat_src, &["--window", "1h"]),
         },
         Alternative {
+            id: "m",
+            nested: false,
+            what: "(c) with metrics recorded (`--metrics-addr 127.0.0.1:0`: the Prometheus recorder installed, nobody scraping)",
+            command: sluice_run(&flat_src, &["--window", "1h", "--metrics-addr", "127.0.0.1:0"]),
+        },
+        Alternative {
             id: "d",
             nested: false,
             what: "`sluice run` merge mode (`--mode merge`), otherwise as (c)",
@@ -426,6 +432,13 @@ fn report(
         r,
         "| rows/s merge (d) / swap (c) | {:.2} | (cost of merge mode) | |",
         wall("c") / wall("d")
+    );
+    let m_overhead = wall("m") / wall("c") - 1.0;
+    let _ = writeln!(
+        r,
+        "| wall time with metrics (m) / without (c), minus 1 | {:+.1}% | < 3% | {} |",
+        m_overhead * 100.0,
+        verdict(m_overhead < 0.03)
     );
     let f_over_c = wall("c") / wall("f");
     let _ = writeln!(

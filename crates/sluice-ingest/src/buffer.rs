@@ -103,6 +103,11 @@ impl Buffers {
             .map_or(0, WindowBuffer::total_bytes)
     }
 
+    /// The bytes held in memory, all windows together.
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes
+    }
+
     pub fn over_budget(&self) -> bool {
         self.bytes > self.bytes_max
     }

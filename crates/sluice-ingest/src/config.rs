@@ -170,6 +170,15 @@ pub enum IngestError {
 }
 
 impl IngestError {
+    /// Whether this is a lost commit race: another writer (or this one's earlier attempt)
+    /// moved the table first.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, IngestError::Publish(e) if matches!(
+            **e,
+            PublishError::Conflict { .. } | PublishError::TableMoved { .. }
+        ))
+    }
+
     /// Whether re-reading the table and resuming from it may get past this error: conflicts
     /// and moved tables (another writer, or an own commit whose outcome was unknown), and
     /// store failures (which already outlasted their per-operation retries).

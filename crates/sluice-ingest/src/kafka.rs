@@ -23,6 +23,7 @@ use sluice_window::Shard;
 use tokio::sync::watch;
 
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
+use crate::instruments::LagUnit;
 use crate::run::{Ingester, Restarts};
 
 /// How long `--until-idle` waits at least for the group's first assignment of the process:
@@ -59,6 +60,11 @@ pub struct KafkaRun {
     pub max_events: Option<u64>,
     /// How often held late batches and dead letters are checked while no message arrives.
     pub tick_ms: u64,
+    /// Seal every open window of a partition after this long without a message of it
+    /// (processing time), as `--follow --idle-timeout` does for files: a quiet partition's
+    /// last windows are published without waiting for newer events. `None`: windows seal by
+    /// event time only.
+    pub idle_timeout_ms: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +94,8 @@ struct Owned<'a> {
     origin: Option<i64>,
     /// Its consecutive failures and restarts from the table.
     restarts: Restarts,
+    /// When its last message arrived (or it was assigned), processing time.
+    last_input_ms: i64,
 }
 
 /// What a finished run reports: the sum over every partition this process owned.
@@ -218,6 +226,7 @@ impl KafkaRun {
                     let Some(shard) = owned.get_mut(&partition) else {
                         continue; // not ours (any more)
                     };
+                    shard.last_input_ms = last_input_ms;
                     if generation < shard.generation {
                         continue;
                     }
@@ -232,6 +241,7 @@ impl KafkaRun {
                         let taken = shard.ingester.take_chunk(&chunk).await;
                         self.after_step(partition, shard, taken, before, &consumer)
                             .await?;
+                        shard.report_lag(&consumer);
                         if shard.ingester.summary().commits > commits {
                             consumer.commit_for_monitoring(vec![(
                                 partition,
@@ -244,15 +254,24 @@ impl KafkaRun {
                     }
                 }
                 None => {
-                    // Quiet: late batches that are due, pending dead letters.
+                    // Quiet: late batches that are due, pending dead letters, partitions idle
+                    // for the idle timeout.
+                    let now_ms = clock.now_ms();
                     for (p, shard) in owned.iter_mut() {
                         let before = shard.ingester.commits();
+                        let idle = self
+                            .idle_timeout_ms
+                            .is_some_and(|t| now_ms.saturating_sub(shard.last_input_ms) >= t);
                         let done = async {
                             shard.ingester.publish_due().await?;
+                            if idle {
+                                shard.ingester.seal_idle().await?;
+                            }
                             shard.ingester.commit_dead_letters().await
                         }
                         .await;
                         self.after_step(*p, shard, done, before, &consumer).await?;
+                        shard.report_lag(&consumer);
                     }
                     if let Some(t) = self.until_idle_ms {
                         let now_ms = clock.now_ms();
@@ -290,7 +309,7 @@ impl KafkaRun {
                 .await
             };
             match result {
-                Ok(()) => {}
+                Ok(()) => shard.report_lag(&consumer),
                 Err(e) if taken_over(&e) => {
                     tracing::info!(partition = p, error = %e, "the partition has a new owner: leaving it to them");
                 }
@@ -353,6 +372,7 @@ impl KafkaRun {
             next: None,
             origin: None,
             restarts: Restarts::default(),
+            last_input_ms: clock.now_ms(),
         };
         owned.next = owned.committed();
         Ok(owned)
@@ -394,6 +414,27 @@ impl Owned<'_> {
     /// The table's resume offset of this partition, as the writer last read or wrote it.
     fn committed(&self) -> Option<i64> {
         self.ingester.resume_offset(&self.name)
+    }
+
+    /// Reports the partition's lag: its high watermark (as librdkafka last reported it)
+    /// minus the table's resume offset (the partition's first offset if the table has
+    /// none). Nothing before the broker's first report.
+    fn report_lag(&self, consumer: &KafkaConsumer) {
+        let Some(partition) = self.name.rsplit('/').next().and_then(|p| p.parse().ok()) else {
+            return;
+        };
+        let range = consumer
+            .ranges
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&partition).copied());
+        if let Some(range) = range {
+            // The statistics may be older than the messages already read.
+            let high = range.high.max(self.next.unwrap_or(0));
+            let from = self.committed().unwrap_or(range.low);
+            let lag = high.saturating_sub(from).max(0);
+            self.ingester.report_lag(LagUnit::Records, lag as u64);
+        }
     }
 
     /// The part of `chunk` this writer has not seen (replays of what the table or the writer

@@ -50,6 +50,7 @@ pub mod defaults;
 mod derive;
 pub mod duplicates;
 mod follow;
+mod instruments;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod ledger;
@@ -67,6 +68,7 @@ pub use config::{
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
+pub use instruments::{describe_metrics, LagUnit, RunLabels};
 #[cfg(feature = "kafka")]
 pub use kafka::{
     KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,

@@ -54,7 +54,24 @@ impl Ingester<'_, NdjsonSource> {
 
     async fn read_to_end(&mut self) -> Result<(), IngestError> {
         self.read_pass(None).await?;
-        self.drain().await
+        self.drain().await?;
+        self.report_file_lag();
+        Ok(())
+    }
+
+    /// Reports the bytes of the source files that the table's resume positions have not
+    /// reached (what a restart would read again, or has not read yet).
+    fn report_file_lag(&self) {
+        let lag: u64 = self
+            .log()
+            .files()
+            .iter()
+            .map(|f| {
+                let from = self.resume_offset(&f.name).unwrap_or(0).max(0) as u64;
+                f.len.saturating_sub(from)
+            })
+            .sum();
+        self.report_lag(crate::LagUnit::Bytes, lag);
     }
 
     /// Reads what the source holds now, from the cursors, routing and publishing as it goes;
@@ -90,6 +107,7 @@ impl Ingester<'_, NdjsonSource> {
             let (decoded, chunk) = item?;
             bytes += chunk.data.len() as u64;
             self.take(decoded, &chunk).await?;
+            self.report_file_lag();
             if stop.is_some_and(|s| *s.borrow()) {
                 break;
             }
@@ -119,6 +137,7 @@ impl Ingester<'_, NdjsonSource> {
             if follow.idle_timeout_ms.is_some_and(|t| idle_ms >= t) {
                 self.seal_idle().await?;
             }
+            self.report_file_lag();
             if follow.until_idle_ms.is_some_and(|t| idle_ms >= t) {
                 return Ok(());
             }

@@ -190,6 +190,15 @@ impl Publisher {
         Ok(true)
     }
 
+    /// The pending dead letters, counted by reason.
+    pub fn dead_letter_reasons(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for d in &self.dead_pending {
+            *counts.entry(d.reason.clone()).or_default() += 1;
+        }
+        counts
+    }
+
     pub fn has_dead_letters(&self) -> bool {
         !self.dead_pending.is_empty()
     }

@@ -19,6 +19,7 @@ use crate::buffer::WindowBuffer;
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
 use crate::dedupe::{record_fields, with_positions};
 use crate::derive::Deriver;
+use crate::instruments::{Instruments, LagUnit, RunLabels};
 use crate::ledger::Ledger;
 use crate::publisher::{Committed, Plan, Policy, Publisher};
 use crate::state::{Rules, WindowState};
@@ -46,6 +47,8 @@ pub struct Ingester<'a, L: ReplayLog> {
     duplicates: Option<crate::duplicates::LineDuplicates>,
     /// Where the run reports its progress after each chunk, if anyone watches.
     progress: Option<tokio::sync::watch::Sender<RunProgress>>,
+    /// The run's metrics (no-ops unless the process installed a recorder).
+    instruments: Instruments,
 }
 
 /// How far a run has got: input bytes read, records decoded, windows published.
@@ -86,6 +89,19 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             log.resume_at(&Default::default()),
             Default::default(),
         );
+        let partitions = log.partitions();
+        let labels = RunLabels {
+            pipeline: config.pipeline.clone(),
+            table: table.url().to_string(),
+            source: match partitions.as_slice() {
+                [one] => one.to_string(),
+                _ => "*".to_string(),
+            },
+        };
+        let instruments = Instruments::new(labels, config.late.name());
+        instruments
+            .buffer_budget_bytes
+            .set(config.flush_bytes_max as f64);
         let publisher = Publisher::new(Policy::of(&config), table, Some(dlq), stager);
         let mut ingester = Ingester {
             config,
@@ -100,6 +116,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             summary: RunSummary::default(),
             duplicates: None,
             progress: None,
+            instruments,
         };
         if ingester.config.key.is_none() {
             ingester.duplicates = Some(Default::default());
@@ -222,6 +239,25 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     /// Input bytes read by the caller (a log whose chunks the caller reads).
     pub(crate) fn count_bytes(&mut self, bytes: u64) {
         self.summary.bytes += bytes;
+        self.instruments.bytes_read.increment(bytes);
+    }
+
+    /// Reports the source's backlog (see [`Instruments::lag`]).
+    pub(crate) fn report_lag(&self, unit: LagUnit, lag: u64) {
+        self.instruments.lag(unit, lag);
+    }
+
+    /// The state gauges: open windows, buffered bytes, the watermark and its age.
+    fn report_state(&self) {
+        let i = &self.instruments;
+        let s = self.state.gauges();
+        i.open_windows.set(s.open_windows as f64);
+        i.buffered_bytes.set(s.buffered_bytes as f64);
+        if let Some(watermark_ms) = s.watermark_ms {
+            i.watermark_seconds.set(watermark_ms as f64 / 1000.0);
+            let age_ms = self.clock.now_ms().saturating_sub(watermark_ms).max(0);
+            i.watermark_age_seconds.set(age_ms as f64 / 1000.0);
+        }
     }
 
     /// Commits made so far (data and dead letters): a restart that follows new commits
@@ -284,7 +320,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     #[cfg(feature = "kafka")]
     pub(crate) async fn take_chunk(&mut self, chunk: &Chunk) -> Result<(), IngestError> {
         let decoded = self.decoder.decode(chunk)?;
-        self.summary.bytes += chunk.data.len() as u64;
+        self.count_bytes(chunk.data.len() as u64);
         self.take(decoded, chunk).await
     }
 
@@ -307,9 +343,11 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             for part in self.publisher.stage_parts(window, batches).await? {
                 self.state.add_part(window, part);
                 self.summary.parts_flushed += 1;
+                self.instruments.parts_flushed.increment(1);
             }
         }
         let published = self.publish_due_overlapping().await;
+        self.report_state();
         if let Some(progress) = &self.progress {
             progress.send_replace(RunProgress {
                 bytes: self.summary.bytes,
@@ -335,6 +373,11 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 *self.summary.ignored_fields.entry(f.clone()).or_default() += n;
             }
         }
+        let read = decoded.offsets.len() + decoded.rejects.len();
+        self.instruments.records_read.increment(read as u64);
+        self.instruments
+            .records_rejected
+            .increment(decoded.rejects.len() as u64);
         for r in &decoded.rejects {
             self.summary.rejected += 1;
             self.summary.rejections.count(
@@ -382,6 +425,11 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.summary.late += routed.late;
         self.summary.ahead += routed.ahead;
         self.summary.late_dead_lettered += routed.dropped.len() as u64;
+        self.instruments.rows_replayed.increment(routed.replayed);
+        self.instruments.late_republished.increment(routed.late);
+        self.instruments
+            .late_dead_lettered
+            .increment(routed.dropped.len() as u64);
         for late in &routed.dropped {
             let offset = decoded.offsets[late.index];
             if offset < dead_below {
@@ -460,7 +508,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     /// Publishes every due window; every publication is committed when this returns.
     pub(crate) async fn publish_due(&mut self) -> Result<(), IngestError> {
         self.publish_due_with(false).await?;
-        self.finish_pending().await
+        self.finish_pending().await?;
+        self.report_state();
+        Ok(())
     }
 
     /// As [`Ingester::publish_due`], but the last group may still be staging (dedupe and
@@ -496,11 +546,16 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             let plan = self.plan(window);
             let (buffer, republish) = self.state.take_for_publication(window);
             let plan = with_ranges(plan, &buffer, false);
+            let started_ms = self.clock.now_ms();
             if let Some(committed) = self
                 .publisher
                 .publish(window, buffer, republish, plan)
                 .await?
             {
+                let took_ms = self.clock.now_ms().saturating_sub(started_ms).max(0);
+                self.instruments
+                    .commit_seconds
+                    .record(took_ms as f64 / 1000.0);
                 self.after_commit(vec![committed]).await?;
             }
         }
@@ -512,10 +567,15 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     /// Commits the group left staging, if any.
     pub(crate) async fn finish_pending(&mut self) -> Result<(), IngestError> {
+        let started_ms = self.clock.now_ms();
         let committed = self.publisher.finish_pending().await?;
         if committed.is_empty() {
             return Ok(());
         }
+        let took_ms = self.clock.now_ms().saturating_sub(started_ms).max(0);
+        self.instruments
+            .commit_seconds
+            .record(took_ms as f64 / 1000.0);
         self.after_commit(committed).await
     }
 
@@ -529,11 +589,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         let through = self
             .ledger
             .dead_through(&self.log, self.state.read_position());
+        let by_reason = self.publisher.dead_letter_reasons();
         if self
             .publisher
             .commit_dead_letters(&through, self.clock.now_ms())
             .await?
         {
+            self.instruments.dead_letters_committed(&by_reason);
             self.summary.dead_letter_commits += 1;
             self.ledger.dead_committed(through);
         }
@@ -593,6 +655,29 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             return Ok(());
         }
         let windows: Vec<Window> = group.iter().map(|c| c.window).collect();
+        let i = &self.instruments;
+        let visible_ms = self.clock.now_ms();
+        for c in &group {
+            if c.republish {
+                i.windows_republished.increment(1);
+            } else {
+                i.windows_first.increment(1);
+            }
+            // Net rows: a republication counts only what it added to the window. (A
+            // counter only goes up: a commit that leaves fewer rows counts them apart.)
+            match u64::try_from(c.published.rows_net) {
+                Ok(added) => i.rows_published.increment(added),
+                Err(_) => i
+                    .rows_unpublished
+                    .increment(c.published.rows_net.unsigned_abs()),
+            }
+            i.bytes_published
+                .increment(c.published.bytes_added.max(0) as u64);
+            let sealed_to_visible_ms = visible_ms.saturating_sub(c.plan.now_ms).max(0);
+            i.seal_to_visible_seconds
+                .record(sealed_to_visible_ms as f64 / 1000.0);
+        }
+        i.commits.increment(1);
         for c in group {
             self.ledger.committed_txns(c.plan.txns);
         }
@@ -666,6 +751,11 @@ impl Restarts {
             }
             self.failures += 1;
             ingester.summary.restarts += 1;
+            if error.is_conflict() {
+                ingester.instruments.restarts_conflict.increment(1);
+            } else {
+                ingester.instruments.restarts_other.increment(1);
+            }
             tracing::warn!(error = %error, restart = self.failures, "re-reading the table and resuming from it");
             match ingester.reload().await {
                 Ok(()) => return Ok(true),

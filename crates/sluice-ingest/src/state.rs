@@ -89,6 +89,16 @@ pub(crate) struct Routed {
     pub ahead: u64,
 }
 
+/// A reading of the state for the run's gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StateGauges {
+    pub open_windows: usize,
+    /// Rows held in memory (staged parts not included), as Arrow measures them.
+    pub buffered_bytes: usize,
+    /// The watermark, in milliseconds since the epoch; `None` before the first event.
+    pub watermark_ms: Option<i64>,
+}
+
 /// The window state of a run; see the module doc.
 #[derive(Debug)]
 pub(crate) struct WindowState {
@@ -368,6 +378,19 @@ impl WindowState {
 
     pub fn end_idle_seal(&mut self) {
         self.draining = false;
+    }
+
+    /// What the state gauges report.
+    pub fn gauges(&self) -> StateGauges {
+        let watermark = self.watermark.current();
+        StateGauges {
+            open_windows: self.book.open_windows().count(),
+            buffered_bytes: self.buffers.memory_bytes(),
+            // Before the first event and after the end of input the watermark is at an end of
+            // time: not a reading.
+            watermark_ms: (watermark > EventTime::MIN && watermark < EventTime::MAX)
+                .then(|| watermark.as_micros().div_euclid(1000)),
+        }
     }
 
     /// The open windows and the first position each holds.

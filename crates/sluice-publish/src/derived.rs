@@ -181,13 +181,16 @@ impl DerivedTable {
                 p.published_at_ms,
             ))
             .await?;
-        let files_removed = files_removed.iter().sum();
+        let removed_rows: i64 = files_removed.iter().map(|r| r.rows).sum();
+        let files_removed = files_removed.iter().map(|r| r.files).sum();
         self.inner.remember_txns(&self.pipeline, &txns);
         Ok(Published {
             version,
             files_removed,
             files_added: files.len(),
             rows,
+            rows_net: rows - removed_rows,
+            bytes_added: files.iter().map(|f| f.size_bytes).sum(),
         })
     }
 
@@ -258,6 +261,9 @@ impl DerivedTable {
             files_removed: metrics.num_target_files_removed,
             files_added: metrics.num_target_files_added,
             rows: n,
+            rows_net: metrics.num_target_rows_inserted as i64
+                - metrics.num_target_rows_deleted as i64,
+            bytes_added: 0,
         })
     }
 

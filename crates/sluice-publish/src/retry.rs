@@ -129,6 +129,8 @@ impl RetryStore {
                 Ok(v) => return Ok(v),
                 Err(e) if tried < attempts && is_transient(&e) => {
                     tracing::debug!(op = what, %path, attempt = tried, error = %e, "retrying a store operation");
+                    metrics::counter!("sluice_store_retries_total", "op" => what.to_string())
+                        .increment(1);
                     tokio::time::sleep(self.backoff(tried)).await;
                     tried += 1;
                 }

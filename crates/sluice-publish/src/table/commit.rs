@@ -62,6 +62,19 @@ pub struct Published {
     pub version: u64,
     pub files_removed: usize,
     pub files_added: usize,
+    /// The window's rows after the commit (a MERGE: the rows it inserted or updated).
+    pub rows: i64,
+    /// How many rows the commit added to the table, less those it removed: summed over every
+    /// commit of a pipeline, the rows it holds (files without row counts count as 0 removed).
+    pub rows_net: i64,
+    /// Bytes of the files the commit added (0 for a MERGE, whose files deltalake writes).
+    pub bytes_added: i64,
+}
+
+/// What a commit removed at one address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Removed {
+    pub files: usize,
     pub rows: i64,
 }
 
@@ -248,11 +261,16 @@ impl WindowTable {
             .iter()
             .zip(removed)
             .zip(rows)
-            .map(|((p, files_removed), rows)| Published {
-                version,
-                files_removed,
-                files_added: p.files.len(),
-                rows,
+            .map(|((p, removed), rows)| {
+                let added: i64 = p.files.iter().map(|f| f.rows).sum();
+                Published {
+                    version,
+                    files_removed: removed.files,
+                    files_added: p.files.len(),
+                    rows,
+                    rows_net: added - removed.rows,
+                    bytes_added: p.files.iter().map(|f| f.size_bytes).sum(),
+                }
             })
             .collect())
     }
@@ -261,12 +279,12 @@ impl WindowTable {
     /// [`Replace::Window`]) and adds its `files` tagged with the pipeline (and its coverage,
     /// if any); then the `txn` actions, and `info` as sluice's commit metadata. The read
     /// predicate is the addresses (a concurrent change at any of them conflicts). Attempted
-    /// once against the loaded version (no blind retries). Returns the new version and the
-    /// number of files removed at each address, in order.
+    /// once against the loaded version (no blind retries). Returns the new version and what
+    /// was removed at each address, in order.
     pub(crate) async fn commit_files(
         &mut self,
         c: FileCommit<'_>,
-    ) -> Result<(u64, Vec<usize>), PublishError> {
+    ) -> Result<(u64, Vec<Removed>), PublishError> {
         let addresses: Vec<sluice_window::Address> = c
             .changes
             .iter()
@@ -289,7 +307,10 @@ impl WindowTable {
             } else {
                 Vec::new()
             };
-            removed.push(existing.len());
+            removed.push(Removed {
+                files: existing.len(),
+                rows: existing.iter().filter_map(|f| f.rows).sum(),
+            });
             address_actions(&mut actions, change, &existing, c.pipeline, c.at_ms);
         }
         let predicate = addresses

@@ -280,6 +280,8 @@ impl WindowTable {
                 files_removed: 0,
                 files_added: 0,
                 rows: 0,
+                rows_net: 0,
+                bytes_added: 0,
             });
         }
         let (ctx, df, names) = merge_source(&m.rows, &address).map_err(delta)?;
@@ -356,6 +358,9 @@ impl WindowTable {
             files_removed: metrics.num_target_files_removed,
             files_added: metrics.num_target_files_added,
             rows: (metrics.num_target_rows_inserted + metrics.num_target_rows_updated) as i64,
+            rows_net: metrics.num_target_rows_inserted as i64
+                - metrics.num_target_rows_deleted as i64,
+            bytes_added: 0,
         })
     }
 }

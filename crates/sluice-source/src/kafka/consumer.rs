@@ -74,9 +74,28 @@ enum Command {
     Commit(Vec<(i32, i64)>),
 }
 
+/// How often librdkafka reports its statistics, from which the partitions' offset ranges
+/// are read (for the lag metric); `--kafka-option statistics.interval.ms=…` overrides it.
+pub const STATISTICS_INTERVAL_MS: u64 = 1_000;
+
+/// A partition's offsets as the broker last reported them (librdkafka's statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionRange {
+    /// The first offset the partition still holds.
+    pub low: i64,
+    /// The offset its next message will take (the high watermark).
+    pub high: i64,
+}
+
+/// The partitions' offset ranges, shared between the consumer thread and the caller.
+pub type PartitionRanges = Arc<Mutex<HashMap<i32, PartitionRange>>>;
+
 /// A running consumer: its thread, its events, and the requests it takes.
 pub struct KafkaConsumer {
     pub events: mpsc::Receiver<KafkaEvent>,
+    /// Each partition's offset range, as of librdkafka's last statistics
+    /// ([`STATISTICS_INTERVAL_MS`]): stale by up to that long.
+    pub ranges: PartitionRanges,
     commands: std::sync::mpsc::Sender<Command>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -89,7 +108,9 @@ impl KafkaConsumer {
         lookup: Box<dyn ResumeLookup>,
     ) -> Result<KafkaConsumer, KafkaSourceError> {
         let (events_tx, events) = mpsc::channel(16);
+        let ranges = PartitionRanges::default();
         let context = Rebalancer {
+            ranges: ranges.clone(),
             topic: options.topic.clone(),
             start: options.start,
             lookup: Mutex::new(lookup),
@@ -114,7 +135,8 @@ impl KafkaConsumer {
             // unpublished state) when others join or leave; eager ones revoke everything.
             .set("partition.assignment.strategy", "cooperative-sticky")
             // Fetched but not yet handed over, per partition: bounds memory while paused.
-            .set("queued.max.messages.kbytes", "16384");
+            .set("queued.max.messages.kbytes", "16384")
+            .set("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string());
         for (k, v) in &options.client_options {
             config.set(k, v);
         }
@@ -140,6 +162,7 @@ impl KafkaConsumer {
             .map_err(|_| KafkaSourceError::Thread)?;
         Ok(KafkaConsumer {
             events,
+            ranges,
             commands: commands_tx,
             stop,
             thread: Some(thread),
@@ -188,9 +211,33 @@ struct Rebalancer {
     /// Events of rebalances that ran inside the last `poll`, handed over after it returns
     /// (after the messages polled before them).
     pending: Mutex<Vec<KafkaEvent>>,
+    /// Where the statistics callback leaves the partitions' offset ranges.
+    ranges: PartitionRanges,
 }
 
 impl ClientContext for Rebalancer {
+    /// The topic's partitions' offset ranges, for the lag metric. Partitions the broker has
+    /// not reported on yet (`-1001`, librdkafka's "invalid") are left out.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let Some(topic) = statistics.topics.get(&self.topic) else {
+            return;
+        };
+        let Ok(mut ranges) = self.ranges.lock() else {
+            return;
+        };
+        for (p, s) in &topic.partitions {
+            if *p >= 0 && s.hi_offset >= 0 {
+                ranges.insert(
+                    *p,
+                    PartitionRange {
+                        low: s.lo_offset.max(0),
+                        high: s.hi_offset,
+                    },
+                );
+            }
+        }
+    }
+
     /// librdkafka's own log, in sluice's (target `librdkafka`).
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         match level {
