@@ -60,6 +60,9 @@ enum Command {
     /// Remove staged files that no retained table version references (orphans of attempts
     /// that never published).
     Gc(report::GcArgs),
+    /// Delete the data files that versions older than the retention period removed
+    /// (deltalake's vacuum; a dry run unless --apply).
+    Vacuum(report::VacuumArgs),
     /// Recompute the windows starting in [--from, --to) from a bounded source and publish each
     /// by swap, as the stream would (the batch rerun); running it twice changes nothing.
     Backfill(Box<backfill::BackfillArgs>),
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::demo(a).await,
             Command::Generate(a) => demo::generate_files(a),
             Command::Gc(a) => report::gc(a).await,
+            Command::Vacuum(a) => report::vacuum(a).await,
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,
             Command::Derive(a) => derive::derive_command(*a).await,

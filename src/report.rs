@@ -65,6 +65,69 @@ pub struct GcArgs {
     pub storage_options: Vec<String>,
 }
 
+#[derive(Debug, Args)]
+pub struct VacuumArgs {
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Delete files removed longer ago than this, e.g. 30d. [default: the table's
+    /// delta.deletedFileRetentionDuration, 7 days if unset]
+    #[arg(long)]
+    pub retention: Option<String>,
+    /// Allow a --retention shorter than the table's delta.deletedFileRetentionDuration.
+    #[arg(long)]
+    pub force_retention: bool,
+    /// Delete the files; without it, only list what would be deleted (a dry run).
+    #[arg(long)]
+    pub apply: bool,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
+    let retention_ms = match args.retention.as_deref() {
+        None => None,
+        Some(text) => Some(
+            sluice_window::parse_duration_ms(text)
+                .map_err(|e| usage(format!("--retention: {e}")))?,
+        ),
+    };
+    let storage = parse_storage_options(&args.storage_options)?;
+    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let (_, vacuumed) = sluice_publish::vacuum(
+        table,
+        retention_ms,
+        args.force_retention,
+        !args.apply,
+        now_ms,
+    )
+    .await
+    .with_context(|| format!("vacuuming {}", args.table))?;
+    for f in &vacuumed.files {
+        println!(
+            "{}{f}",
+            if args.apply {
+                "removed "
+            } else {
+                "would remove "
+            }
+        );
+    }
+    println!(
+        "sluice vacuum: {} files removed from the table longer ago than {} {}",
+        vacuumed.files.len(),
+        args.retention.as_deref().unwrap_or("the table's retention"),
+        if args.apply {
+            "deleted"
+        } else {
+            "found (dry run, nothing deleted; --apply deletes them)"
+        }
+    );
+    Ok(())
+}
+
 pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
     let older_than_ms = sluice_window::parse_duration_ms(&args.older_than)
         .map_err(|e| usage(format!("--older-than: {e}")))?;

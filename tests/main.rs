@@ -11,6 +11,7 @@ mod first_hour;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod late;
+mod maintenance;
 mod merge;
 mod metrics;
 mod servers;

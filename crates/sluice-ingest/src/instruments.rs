@@ -200,6 +200,14 @@ pub fn describe_metrics() {
         "Rows committed to the dead-letter table, by reason"
     );
     describe_counter!(
+        "sluice_commit_retries_total",
+        "Versions other writers took first, over which a commit was retried without conflict"
+    );
+    describe_counter!(
+        "sluice_checkpoints_total",
+        "Checkpoints the run's commits wrote"
+    );
+    describe_counter!(
         "sluice_store_retries_total",
         "Retries of object-store operations after a transient failure, by operation"
     );

@@ -34,6 +34,7 @@ mod listing;
 mod local;
 mod retry;
 mod table;
+mod vacuum;
 
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
@@ -55,6 +56,7 @@ pub use table::{
     TableOptions, WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY,
     PIPELINE_KEY, SOURCE_COLUMN,
 };
+pub use vacuum::{vacuum, VacuumError, Vacuumed};
 
 /// Tag keys on `add` actions written by sluice.
 pub mod tags {

@@ -348,6 +348,16 @@ impl WindowTable {
             .await;
         let finalized = result.map_err(|e| commit_error(window_label.clone(), read_version, e))?;
         let version = finalized.version();
+        let labels = [
+            ("pipeline", c.pipeline.to_string()),
+            ("table", self.url().to_string()),
+        ];
+        // Versions other writers took first, over which the commit was retried (a sharded
+        // table's writers race on every commit), and checkpoints this commit wrote.
+        metrics::counter!("sluice_commit_retries_total", &labels)
+            .increment(finalized.metrics.num_retries);
+        metrics::counter!("sluice_checkpoints_total", &labels)
+            .increment(u64::from(finalized.metrics.new_checkpoint_created));
         self.table.state = Some(finalized.snapshot());
         self.schema_committed();
         if version != read_version + 1 && self.share.shard.is_none() {
