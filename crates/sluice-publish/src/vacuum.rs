@@ -127,11 +127,46 @@ async fn run(
 
 /// `path` relative to the table root (deltalake reports some paths as URLs or absolute).
 fn relative_path(table_url: &str, path: &str) -> String {
-    let root = table_url.trim_end_matches('/');
-    let local_root = root.strip_prefix("file://").unwrap_or(root);
-    path.strip_prefix(root)
+    let root = format!("{}/", table_url.trim_end_matches('/'));
+    let local_root = root.strip_prefix("file://").unwrap_or(&root);
+    path.strip_prefix(root.as_str())
         .or_else(|| path.strip_prefix(local_root))
         .unwrap_or(path)
-        .trim_start_matches('/')
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_path;
+
+    #[test]
+    fn reported_paths_are_relative_to_the_table_root() {
+        let root = "file:///data/tables/events/";
+        for reported in [
+            "dt=2026-10-03/hour=14/part-1.parquet",
+            "/data/tables/events/dt=2026-10-03/hour=14/part-1.parquet",
+            "file:///data/tables/events/dt=2026-10-03/hour=14/part-1.parquet",
+        ] {
+            assert_eq!(
+                relative_path(root, reported),
+                "dt=2026-10-03/hour=14/part-1.parquet",
+                "{reported}"
+            );
+        }
+        assert_eq!(
+            relative_path(
+                "s3://lake/events",
+                "s3://lake/events/shard=3/part-2.parquet"
+            ),
+            "shard=3/part-2.parquet"
+        );
+        // A path outside the table (a sibling whose name starts like it, too) stays as it
+        // is, and is then not found in this table's store.
+        for outside in [
+            "/data/tables/other/part-1.parquet",
+            "/data/tables/events-old/part-1.parquet",
+        ] {
+            assert_eq!(relative_path(root, outside), outside);
+        }
+    }
 }
