@@ -310,7 +310,8 @@ impl KafkaRun {
             };
             match result {
                 Ok(()) => shard.report_lag(&consumer),
-                Err(e) if taken_over(&e) => {
+                // Another writer published the partition since this one read the table.
+                Err(e) if e.is_conflict() => {
                     tracing::info!(partition = p, error = %e, "the partition has a new owner: leaving it to them");
                 }
                 Err(source) => {
@@ -489,18 +490,5 @@ impl ResumeLookup for TableLookup {
             .zip(&names)
             .filter_map(|(p, n)| found.get(n).map(|o| (*p, *o)))
             .collect())
-    }
-}
-
-/// Whether a failed publication means another writer published the partition since this one
-/// read the table (a conflict on the partition's `txn`, or a table that moved).
-fn taken_over(e: &IngestError) -> bool {
-    match e {
-        IngestError::Publish(p) => matches!(
-            **p,
-            sluice_publish::PublishError::Conflict { .. }
-                | sluice_publish::PublishError::TableMoved { .. }
-        ),
-        _ => false,
     }
 }

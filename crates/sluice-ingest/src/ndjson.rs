@@ -106,8 +106,14 @@ impl Ingester<'_, NdjsonSource> {
         while let Some(item) = rx.recv().await {
             let (decoded, chunk) = item?;
             bytes += chunk.data.len() as u64;
+            let commits = self.commits();
             self.take(decoded, &chunk).await?;
-            self.report_file_lag();
+            // The lag moves only with the table's resume positions (and the files' lengths,
+            // at a refresh): a sum over every file after each chunk would cost a run over
+            // many small files a pass over all of them per chunk.
+            if self.commits() != commits {
+                self.report_file_lag();
+            }
             if stop.is_some_and(|s| *s.borrow()) {
                 break;
             }
@@ -116,6 +122,7 @@ impl Ingester<'_, NdjsonSource> {
         drop(rx);
         thread.join().map_err(|_| IngestError::ReaderGone)?;
         self.count_bytes(bytes);
+        self.report_file_lag();
         Ok(bytes)
     }
 

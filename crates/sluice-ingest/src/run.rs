@@ -552,10 +552,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 .publish(window, buffer, republish, plan)
                 .await?
             {
-                let took_ms = self.clock.now_ms().saturating_sub(started_ms).max(0);
-                self.instruments
-                    .commit_seconds
-                    .record(took_ms as f64 / 1000.0);
+                self.record_commit_time(started_ms);
                 self.after_commit(vec![committed]).await?;
             }
         }
@@ -572,11 +569,16 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         if committed.is_empty() {
             return Ok(());
         }
+        self.record_commit_time(started_ms);
+        self.after_commit(committed).await
+    }
+
+    /// Records a publication that started at `started_ms` (the run's clock) and is committed.
+    fn record_commit_time(&self, started_ms: i64) {
         let took_ms = self.clock.now_ms().saturating_sub(started_ms).max(0);
         self.instruments
             .commit_seconds
             .record(took_ms as f64 / 1000.0);
-        self.after_commit(committed).await
     }
 
     /// Commits the pending dead letters with the dead-letter offsets moved to the read
