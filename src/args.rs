@@ -183,6 +183,16 @@ pub struct RunArgs {
     /// most this many windows, each still swapped whole; 1: a commit per window. [default: 256]
     #[arg(long)]
     pub group_windows_max: Option<usize>,
+    /// Compact a window in the run once it holds more than N files (late-row appends and
+    /// MERGE rewrites leave several): a commit of its own, same rows, dataChange=false.
+    /// `sluice compact` does the same apart from a run. [default: off]
+    #[arg(long, value_name = "N")]
+    pub compact_files_min: Option<usize>,
+    /// Retention, e.g. 90d: after each commit, remove whole windows that ended longer ago than
+    /// this before the watermark (event time, never wall-clock time); their late events go to
+    /// the dead-letter table as too_late. [default: keep every window]
+    #[arg(long, value_name = "DURATION")]
+    pub retain: Option<String>,
     /// Object store option for the table, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
@@ -257,6 +267,10 @@ pub struct RunSettings {
     pub store_attempts_max: u32,
     pub restarts_max: u32,
     pub group_windows_max: usize,
+    /// `--compact-files-min`.
+    pub compact_files_min: Option<usize>,
+    /// `--retain`, in milliseconds.
+    pub retain_ms: Option<i64>,
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
     pub derive: Vec<crate::derive::DeriveConfig>,
@@ -592,6 +606,14 @@ impl RunArgs {
         let late_batch_ms =
             duration_or_default("--late-batch", &a.late_batch, defaults::LATE_BATCH)?;
         let idle_timeout_ms = duration_option("--idle-timeout", a.idle_timeout.as_deref())?;
+        let retain_ms = duration_option("--retain", a.retain.as_deref())?;
+        if retain_ms.is_some() && (!a.derive_tables.is_empty() || !a.derive.is_empty()) {
+            // A derived window recomputed over an expired (empty) raw window would publish
+            // what its query gives over no rows (one row of zero counts, say).
+            return Err(usage(
+                "--retain: not with --derive yet; expire the raw and derived tables with sluice expire",
+            ));
+        }
         let until_idle_ms = duration_option("--until-idle", a.until_idle.as_deref())?;
         let kafka = match topic {
             None => {
@@ -661,6 +683,8 @@ impl RunArgs {
             checkpoint_interval,
             store_attempts_max,
             restarts_max,
+            compact_files_min: a.compact_files_min,
+            retain_ms,
             group_windows_max,
             storage_options,
             attempt: a.attempt,

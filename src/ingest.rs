@@ -104,6 +104,12 @@ fn summary_line(
     if s.idle_seals > 0 {
         extra += &format!("; {} idle seals", s.idle_seals);
     }
+    if s.windows_compacted > 0 {
+        extra += &format!("; {} windows compacted", s.windows_compacted);
+    }
+    if s.windows_expired > 0 {
+        extra += &format!("; {} windows expired", s.windows_expired);
+    }
     if s.derived.computed > 0 {
         extra += &format!(
             "; {} derived windows recomputed, {} published",
@@ -156,6 +162,8 @@ fn summary_json(
         "restarts": s.restarts,
         "merges_unchanged": s.merges_unchanged,
         "idle_seals": s.idle_seals,
+        "windows_compacted": s.windows_compacted,
+        "windows_expired": s.windows_expired,
         "derived_windows_recomputed": s.derived.computed,
         "derived_windows_published": s.derived.published,
         "columns_added": s.fields_added,
@@ -312,6 +320,13 @@ fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         chunks_in_flight_max: 4,
         group_windows_max: settings.group_windows_max,
         restarts_max: settings.restarts_max,
+        compact: settings
+            .compact_files_min
+            .map(|files_min| sluice_publish::CompactPlan {
+                files_min,
+                ..Default::default()
+            }),
+        retain_ms: settings.retain_ms,
         late_batch_ms: settings.late_batch_ms,
         late: settings.late,
         mode: settings.mode,

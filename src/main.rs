@@ -9,6 +9,7 @@ mod backfill;
 mod demo;
 mod derive;
 mod ingest;
+mod maintenance;
 mod metrics;
 mod options;
 mod report;
@@ -63,6 +64,12 @@ enum Command {
     /// Delete the data files that versions older than the retention period removed
     /// (deltalake's vacuum; a dry run unless --apply).
     Vacuum(report::VacuumArgs),
+    /// Rewrite each window's small files into fewer, larger ones (one commit per window, same
+    /// rows, dataChange=false); running it twice changes nothing.
+    Compact(maintenance::CompactArgs),
+    /// Remove whole windows that ended longer ago than --older-than (a dry run unless
+    /// --apply); `sluice vacuum` then deletes their files.
+    Expire(maintenance::ExpireArgs),
     /// Recompute the windows starting in [--from, --to) from a bounded source and publish each
     /// by swap, as the stream would (the batch rerun); running it twice changes nothing.
     Backfill(Box<backfill::BackfillArgs>),
@@ -172,6 +179,8 @@ fn main() -> ExitCode {
             Command::Generate(a) => demo::generate_files(a),
             Command::Gc(a) => report::gc(a).await,
             Command::Vacuum(a) => report::vacuum(a).await,
+            Command::Compact(a) => maintenance::compact(a).await,
+            Command::Expire(a) => maintenance::expire(a).await,
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,
             Command::Derive(a) => derive::derive_command(*a).await,

@@ -10,7 +10,7 @@ use clap::{ArgMatches, Args, Command, CommandFactory, FromArgMatches};
 use crate::Cli;
 
 /// Options of `sluice run` that a bounded recomputation from files does not take.
-const STREAM_ONLY: [&str; 14] = [
+const STREAM_ONLY: [&str; 16] = [
     "brokers",
     "group",
     "start",
@@ -25,6 +25,8 @@ const STREAM_ONLY: [&str; 14] = [
     "late_batch",
     "max_reject_ratio",
     "metrics_addr",
+    "compact_files_min",
+    "retain",
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.

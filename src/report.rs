@@ -169,7 +169,7 @@ fn parse_format(name: &str) -> anyhow::Result<Format> {
         .ok_or_else(|| usage(format!("--format {name:?}: use table, csv or json")))
 }
 
-fn parse_storage_options(kvs: &[String]) -> anyhow::Result<HashMap<String, String>> {
+pub fn parse_storage_options(kvs: &[String]) -> anyhow::Result<HashMap<String, String>> {
     kvs.iter()
         .map(|kv| crate::args::key_value("--storage-option", kv))
         .collect()

@@ -112,7 +112,9 @@ fn sigkill_soak_equals_one_clean_run() {
     // records, records without their key, two fields that appear mid-stream (one of them a
     // new struct member), and events dated 2099; then a catch-up: 1-minute windows, so that
     // each chunk seals many of them and they are published by group commits of up to 16
-    // windows (kills land inside them).
+    // windows (kills land inside them); then rows keyed by position (late rows appended to
+    // their windows as files of their own) with `sluice compact` running beside each run,
+    // killed with it.
     for mode in [
         "position",
         "key",
@@ -120,6 +122,7 @@ fn sigkill_soak_equals_one_clean_run() {
         "shapes",
         "shapes-merge",
         "catchup",
+        "compact",
     ] {
         let seed = seed(&format!("sigkill soak ({mode})"));
         let mut rng = Rng(seed);
@@ -167,7 +170,7 @@ fn sigkill_soak_equals_one_clean_run() {
         // Checkpoints every 5 commits: recovery must read offsets and coverage back from
         // checkpoints, not only from JSON commits (E4).
         let mut extra = vec!["--flush-bytes-max", "2MiB", "--checkpoint-interval", "5"];
-        if mode != "position" {
+        if mode != "position" && mode != "compact" {
             extra.extend(["--key", "event_id"]);
         }
         if mode.ends_with("merge") {
@@ -198,6 +201,7 @@ fn sigkill_soak_equals_one_clean_run() {
         // runs that finish and grows while runs are being killed, so kills keep landing mid-work.
         let mut expected_ms = (startup_ms + clean_ms / slices.len().max(1) as u64) as f64;
         let mut add_slice = true;
+        let (mut compactions_finished, mut compactions_killed) = (0, 0);
         let soak_started = Instant::now();
         while kills < kills_wanted && kills + finished < 10 * kills_wanted {
             if add_slice {
@@ -213,9 +217,38 @@ fn sigkill_soak_equals_one_clean_run() {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
+            // A compaction beside the run, once the table exists: small targets, so that
+            // it rewrites windows the run is republishing.
+            let mut compactor =
+                (mode == "compact" && crashed.join("_delta_log").exists()).then(|| {
+                    Command::new(BIN)
+                        .args(["compact", "--table", &k, "--target-file-size", "1MiB"])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                });
             std::thread::sleep(Duration::from_millis(
                 rng.below((1.2 * expected_ms) as u64 + 1),
             ));
+            if let Some(mut compactor) = compactor.take() {
+                match compactor.try_wait().unwrap() {
+                    None => {
+                        compactor.kill().unwrap();
+                        compactions_killed += 1;
+                        compactor.wait().unwrap();
+                    }
+                    Some(_) => {
+                        let out = compactor.wait_with_output().unwrap();
+                        assert!(
+                            out.status.success(),
+                            "a compaction failed on its own (seed {seed}): {}",
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                        compactions_finished += 1;
+                    }
+                }
+            }
             add_slice = match child.try_wait().unwrap() {
                 None => {
                     child.kill().unwrap();
@@ -246,6 +279,18 @@ fn sigkill_soak_equals_one_clean_run() {
             "every planned kill must land (seed {seed})"
         );
         assert!(crashed.join("_delta_log/_last_checkpoint").exists());
+        if mode == "compact" {
+            // Compactions finished and landed beside the runs; one more leaves one file per
+            // window, changing no row (compared with the oracle below).
+            let compacted = commits(&crashed)
+                .values()
+                .flatten()
+                .filter(|a| a.pointer("/commitInfo/sluice/compacted").is_some())
+                .count();
+            eprintln!("soak ({mode}): {compactions_finished} compactions finished, {compactions_killed} killed; {compacted} compaction commits in the retained log");
+            assert!(compactions_finished > 0 && compacted > 0, "seed {seed}");
+            ok(&["compact", "--table", &k]);
+        }
         if mode == "catchup" {
             // The catch-up did publish windows together: commits of several windows, none of
             // more than 16 (the log's commits since the last cleanup).

@@ -103,6 +103,8 @@ impl RunArgs {
             store_attempts_max,
             restarts_max,
             group_windows_max,
+            compact_files_min,
+            retain,
             attempt,
             max_reject_ratio,
             format,

@@ -114,6 +114,16 @@ pub struct IngestConfig {
     /// or store operation (a conflict with another writer, a commit whose outcome is unknown,
     /// store faults that outlasted their retries) before it gives up with the error.
     pub restarts_max: u32,
+    /// Compaction in the run: after a commit, each window it published that now holds more
+    /// than [`sluice_publish::CompactPlan::files_min`] files (late-row appends, MERGE
+    /// rewrites) is compacted by a commit of its own (same rows, `dataChange = false`).
+    /// `None`: never (`sluice compact` does it apart).
+    pub compact: Option<sluice_publish::CompactPlan>,
+    /// Retention: after a commit, this writer's windows that ended more than this long
+    /// before the watermark (of the events: the end of input does not move it) are removed,
+    /// whole, by commits of their own; a late event for such a window is dead-lettered
+    /// `too_late` (as `max_rewrite_age_ms` would), never published again. `None`: keep all.
+    pub retain_ms: Option<i64>,
 }
 
 impl IngestConfig {
@@ -167,16 +177,34 @@ pub enum IngestError {
     Derive(Box<crate::derive::DeriveError>),
     #[error("{count} dead letters have no dead-letter table to go to")]
     NoDeadLetterTable { count: usize },
+    #[error("compacting a window in the run failed: {0}")]
+    Compact(Box<sluice_publish::CompactError>),
+    #[error("removing windows past the retention failed: {0}")]
+    Expire(Box<sluice_publish::ExpireError>),
+}
+
+impl From<sluice_publish::ExpireError> for IngestError {
+    fn from(e: sluice_publish::ExpireError) -> Self {
+        IngestError::Expire(Box::new(e))
+    }
+}
+
+impl From<sluice_publish::CompactError> for IngestError {
+    fn from(e: sluice_publish::CompactError) -> Self {
+        IngestError::Compact(Box::new(e))
+    }
 }
 
 impl IngestError {
     /// Whether this is a lost commit race: another writer (or this one's earlier attempt)
     /// moved the table first.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, IngestError::Publish(e) if matches!(
-            **e,
-            PublishError::Conflict { .. } | PublishError::TableMoved { .. }
-        ))
+        match self {
+            IngestError::Publish(e) => e.is_conflict(),
+            IngestError::Compact(e) => e.is_conflict(),
+            IngestError::Expire(e) => e.is_conflict(),
+            _ => false,
+        }
     }
 
     /// Whether re-reading the table and resuming from it may get past this error: conflicts
@@ -196,6 +224,8 @@ impl IngestError {
             }
             IngestError::Table(_) => true,
             IngestError::Derive(e) => e.is_resumable(),
+            IngestError::Compact(e) => e.is_resumable(),
+            IngestError::Expire(e) => e.is_resumable(),
             _ => false,
         }
     }
@@ -255,6 +285,10 @@ pub struct RunSummary {
     pub dead_letter_commits: u64,
     /// Parts staged early to stay within the memory budget.
     pub parts_flushed: u64,
+    /// Windows compacted in the run ([`IngestConfig::compact`]), one commit each.
+    pub windows_compacted: u64,
+    /// Windows removed by the run's retention ([`IngestConfig::retain_ms`]).
+    pub windows_expired: u64,
     /// Times the run re-read the table and resumed from it (conflicts, store faults).
     pub restarts: u64,
     /// Times a followed run sealed every open window after its idle timeout.

@@ -50,6 +50,8 @@ pub(crate) struct Instruments {
     pub windows_republished: Counter,
     pub commits: Counter,
     pub parts_flushed: Counter,
+    pub windows_compacted: Counter,
+    pub windows_expired: Counter,
     pub restarts_conflict: Counter,
     pub restarts_other: Counter,
     pub commit_seconds: Histogram,
@@ -105,6 +107,8 @@ impl Instruments {
             ),
             commits: metrics::counter!("sluice_commits_total", l.clone()),
             parts_flushed: metrics::counter!("sluice_parts_flushed_total", l.clone()),
+            windows_compacted: metrics::counter!("sluice_windows_compacted_total", l.clone()),
+            windows_expired: metrics::counter!("sluice_windows_expired_total", l.clone()),
             restarts_conflict: metrics::counter!(
                 "sluice_restarts_total",
                 with(&l, "cause", "conflict")
@@ -189,6 +193,14 @@ pub fn describe_metrics() {
     describe_counter!(
         "sluice_commits_total",
         "Data commits to the table (one may publish several windows)"
+    );
+    describe_counter!(
+        "sluice_windows_compacted_total",
+        "Windows compacted in the run (--compact-files-min): one commit each, same rows"
+    );
+    describe_counter!(
+        "sluice_windows_expired_total",
+        "Windows removed by the run's retention (--retain), whole"
     );
     describe_counter!(
         "sluice_parts_flushed_total",

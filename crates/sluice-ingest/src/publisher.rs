@@ -517,6 +517,34 @@ impl Publisher {
         Ok(committed)
     }
 
+    /// Compacts `window` when `plan` finds it holds more files than it needs (see
+    /// [`WindowTable::compact_window`]); its files are staged under this run's attempt.
+    pub async fn compact(
+        &mut self,
+        window: Window,
+        plan: &sluice_publish::CompactPlan,
+        at_ms: i64,
+    ) -> Result<Option<sluice_publish::Compacted>, IngestError> {
+        Ok(self
+            .table
+            .compact_window(window, &self.policy.pipeline, &mut self.stager, plan, at_ms)
+            .await?)
+    }
+
+    /// Removes this writer's windows that ended before `ended_before`, but those in
+    /// `held` (rows not yet published: they are published first, and removed after).
+    pub async fn expire(
+        &mut self,
+        ended_before: sluice_window::EventTime,
+        held: impl Fn(Window) -> bool,
+        at_ms: i64,
+    ) -> Result<Vec<sluice_publish::Expired>, IngestError> {
+        Ok(self
+            .table
+            .expire_windows(&self.policy.pipeline, ended_before, held, at_ms)
+            .await?)
+    }
+
     /// Drops a window's rows without publishing them (its staged parts deleted).
     pub async fn discard(&self, buffer: WindowBuffer) {
         self.delete_intermediates(buffer.parts.into_iter().map(|p| p.file).collect())

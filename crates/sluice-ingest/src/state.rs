@@ -35,7 +35,12 @@ impl Rules {
             lateness_ms: config.lateness_ms,
             skew: config.skew,
             late: config.late,
-            max_rewrite_age_ms: config.max_rewrite_age_ms,
+            // A window the run's retention removed is never published again: its late
+            // events are too late (the rule expiry uses, `end + retain < watermark`).
+            max_rewrite_age_ms: match (config.max_rewrite_age_ms, config.retain_ms) {
+                (Some(a), Some(r)) => Some(a.min(r)),
+                (a, r) => a.or(r),
+            },
             late_batch_ms: config.late_batch_ms,
             flush_bytes_max: config.flush_bytes_max,
         }
@@ -391,6 +396,17 @@ impl WindowState {
             watermark_ms: (watermark > EventTime::MIN && watermark < EventTime::MAX)
                 .then(|| watermark.as_micros().div_euclid(1000)),
         }
+    }
+
+    /// The watermark the events set (see [`sluice_window::Watermark::of_events`]).
+    pub fn watermark_of_events(&self) -> Option<EventTime> {
+        self.watermark.of_events()
+    }
+
+    /// Whether `window` holds rows not yet published (open, or late rows waiting).
+    pub fn holds(&self, window: Window) -> bool {
+        self.late_since_ms.contains_key(&window)
+            || self.book.open_windows().any(|(w, _)| w == window)
     }
 
     /// The open windows and the first position each holds.

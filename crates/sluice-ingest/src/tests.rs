@@ -35,6 +35,8 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         mode: PublishMode::Swap,
         max_rewrite_age_ms: None,
         skew: sluice_window::SkewGuard::DEFAULT,
+        compact: None,
+        retain_ms: None,
     }
 }
 

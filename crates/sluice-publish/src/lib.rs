@@ -27,8 +27,10 @@
 //! (Concurrent writers of different shards of one table will want Delta's conflict checker
 //! instead; they do not exist yet.)
 
+mod compact;
 mod derived;
 mod dlq;
+mod expire;
 mod gc;
 mod listing;
 mod local;
@@ -36,8 +38,14 @@ mod retry;
 mod table;
 mod vacuum;
 
+pub use compact::{
+    compact, CompactError, CompactPlan, CompactReport, Compacted, TARGET_FILE_BYTES_DEFAULT,
+};
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
+pub use expire::{
+    expire, ExpireError, ExpirePlan, ExpireReport, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,
+};
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{
     addresses_changed, list_windows, published_windows_of, schema_history, shard_sealed_txn,
@@ -71,5 +79,7 @@ pub mod tags {
 /// The key under which sluice's commit metadata appears in `commitInfo`.
 pub const COMMIT_INFO_KEY: &str = "sluice";
 
+#[cfg(test)]
+mod testing;
 #[cfg(test)]
 mod tests;

@@ -352,7 +352,7 @@ fn schema_paths(schema: &serde_json::Value) -> Vec<String> {
 
 /// The addresses (sorted `(column, value)` pairs) whose rows the commits after version
 /// `after`, through `through`, changed: the partition values of their `add` and `remove`
-/// actions. `None` when a commit of the range is no longer in the log (cleaned up).
+/// actions that change data (a compaction's, `dataChange: false`, change no row). `None` when a commit of the range is no longer in the log (cleaned up).
 pub async fn addresses_changed(
     table: &DeltaTable,
     after: u64,
@@ -374,12 +374,14 @@ pub async fn addresses_changed(
             let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
                 continue;
             };
-            let Some(values) = ["add", "remove"]
-                .iter()
-                .find_map(|a| value.get(*a))
-                .and_then(|a| a.get("partitionValues"))
-                .and_then(|p| p.as_object())
-            else {
+            let Some(action) = ["add", "remove"].iter().find_map(|a| value.get(*a)) else {
+                continue;
+            };
+            // A compaction (`dataChange: false`) moves rows between files, changing none.
+            if action.get("dataChange").and_then(|d| d.as_bool()) == Some(false) {
+                continue;
+            }
+            let Some(values) = action.get("partitionValues").and_then(|p| p.as_object()) else {
                 continue;
             };
             let mut key: Vec<(String, String)> = values

@@ -100,8 +100,12 @@ impl AddressLayout {
     }
 
     pub fn address(self, window: Window) -> Address {
-        let t = window
-            .start()
+        self.address_at(window.start())
+    }
+
+    /// The address of the window starting at `start`.
+    fn address_at(self, start: EventTime) -> Address {
+        let t = start
             .to_datetime()
             .expect("event times are range-checked on parse, so window starts are valid dates")
             .naive_utc();
@@ -124,12 +128,28 @@ impl AddressLayout {
         size: WindowSize,
         values: &[(String, String)],
     ) -> Result<Window, AddressError> {
-        let get = |name: &str| {
-            values
+        let bad = || AddressError::NotAnAddress(values.to_vec());
+        let start = self.start_of(values)?;
+        let window = Window::starting_at(size, start).ok_or_else(bad)?;
+        if self
+            .address(window)
+            .values
+            .iter()
+            .map(String::as_str)
+            .ne(self
+                .columns()
                 .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_str())
-        };
+                .map(|c| value_of(values, c).unwrap_or_default()))
+        {
+            return Err(bad());
+        }
+        Ok(window)
+    }
+
+    /// The start of the window at an address read back from partition values (the window's
+    /// size is not needed: every layout names its window's start).
+    pub fn start_of(self, values: &[(String, String)]) -> Result<EventTime, AddressError> {
+        let get = |name: &str| value_of(values, name);
         let bad = || AddressError::NotAnAddress(values.to_vec());
         let start: NaiveDateTime = match self {
             AddressLayout::DtHour => {
@@ -147,19 +167,30 @@ impl AddressLayout {
                     .map_err(|_| bad())?
             }
         };
-        let start = EventTime::from_micros(start.and_utc().timestamp_micros());
-        let window = Window::starting_at(size, start).ok_or_else(bad)?;
-        if self
-            .address(window)
-            .values
-            .iter()
-            .map(String::as_str)
-            .ne(self.columns().iter().map(|c| get(c).unwrap_or_default()))
-        {
-            return Err(bad());
-        }
-        Ok(window)
+        Ok(EventTime::from_micros(start.and_utc().timestamp_micros()))
     }
+
+    /// The layout whose window columns `values` hold (`window_start`; `dt` and `hour`; `dt`).
+    pub fn of_partition_values(values: &[(String, String)]) -> Option<AddressLayout> {
+        let has = |name: &str| values.iter().any(|(k, _)| k == name);
+        if has("window_start") {
+            Some(AddressLayout::WindowStart)
+        } else if has("dt") && has("hour") {
+            Some(AddressLayout::DtHour)
+        } else if has("dt") {
+            Some(AddressLayout::Dt)
+        } else {
+            None
+        }
+    }
+}
+
+/// The value of partition column `name`, if `values` hold it.
+fn value_of<'a>(values: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    values
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }
 
 fn date_text(t: &NaiveDateTime) -> String {
@@ -225,6 +256,46 @@ pub struct Address {
 }
 
 impl Address {
+    /// The address a table's files are at, read back from their partition values (as the
+    /// Delta log holds them): the layout whose window columns they hold, plus the pipeline and
+    /// shard columns where the table has them. Every value is checked to be one sluice writes
+    /// (a window start of the layout, a valid pipeline name, a shard number) and any other
+    /// column refused, so the address's [`Address::hive_path`] is safe to use as a path.
+    pub fn from_partition_values(values: &[(String, String)]) -> Result<Address, AddressError> {
+        let bad = || AddressError::NotAnAddress(values.to_vec());
+        let layout = AddressLayout::of_partition_values(values).ok_or_else(bad)?;
+        let start = layout.start_of(values)?;
+        let get = |name: &str| value_of(values, name).map(str::to_string);
+        let known =
+            |k: &str| layout.columns().contains(&k) || k == PIPELINE_COLUMN || k == SHARD_COLUMN;
+        if values.iter().any(|(k, _)| !known(k)) {
+            return Err(bad());
+        }
+        let pipeline = get(PIPELINE_COLUMN);
+        if pipeline.as_deref().is_some_and(|p| !valid_pipeline_name(p)) {
+            return Err(bad());
+        }
+        let shard = get(SHARD_COLUMN);
+        if shard
+            .as_deref()
+            .is_some_and(|s| s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(bad());
+        }
+        // The window columns must be exactly those its start gives (no other spelling of
+        // the same instant, nothing a path could carry).
+        let address = Address {
+            columns: layout.columns(),
+            values: layout.columns().iter().filter_map(|c| get(c)).collect(),
+            pipeline,
+            shard,
+        };
+        if address.values != layout.address_at(start).values {
+            return Err(bad());
+        }
+        Ok(address)
+    }
+
     /// The same window's address in `pipeline`'s share of a table of several pipelines
     /// (`pipeline` must be [`valid_pipeline_name`]).
     pub fn in_pipeline(mut self, pipeline: &str) -> Address {

@@ -550,3 +550,50 @@ fn a_pipeline_column_comes_between_the_window_and_the_shard() {
         assert!(!valid_pipeline_name(bad), "{bad}");
     }
 }
+
+#[test]
+fn addresses_read_back_from_partition_values_are_those_sluice_writes() {
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let t = TimeFormat::Rfc3339
+        .parse_str("2026-10-03T14:05:00Z")
+        .unwrap();
+    for (size, layout) in [
+        ("1h", AddressLayout::DtHour),
+        ("1d", AddressLayout::Dt),
+        ("5m", AddressLayout::WindowStart),
+    ] {
+        let window = Window::containing(WindowSize::parse(size).unwrap(), t);
+        let written = layout
+            .address(window)
+            .in_pipeline("orders")
+            .in_shard(Shard(7));
+        let values: Vec<(String, String)> = written
+            .pairs()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let read = Address::from_partition_values(&values).unwrap();
+        assert_eq!(read, written);
+        assert_eq!(layout.start_of(&values).unwrap(), window.start());
+    }
+    // Anything else is refused, never turned into a path.
+    for bad in [
+        pairs(&[("dt", "2026-10-03"), ("hour", "../../x")]),
+        pairs(&[("dt", "2026-10-03"), ("hour", "24")]),
+        pairs(&[("dt", "2026-10-3")]),
+        pairs(&[("window_start", "20261003T1405")]),
+        pairs(&[("dt", "2026-10-03"), ("pipeline", "../etc")]),
+        pairs(&[("dt", "2026-10-03"), ("shard", "1/2")]),
+        pairs(&[("dt", "2026-10-03"), ("country", "fr")]),
+        pairs(&[("country", "fr")]),
+        pairs(&[]),
+    ] {
+        assert!(
+            Address::from_partition_values(&bad).is_err(),
+            "{bad:?} was accepted"
+        );
+    }
+}

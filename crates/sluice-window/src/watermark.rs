@@ -188,6 +188,15 @@ impl Watermark {
         self.lateness_us
     }
 
+    /// The watermark the events alone set (the latest event seen, less the lateness), also
+    /// after the end of input; `None` before the first event. What retention is measured
+    /// from: unlike [`Watermark::current`], the end of input does not move it.
+    pub fn of_events(&self) -> Option<EventTime> {
+        self.state
+            .max_seen
+            .map(|m| EventTime::from_micros(m.as_micros().saturating_sub(self.lateness_us)))
+    }
+
     /// `EventTime::MIN` before the first event, `EventTime::MAX` after the end of input.
     pub fn current(&self) -> EventTime {
         if self.ended {

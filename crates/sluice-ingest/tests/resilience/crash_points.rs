@@ -5,17 +5,25 @@
 use std::time::Instant;
 
 use sluice_faults::{FaultPlan, FaultStore};
+use sluice_publish::{CompactPlan, TableOptions};
 
 use crate::harness::{
-    check_every_version, dead_letters, derived_from_raw, derived_rows, grown_values, local_root,
-    rows_at, Policy, Run, Script, DERIVED, GROWS_FROM,
+    check_every_version, dead_letters, derived_from_raw, derived_rows, dlq_location, grown_values,
+    local_root, rows_at, Policy, Run, Script, DERIVED, GROWS_FROM,
 };
 
 async fn enumerate(keyed: bool, policy: Policy) {
-    enumerate_with(keyed, policy, false, false).await
+    enumerate_with(keyed, policy, false, false, None, None).await
 }
 
-async fn enumerate_with(keyed: bool, policy: Policy, derived: bool, grows: bool) {
+async fn enumerate_with(
+    keyed: bool,
+    policy: Policy,
+    derived: bool,
+    grows: bool,
+    compact_files_min: Option<usize>,
+    retain_ms: Option<i64>,
+) {
     let mode = format!(
         "{}, {}",
         if keyed {
@@ -36,6 +44,14 @@ async fn enumerate_with(keyed: bool, policy: Policy, derived: bool, grows: bool)
         ", records gaining two fields mid-stream"
     } else {
         ""
+    } + if compact_files_min.is_some() {
+        ", compacting windows in the run"
+    } else {
+        ""
+    } + if retain_ms.is_some() {
+        ", expiring windows past the retention in the run"
+    } else {
+        ""
     };
     assert!(
         keyed || !grows,
@@ -52,9 +68,11 @@ async fn enumerate_with(keyed: bool, policy: Policy, derived: bool, grows: bool)
         policy,
         derived,
         grows,
+        compact_files_min,
+        retain_ms,
         ..Run::new(keyed)
     };
-    let dead_expected = script.expected_dead_letters(policy);
+    let mut dead_expected = script.expected_dead_letters(policy);
 
     // The oracle: one crash-free run, itself checked against the script's model.
     let oracle_dir = tmp.path().join("oracle");
@@ -70,14 +88,30 @@ async fn enumerate_with(keyed: bool, policy: Policy, derived: bool, grows: bool)
         .expect("the crash-free run succeeds");
     let k = counting.ops();
     let (oracle, _) = rows_at(&oracle_dir, None).await;
-    assert_eq!(
-        oracle,
-        script.expected_final(keyed, policy),
-        "the oracle run matches the model"
-    );
+    // With a retention of 3 minutes, the watermark's last position (14:07:38) leaves the
+    // windows from 14:04 on; the late event of 14:02 is too late, a dead letter.
+    let kept = |w: &str| retain_ms.is_none() || w >= "window_start=20261003T1404Z";
+    let model: Vec<_> = script
+        .expected_final(keyed, policy)
+        .into_iter()
+        .filter(|r| kept(&r.0))
+        .collect();
+    assert_eq!(oracle, model, "the oracle run matches the model");
+    if retain_ms.is_some() {
+        assert_eq!(summary.windows_expired, 4, "{summary:?}");
+        let dead = dead_letters(&oracle_dir).await;
+        let too_late: Vec<_> = dead.iter().filter(|d| d.2 == "too_late").collect();
+        assert_eq!(too_late.len(), 1, "{dead:?}");
+        dead_expected = dead;
+    }
     assert!(
         summary.windows_published >= 8 && summary.late >= 2,
         "{summary:?}"
+    );
+    assert_eq!(
+        summary.windows_compacted > 0,
+        compact_files_min.is_some(),
+        "the run compacts windows when asked to: {summary:?}"
     );
     assert!(
         summary.parts_flushed > 0,
@@ -331,6 +365,212 @@ async fn enumerate_backfill(keyed: bool) {
     conclude(&mode, k, passed, orphans, &failures, started);
 }
 
+/// A maintenance job over a finished stream's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// `sluice compact`: every window of several files becomes one.
+    Compact,
+    /// `sluice expire`: the windows that ended before 14:03 are removed (the first two; the
+    /// 14:02 window ends at 14:03 exactly and stays).
+    Expire,
+}
+
+impl Job {
+    /// Runs the job over the table at `dir` through `store`; returns how many windows it
+    /// changed.
+    async fn run(
+        self,
+        dir: &std::path::Path,
+        store: std::sync::Arc<dyn object_store::ObjectStore>,
+        retry: sluice_publish::RetryPolicy,
+        attempt: &str,
+    ) -> Result<usize, String> {
+        let options = TableOptions {
+            store: Some(store),
+            retry,
+            ..TableOptions::new(dir.to_str().unwrap())
+        };
+        let at_ms = 1_900_000_000_000;
+        match self {
+            Job::Compact => {
+                sluice_publish::compact(&options, &CompactPlan::default(), attempt, at_ms)
+                    .await
+                    .map(|r| r.compacted.len())
+                    .map_err(|e| e.to_string())
+            }
+            Job::Expire => {
+                let plan = sluice_publish::ExpirePlan {
+                    ended_before: sluice_window::TimeFormat::Rfc3339
+                        .parse_str("2026-10-03T14:03:00Z")
+                        .unwrap(),
+                    // The script's tables record no options: the size is given.
+                    window: Some(crate::harness::window_size()),
+                    dry_run: false,
+                };
+                sluice_publish::expire(&options, &plan, at_ms)
+                    .await
+                    .map(|r| r.expired.len())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Whether a row of window `w` (its address) stays in the table.
+    fn keeps(self, w: &str) -> bool {
+        self == Job::Compact || w >= "window_start=20261003T1402Z"
+    }
+}
+
+/// Crash-point enumeration of a maintenance job (`sluice compact`, `sluice expire`): the
+/// script's clean stream run leaves windows of several files (flushed parts, late rows); the
+/// job over that table is crashed after every object-store operation N, then run again. The
+/// rows must equal the crash-free job's, every version must show whole windows, every window
+/// must end in as many files as the crash-free job left, gc must remove only orphans, and a
+/// stream run over the same input afterwards must recognise every event (a compaction keeps
+/// the coverage) and change nothing.
+async fn enumerate_maintenance(keyed: bool, policy: Policy, job: Job) {
+    let mode = format!(
+        "{job:?} of a table {}, {}",
+        if keyed {
+            "keyed by event_id"
+        } else {
+            "keyed by position"
+        },
+        if policy == Policy::Upsert {
+            "merge mode (upsert)".to_string()
+        } else {
+            format!("late policy {}", policy.late().name())
+        }
+    );
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Script::write(tmp.path());
+    let run = Run {
+        policy,
+        ..Run::new(keyed)
+    };
+    let streamed = tmp.path().join("streamed");
+    run.run(&script.dir, &streamed, local_root(), "s")
+        .await
+        .expect("the stream run succeeds");
+    let (rows, _) = rows_at(&streamed, None).await;
+    assert_eq!(rows, script.expected_final(keyed, policy));
+    let oracle: Vec<_> = rows.into_iter().filter(|r| job.keeps(&r.0)).collect();
+
+    // The crash-free job.
+    let oracle_dir = tmp.path().join("oracle");
+    copy_table(&streamed, &oracle_dir);
+    let counting = FaultStore::new(local_root(), FaultPlan::PassThrough);
+    let changed = job
+        .run(
+            &oracle_dir,
+            std::sync::Arc::new(counting.clone()),
+            run.retry,
+            "oracle",
+        )
+        .await
+        .expect("the crash-free job succeeds");
+    let k = counting.ops();
+    assert!(changed > 0, "the job changes windows of the script");
+    let (rows, _) = rows_at(&oracle_dir, None).await;
+    assert_eq!(rows, oracle, "the job leaves the rows it should");
+    check_every_version(&oracle_dir, &script, keyed, policy)
+        .await
+        .expect("every version after the job is whole");
+    let files_oracle = files_per_window(&oracle_dir).await;
+    let again = job.run(&oracle_dir, local_root(), run.retry, "again").await;
+    assert_eq!(again, Ok(0), "twice changes nothing");
+
+    let mut passed = 0u64;
+    let mut orphans = 0usize;
+    let mut failures = Vec::new();
+    for n in 1..=k {
+        let dir = tmp.path().join(format!("crash-{n}"));
+        copy_table(&streamed, &dir);
+        let crashing = FaultStore::new(local_root(), FaultPlan::CrashAfter { ops: n });
+        let first = job
+            .run(&dir, std::sync::Arc::new(crashing.clone()), run.retry, "a")
+            .await;
+        let outcome = async {
+            job.run(&dir, local_root(), run.retry, "b")
+                .await
+                .map_err(|e| format!("the second {job:?} failed: {e}"))?;
+            let (rows, _) = rows_at(&dir, None).await;
+            if rows != oracle {
+                return Err(format!(
+                    "final rows differ from the crash-free job's ({} vs {} rows)\n  got    {rows:?}\n  oracle {oracle:?}",
+                    rows.len(),
+                    oracle.len()
+                ));
+            }
+            let files = files_per_window(&dir).await;
+            if files != files_oracle {
+                return Err(format!(
+                    "files per window differ from the crash-free job's\n  got    {files:?}\n  oracle {files_oracle:?}"
+                ));
+            }
+            check_every_version(&dir, &script, keyed, policy).await?;
+            orphans += collect_orphans(&dir).await?;
+            if rows_at(&dir, None).await.0 != oracle {
+                return Err("gc changed the table's rows".to_string());
+            }
+            let stream = run
+                .run(&script.dir, &dir, local_root(), "c")
+                .await
+                .map_err(|e| format!("the stream run after the job failed: {e}"))?;
+            if rows_at(&dir, None).await.0 != oracle || stream.windows_published != 0 {
+                return Err(format!(
+                    "the stream run after the job changed the table: {stream:?}"
+                ));
+            }
+            Ok(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => passed += 1,
+            Err(e) => failures.push(failure(n, &mode, &first, &crashing, &e)),
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(dlq_location(&dir)).ok();
+    }
+    conclude(&mode, k, passed, orphans, &failures, started);
+}
+
+/// A copy of the table at `from` and of its dead-letter table.
+fn copy_table(from: &std::path::Path, to: &std::path::Path) {
+    copy_dir(from, to);
+    copy_dir(
+        std::path::Path::new(&dlq_location(from)),
+        std::path::Path::new(&dlq_location(to)),
+    );
+}
+
+/// The number of files at each address of the table at `dir`.
+async fn files_per_window(dir: &std::path::Path) -> std::collections::BTreeMap<String, usize> {
+    let table = sluice_publish::open_table(dir.to_str().unwrap(), &Default::default(), None)
+        .await
+        .expect("open");
+    let mut out = std::collections::BTreeMap::new();
+    for f in sluice_publish::active_files(&table).await.expect("files") {
+        *out.entry(format!("{:?}", f.partition_values)).or_insert(0) += 1;
+    }
+    out
+}
+
+/// A copy of the directory tree at `from` (a table and its dead-letter table beside it).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
 /// How the derived tables at `dir` differ from the oracle's, if they do.
 async fn derived_differs(dir: &std::path::Path, oracle: &[Vec<String>]) -> Option<String> {
     for ((name, _, _), expected) in DERIVED.iter().zip(oracle) {
@@ -374,17 +614,17 @@ async fn every_crash_point_ends_as_the_clean_run_late_merged_by_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id_with_derived_tables() {
-    enumerate_with(true, Policy::Rewrite, true, false).await;
+    enumerate_with(true, Policy::Rewrite, true, false, None, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_while_the_schema_grows() {
-    enumerate_with(true, Policy::Rewrite, false, true).await;
+    enumerate_with(true, Policy::Rewrite, false, true, None, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_while_the_schema_grows_in_merge_mode() {
-    enumerate_with(true, Policy::Upsert, false, true).await;
+    enumerate_with(true, Policy::Upsert, false, true, None, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,4 +635,31 @@ async fn every_crash_point_ends_as_the_clean_run_upserted_in_merge_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_of_a_backfill_ends_as_the_clean_run() {
     enumerate_backfill(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_of_a_compaction_ends_as_the_clean_run() {
+    enumerate_maintenance(false, Policy::Rewrite, Job::Compact).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_of_a_compaction_in_merge_mode_ends_as_the_clean_run() {
+    enumerate_maintenance(true, Policy::Upsert, Job::Compact).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_compacting_in_the_run() {
+    // Keyed by position, late rows are appended to their windows (files of their own), so
+    // the run compacts those windows.
+    enumerate_with(false, Policy::Rewrite, false, false, Some(1), None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_expiring_windows_in_the_run() {
+    enumerate_with(false, Policy::Rewrite, false, false, None, Some(180_000)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_of_an_expiry_ends_as_the_clean_run() {
+    enumerate_maintenance(false, Policy::Rewrite, Job::Expire).await;
 }

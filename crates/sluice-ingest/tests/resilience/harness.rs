@@ -319,6 +319,10 @@ pub struct Run {
     pub derived: bool,
     /// The table starts with the growing script's first schema (`ctx` with member `a`).
     pub grows: bool,
+    /// Compact, in the run, each window it publishes that holds more files than this.
+    pub compact_files_min: Option<usize>,
+    /// Remove, in the run, windows that ended this long before the watermark.
+    pub retain_ms: Option<i64>,
 }
 
 /// Derived tables of the script: one row per window, published by swap, at `<table>_sum`.
@@ -410,6 +414,8 @@ impl Run {
             },
             derived: false,
             grows: false,
+            compact_files_min: None,
+            retain_ms: None,
         }
     }
 
@@ -431,6 +437,13 @@ impl Run {
             late_batch_ms: 0,
             stage: StageOptions::default(),
             restarts_max: self.restarts_max,
+            compact: self
+                .compact_files_min
+                .map(|files_min| sluice_publish::CompactPlan {
+                    files_min,
+                    ..Default::default()
+                }),
+            retain_ms: self.retain_ms,
             late: self.policy.late(),
             mode: self.policy.mode(),
             max_rewrite_age_ms: None,

@@ -30,6 +30,23 @@ pub struct Coverage {
     pub offset: i64,
 }
 
+impl PublishError {
+    /// A lost commit race: another writer (or this one's earlier attempt) moved the table
+    /// first; re-read it and decide again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            PublishError::Conflict { .. } | PublishError::TableMoved { .. }
+        )
+    }
+
+    /// Whether re-reading the table may get past this error: conflicts, and Delta failures
+    /// (store failures that outlasted their retries).
+    pub fn is_resumable(&self) -> bool {
+        self.is_conflict() || matches!(self, PublishError::Delta { .. })
+    }
+}
+
 /// What happens to the files already at the window's address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replace {
@@ -459,6 +476,16 @@ impl WindowTable {
             }
             actions.push(Transaction::new_with_last_update(&id, *offset, Some(at_ms)));
         }
+        if let Some(shard) = self.share.shard {
+            // Makes this commit conflict with a compaction of the shard's windows, which the
+            // conflict checker would otherwise retry over (see `crate::compact`).
+            let fence = app_id(pipeline, &crate::compact::shard_fence_txn(shard));
+            actions.push(Transaction::new_with_last_update(
+                &fence,
+                at_ms,
+                Some(at_ms),
+            ));
+        }
         Ok(actions)
     }
 
@@ -537,16 +564,52 @@ fn address_actions(
     pipeline: &str,
     at_ms: i64,
 ) {
+    let tags = FileTags {
+        pipeline: Some(pipeline),
+        coverage: change.coverage,
+    };
+    file_actions(
+        actions,
+        FileChange {
+            address: change.address,
+            removed: existing,
+            added: change.files,
+            data_change: true,
+            at_ms,
+        },
+        &tags,
+    );
+}
+
+/// The tags sluice puts on the files it adds.
+pub(crate) struct FileTags<'a> {
+    pub pipeline: Option<&'a str>,
+    pub coverage: Option<&'a Coverage>,
+}
+
+/// Files removed from and added to one address, as one commit holds them.
+pub(crate) struct FileChange<'a> {
+    pub address: &'a sluice_window::Address,
+    pub removed: &'a [PublishedFile],
+    pub added: &'a [StagedFile],
+    /// `false` for a compaction: the same rows in other files.
+    pub data_change: bool,
+    pub at_ms: i64,
+}
+
+/// The `remove` and `add` actions of `change`, appended to `actions`; the added files carry
+/// `tags`.
+pub(crate) fn file_actions(actions: &mut Vec<Action>, change: FileChange<'_>, tags: &FileTags<'_>) {
     let partition_values: HashMap<String, Option<String>> = change
         .address
         .pairs()
         .map(|(k, v)| (k.to_string(), Some(v.to_string())))
         .collect();
-    for f in existing {
+    for f in change.removed {
         actions.push(Action::Remove(Remove {
             path: f.path.clone(),
-            data_change: true,
-            deletion_timestamp: Some(at_ms),
+            data_change: change.data_change,
+            deletion_timestamp: Some(change.at_ms),
             extended_file_metadata: Some(true),
             size: Some(f.size_bytes),
             partition_values: Some(partition_values.clone()),
@@ -556,9 +619,11 @@ fn address_actions(
             default_row_commit_version: None,
         }));
     }
-    let mut file_tags: HashMap<String, Option<String>> =
-        HashMap::from([(tags::PIPELINE.to_string(), Some(pipeline.to_string()))]);
-    if let Some(coverage) = change.coverage {
+    let mut file_tags: HashMap<String, Option<String>> = HashMap::new();
+    if let Some(p) = tags.pipeline {
+        file_tags.insert(tags::PIPELINE.to_string(), Some(p.to_string()));
+    }
+    if let Some(coverage) = tags.coverage {
         file_tags.insert(
             tags::COVERAGE_PARTITION.to_string(),
             Some(coverage.partition.clone()),
@@ -568,15 +633,15 @@ fn address_actions(
             Some(coverage.offset.to_string()),
         );
     }
-    for f in change.files {
+    for f in change.added {
         actions.push(Action::Add(Add {
             path: f.path.clone(),
             partition_values: partition_values.clone(),
             size: f.size_bytes,
-            modification_time: at_ms,
-            data_change: true,
+            modification_time: change.at_ms,
+            data_change: change.data_change,
             stats: Some(f.stats.clone()),
-            tags: Some(file_tags.clone()),
+            tags: (!file_tags.is_empty()).then(|| file_tags.clone()),
             ..Default::default()
         }));
     }
@@ -584,7 +649,7 @@ fn address_actions(
 
 /// The SQL predicate selecting `address`: its columns equal to its values, as quoted string
 /// literals (an address value never becomes SQL text unescaped).
-fn address_predicate(address: &sluice_window::Address) -> String {
+pub(crate) fn address_predicate(address: &sluice_window::Address) -> String {
     let terms = address
         .pairs()
         .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))

@@ -594,16 +594,7 @@ impl WindowTable {
         self.index = None;
         self.schema_change = None;
         self.table.update_state().await?;
-        let snapshot = self.table.snapshot()?;
-        let partition_columns = snapshot.metadata().partition_columns().to_vec();
-        let data_fields: Vec<StructField> = snapshot
-            .schema()
-            .fields()
-            .filter(|f| !partition_columns.contains(f.name()))
-            .cloned()
-            .collect();
-        self.file_schema =
-            kernel_to_arrow(data_fields).map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+        self.file_schema = data_file_schema(self.table.snapshot()?)?;
         Ok(())
     }
 
@@ -719,6 +710,20 @@ impl WindowTable {
             .map(|(window, coverage)| PublishedWindow { window, coverage })
             .collect())
     }
+}
+
+/// The columns of the table's data files: its schema without the partition columns.
+pub(crate) fn data_file_schema(
+    snapshot: &deltalake::table::state::DeltaTableState,
+) -> Result<SchemaRef, DeltaTableError> {
+    let partition_columns = snapshot.metadata().partition_columns().to_vec();
+    let data_fields: Vec<StructField> = snapshot
+        .schema()
+        .fields()
+        .filter(|f| !partition_columns.contains(f.name()))
+        .cloned()
+        .collect();
+    kernel_to_arrow(data_fields).map_err(|e| DeltaTableError::Generic(e.to_string()))
 }
 
 /// Every file of the table's loaded version, with sluice's tags.

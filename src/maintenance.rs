@@ -1,0 +1,206 @@
+//! `sluice compact` (rewrite each window's many small files into fewer, larger ones) and
+//! `sluice expire` (remove whole windows past a retention).
+
+use anyhow::Context;
+use clap::Args;
+use sluice_publish::{CompactPlan, TableOptions, TARGET_FILE_BYTES_DEFAULT};
+use sluice_window::parse_instant;
+
+use crate::args::parse_bytes;
+use crate::report::parse_storage_options;
+use crate::usage;
+
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Only windows starting at or after this instant (RFC 3339).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Only windows starting before this instant (RFC 3339).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Size of the files compaction writes, e.g. 128MiB. [default: 128MiB]
+    #[arg(long, value_name = "SIZE")]
+    pub target_file_size: Option<String>,
+    /// Compact a window only when it holds more than this many files. [default: 1]
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub files_min: usize,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+/// The plan `args` ask for, or a usage error.
+pub fn plan(args: &CompactArgs) -> anyhow::Result<CompactPlan> {
+    let instant = |flag: &str, text: &Option<String>| -> anyhow::Result<_> {
+        text.as_deref()
+            .map(|t| parse_instant(t).map_err(|e| usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    let from = instant("--from", &args.from)?;
+    let to = instant("--to", &args.to)?;
+    if let (Some(from), Some(to)) = (from, to) {
+        if to <= from {
+            return Err(usage("--to: must be after --from"));
+        }
+    }
+    let target_file_bytes = match args.target_file_size.as_deref() {
+        None => TARGET_FILE_BYTES_DEFAULT,
+        Some(text) => parse_bytes(text)
+            .filter(|b| *b >= 1 << 20)
+            .and_then(|b| i64::try_from(b).ok())
+            .ok_or_else(|| {
+                usage("--target-file-size: expected a size of at least 1MiB, like 128MiB")
+            })?,
+    };
+    Ok(CompactPlan {
+        target_file_bytes,
+        files_min: args.files_min,
+        from,
+        to,
+    })
+}
+
+pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
+    let plan = plan(&args)?;
+    let options = TableOptions {
+        storage_options: parse_storage_options(&args.storage_options)?,
+        ..TableOptions::new(args.table.clone())
+    };
+    let now = chrono::Utc::now();
+    let attempt = format!(
+        "compact{}{:05}",
+        now.format("%Y%m%dT%H%M%S%3f"),
+        std::process::id() % 100_000
+    );
+    let report = sluice_publish::compact(&options, &plan, &attempt, now.timestamp_millis())
+        .await
+        .with_context(|| format!("compacting {}", args.table))?;
+    for c in &report.compacted {
+        println!(
+            "compacted {}: {} files ({}) -> {} ({}), {} rows, version {}",
+            c.address,
+            c.files_before,
+            human_bytes(c.bytes_before),
+            c.files_after,
+            human_bytes(c.bytes_after),
+            c.rows,
+            c.version
+        );
+    }
+    for address in &report.gave_way {
+        println!("left {address} to its writer: it kept publishing the window meanwhile");
+    }
+    let files_before: usize = report.compacted.iter().map(|c| c.files_before).sum();
+    let files_after: usize = report.compacted.iter().map(|c| c.files_after).sum();
+    println!(
+        "sluice compact: {} windows compacted ({files_before} files -> {files_after}), {} left as they are{}{}",
+        report.compacted.len(),
+        report.left_alone,
+        if report.gave_way.is_empty() {
+            String::new()
+        } else {
+            format!(", {} left to a writer publishing them", report.gave_way.len())
+        },
+        if report.not_windows == 0 {
+            String::new()
+        } else {
+            format!(
+                ", {} files outside any window address not touched",
+                report.not_windows
+            )
+        }
+    );
+    Ok(())
+}
+
+fn human_bytes(bytes: i64) -> String {
+    let b = bytes as f64;
+    if b >= (1 << 30) as f64 {
+        format!("{:.1} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1 << 20) as f64 {
+        format!("{:.1} MiB", b / (1 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ExpireArgs {
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Remove whole windows that ended longer ago than this (by this machine's clock), e.g.
+    /// 90d.
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: String,
+    /// The window size of a table that records none (written before sluice recorded its
+    /// options); dt_hour and dt tables need none.
+    #[arg(long, value_name = "SIZE")]
+    pub window: Option<String>,
+    /// Remove the windows; without it, only list what would be removed (a dry run).
+    #[arg(long)]
+    pub apply: bool,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
+    let older_than_ms = sluice_window::parse_duration_ms(&args.older_than)
+        .map_err(|e| usage(format!("--older-than: {e}")))?;
+    let window = args
+        .window
+        .as_deref()
+        .map(|w| sluice_window::WindowSize::parse(w).map_err(|e| usage(format!("--window: {e}"))))
+        .transpose()?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let ended_before = sluice_window::EventTime::from_micros(
+        now_ms.saturating_sub(older_than_ms).saturating_mul(1000),
+    );
+    let options = TableOptions {
+        storage_options: parse_storage_options(&args.storage_options)?,
+        ..TableOptions::new(args.table.clone())
+    };
+    let plan = sluice_publish::ExpirePlan {
+        ended_before,
+        window,
+        dry_run: !args.apply,
+    };
+    let report = sluice_publish::expire(&options, &plan, now_ms)
+        .await
+        .with_context(|| format!("expiring windows of {}", args.table))?;
+    for e in &report.expired {
+        println!(
+            "{} {} (ended {}, {} files, {} rows)",
+            if args.apply {
+                "removed"
+            } else {
+                "would remove"
+            },
+            e.address,
+            e.window_end.to_rfc3339(),
+            e.files,
+            e.rows
+        );
+    }
+    for address in &report.gave_way {
+        println!("left {address}: its writer kept publishing it meanwhile");
+    }
+    let rows: i64 = report.expired.iter().map(|e| e.rows).sum();
+    println!(
+        "sluice expire: {} windows ({rows} rows) that ended before {} {}",
+        report.expired.len(),
+        ended_before.to_rfc3339(),
+        if args.apply {
+            "removed"
+        } else {
+            "found (dry run, nothing removed; --apply removes them)"
+        }
+    );
+    Ok(())
+}
