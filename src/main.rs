@@ -14,6 +14,7 @@ mod metrics;
 mod options;
 mod report;
 mod signals;
+mod status;
 mod warnings;
 
 use std::io::IsTerminal;
@@ -56,6 +57,9 @@ enum Command {
     Query(report::QueryArgs),
     /// List a table's windows: address, files, rows, publishing version and time.
     Windows(report::WindowsArgs),
+    /// A table's state: per pipeline its resume positions, windows (complete across shards),
+    /// files per window and dead letters; the last commit, the log and its last checkpoint.
+    Status(status::StatusArgs),
     /// Generate a stream, ingest it with a SIGKILL mid-run, restart, and show the result.
     Demo(demo::DemoArgs),
     /// Remove staged files that no retained table version references (orphans of attempts
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
             Command::Gc(a) => report::gc(a).await,
             Command::Vacuum(a) => report::vacuum(a).await,
             Command::Compact(a) => maintenance::compact(a).await,
+            Command::Status(a) => status::status(a).await,
             Command::Expire(a) => maintenance::expire(a).await,
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,

@@ -8,6 +8,7 @@ use sluice_window::parse_instant;
 
 use crate::args::parse_bytes;
 use crate::report::parse_storage_options;
+use crate::status::human_bytes;
 use crate::usage;
 
 #[derive(Debug, Args)]
@@ -114,19 +115,6 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
         }
     );
     Ok(())
-}
-
-fn human_bytes(bytes: i64) -> String {
-    let b = bytes as f64;
-    if b >= (1 << 30) as f64 {
-        format!("{:.1} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.1} MiB", b / (1 << 20) as f64)
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
 }
 
 #[derive(Debug, Args)]

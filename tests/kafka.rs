@@ -442,6 +442,32 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         seals.len()
     );
 
+    // `sluice status` says the same from the snapshot: one pipeline in every shard, its
+    // windows complete but the last, a resume position per partition, every row.
+    let status: serde_json::Value = serde_json::from_str(&scenario.ok(&[
+        "status",
+        "--table",
+        &scenario.table,
+        "--format",
+        "json",
+    ]))
+    .expect("one JSON object");
+    let p = &status["pipelines"][0];
+    assert_eq!(p["shards"], PARTITIONS, "{status}");
+    assert_eq!(p["windows"], seals.len(), "{status}");
+    assert_eq!(p["windows_complete"], seals.len() - 1, "{status}");
+    assert_eq!(p["windows_incomplete"], 1, "{status}");
+    assert_eq!(
+        p["positions"].as_object().map(|o| o.len()),
+        Some(PARTITIONS as usize),
+        "{status}"
+    );
+    assert_eq!(p["rows"], rows, "{status}");
+    eprintln!(
+        "sluice status:\n{}",
+        scenario.ok(&["status", "--table", &scenario.table])
+    );
+
     // A restart with no new events commits nothing.
     let before = scenario.version();
     let mut again = scenario.spawn("again", "again", "5s");

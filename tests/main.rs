@@ -16,4 +16,5 @@ mod merge;
 mod metrics;
 mod servers;
 mod shapes;
+mod status;
 mod stores;

@@ -203,14 +203,24 @@ pub async fn compact(
     };
     let mut stager = Stager::new(table.object_store(), attempt, Default::default());
     let mut report = CompactReport::default();
-    let by_address = files_by_address(&table).await?;
+    // The files of each address, as of the version the next commit reads: rebuilt whenever
+    // another writer's commits came in between (a commit that removes files another commit
+    // already replaced would bring their rows back).
+    let mut by_address = files_by_address(&table).await?;
+    let mut listed_version = table.version();
     let owner = table
         .snapshot()?
         .metadata()
         .configuration()
         .get(PIPELINE_KEY)
         .cloned();
-    for (key, files) in by_address {
+    let keys: Vec<Vec<(String, String)>> = by_address.keys().cloned().collect();
+    for key in keys {
+        if table.version() != listed_version {
+            by_address = files_by_address(&table).await?;
+            listed_version = table.version();
+        }
+        let files = by_address.get(&key).cloned().unwrap_or_default();
         let Ok(address) = Address::from_partition_values(&key) else {
             report.not_windows += files.len();
             continue;
@@ -235,9 +245,16 @@ pub async fn compact(
                 retries: COMMIT_RETRIES,
                 at_ms,
             };
+            let read_version = table.version();
             match compact_files(&table, &mut stager, &address, &files, plan, how).await {
                 Ok(Some(done)) => {
+                    let own = read_version.map(|v| v + 1) == Some(done.compacted.version);
                     table.state = Some(done.snapshot);
+                    if own && listed_version == read_version {
+                        // Only this commit since the listing: the listing stays exact.
+                        by_address.insert(key.clone(), done.files);
+                        listed_version = table.version();
+                    }
                     report.compacted.push(done.compacted);
                     break;
                 }

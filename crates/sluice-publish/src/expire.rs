@@ -122,6 +122,8 @@ pub async fn expire(
     };
     let mut report = ExpireReport::default();
     let mut attempts = 0;
+    // One batch per pass, each from a fresh listing of the version it commits on top of (a
+    // removal of files another commit already replaced would be no removal at all).
     loop {
         let (due, not_windows) = due_windows(&table, plan).await?;
         report.not_windows = not_windows;
@@ -132,37 +134,31 @@ pub async fn expire(
             report.expired = due.iter().map(|d| expired(d, None)).collect();
             break;
         }
-        let mut conflicted = false;
-        for batch in due.chunks(EXPIRE_WINDOWS_PER_COMMIT_MAX) {
-            let owner = owner_of(&table)?;
-            let fences: Vec<Fence> = batch
-                .iter()
-                .filter_map(|d| fence_of(&d.address, &d.files, owner.as_deref()))
-                .collect();
-            match commit_batch(&table, batch, fences, COMMIT_RETRIES, at_ms).await {
-                Ok((version, snapshot)) => {
-                    table.state = Some(snapshot);
-                    report
-                        .expired
-                        .extend(batch.iter().map(|d| expired(d, Some(version))));
-                }
-                Err(e) if e.is_conflict() => {
-                    tracing::info!(error = %e, "a concurrent commit changed windows due to expire; re-reading the table");
-                    table.update_state().await?;
-                    conflicted = true;
-                    break;
-                }
-                Err(e) => return Err(e),
+        let batch = &due[..due.len().min(EXPIRE_WINDOWS_PER_COMMIT_MAX)];
+        let owner = owner_of(&table)?;
+        let fences: Vec<Fence> = batch
+            .iter()
+            .filter_map(|d| fence_of(&d.address, &d.files, owner.as_deref()))
+            .collect();
+        match commit_batch(&table, batch, fences, COMMIT_RETRIES, at_ms).await {
+            Ok((version, snapshot)) => {
+                table.state = Some(snapshot);
+                report
+                    .expired
+                    .extend(batch.iter().map(|d| expired(d, Some(version))));
             }
-        }
-        if !conflicted {
-            break;
-        }
-        attempts += 1;
-        if attempts >= CONFLICTS_MAX {
-            let (due, _) = due_windows(&table, plan).await?;
-            report.gave_way = due.iter().map(|d| d.address.hive_path()).collect();
-            break;
+            Err(e) if e.is_conflict() && attempts + 1 < CONFLICTS_MAX => {
+                attempts += 1;
+                tracing::info!(error = %e, "a concurrent commit changed windows due to expire; re-reading the table");
+                table.update_state().await?;
+            }
+            Err(e) if e.is_conflict() => {
+                table.update_state().await?;
+                let (due, _) = due_windows(&table, plan).await?;
+                report.gave_way = due.iter().map(|d| d.address.hive_path()).collect();
+                break;
+            }
+            Err(e) => return Err(e),
         }
     }
     report.expired.sort_by(|a, b| a.address.cmp(&b.address));

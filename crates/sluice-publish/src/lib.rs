@@ -35,6 +35,7 @@ mod gc;
 mod listing;
 mod local;
 mod retry;
+mod status;
 mod table;
 mod vacuum;
 
@@ -52,6 +53,10 @@ pub use listing::{
     ListError, SchemaStep, ShardSeal, WindowListing,
 };
 pub use retry::{is_transient, RetryPolicy, RetryStore};
+pub use status::{
+    read_txns, status, CheckpointStatus, LastCommit, LogStatus, PipelineStatus, StatusError,
+    TableStatus, Txn, WindowFiles,
+};
 pub use table::commit::{
     Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,
 };

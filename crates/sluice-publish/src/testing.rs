@@ -39,11 +39,23 @@ pub async fn open(
     store: Option<Arc<dyn ObjectStore>>,
     shard: Option<Shard>,
 ) -> WindowTable {
+    open_with(dir, store, shard, crate::CHECKPOINT_INTERVAL_DEFAULT).await
+}
+
+/// A table of hourly windows at `dir` (created if new), a checkpoint every
+/// `checkpoint_interval` commits; a writer of `shard` retries over other shards' commits.
+pub async fn open_with(
+    dir: &std::path::Path,
+    store: Option<Arc<dyn ObjectStore>>,
+    shard: Option<Shard>,
+    checkpoint_interval: u64,
+) -> WindowTable {
     let options = TableOptions {
         location: dir.to_str().unwrap().to_string(),
         store,
         shard,
         commit_retries: if shard.is_some() { 15 } else { 0 },
+        checkpoint_interval,
         ..TableOptions::new("")
     };
     WindowTable::open_or_create(

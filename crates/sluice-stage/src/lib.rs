@@ -299,6 +299,16 @@ async fn put_new(
     }
 }
 
+/// Reads only the top-level `columns` of a Parquet file in `store` (a Delta checkpoint's
+/// `txn` column, say).
+pub async fn read_parquet_columns(
+    store: &dyn ObjectStore,
+    path: &str,
+    columns: &[String],
+) -> Result<Vec<RecordBatch>, StageError> {
+    read_projected(store, path, Some(columns.to_vec())).await
+}
+
 /// Reads a whole Parquet file from `store` into record batches.
 pub async fn read_parquet(
     store: &dyn ObjectStore,

@@ -648,15 +648,10 @@ async fn every_crash_point_of_a_compaction_in_merge_mode_ends_as_the_clean_run()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_crash_point_ends_as_the_clean_run_compacting_in_the_run() {
+async fn every_crash_point_ends_as_the_clean_run_compacting_and_expiring_windows_in_the_run() {
     // Keyed by position, late rows are appended to their windows (files of their own), so
-    // the run compacts those windows.
-    enumerate_with(false, Policy::Rewrite, false, false, Some(1), None).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_crash_point_ends_as_the_clean_run_expiring_windows_in_the_run() {
-    enumerate_with(false, Policy::Rewrite, false, false, None, Some(180_000)).await;
+    // the run compacts those windows; a retention of 3 minutes removes the first four.
+    enumerate_with(false, Policy::Rewrite, false, false, Some(1), Some(180_000)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,503 @@
+//! A table's state for the people who run it (`sluice status`): per pipeline, its resume
+//! position in every source partition and the watermark's input there, its windows (complete
+//! across shards or not), its files per window (small-file debt); for the table, the last
+//! commit, the log's size and the last checkpoint.
+//!
+//! Read from the snapshot, not from every commit: the files from the table state, the `txn`
+//! actions from the last checkpoint plus the commits after it (deltalake 1.1 looks a `txn` up
+//! only by its app id, and status does not know them in advance), so a table of 10,000
+//! versions costs one checkpoint and at most a checkpoint interval of commits.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::datatypes::Int64Type;
+use deltalake::{DeltaTable, DeltaTableError};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use sluice_window::{Address, AddressLayout, EventTime, Shard, WindowSize};
+
+use crate::listing::shard_sealed_txn;
+use crate::table::{active_files, PublishedFile, PIPELINE_KEY};
+use crate::{contract_key, Contract, COMMIT_INFO_KEY};
+
+/// How many windows [`PipelineStatus::most_files`] lists.
+pub const MOST_FILES_LISTED: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("reading the table state failed: {0}")]
+    Delta(#[from] DeltaTableError),
+    #[error("reading {path} failed: {source}")]
+    Store {
+        path: String,
+        source: object_store::Error,
+    },
+    #[error("reading the checkpoint {path} failed: {source}")]
+    Checkpoint {
+        path: String,
+        source: sluice_stage::StageError,
+    },
+    #[error("{path} is not a Delta log file sluice can read: {reason}")]
+    Log { path: String, reason: String },
+}
+
+/// One `txn` of the table state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Txn {
+    pub version: i64,
+    /// The writer's clock when it committed this `txn`, milliseconds since the epoch.
+    pub last_updated_ms: Option<i64>,
+}
+
+/// The state of a table; see the module doc.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TableStatus {
+    pub table: String,
+    pub version: u64,
+    pub last_commit: Option<LastCommit>,
+    pub checkpoint: Option<CheckpointStatus>,
+    pub log: LogStatus,
+    /// Every file of the table.
+    pub files: usize,
+    pub bytes: i64,
+    pub rows: i64,
+    pub pipelines: Vec<PipelineStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LastCommit {
+    pub version: u64,
+    /// The committer's clock, milliseconds since the epoch.
+    pub timestamp_ms: Option<i64>,
+    /// `WRITE`, `MERGE`, `DELETE` (an expiry), `VACUUM END`, ...
+    pub operation: Option<String>,
+    /// What sluice's commit metadata says it did: `publish`, `compact`, `expire`, or `None`
+    /// for a commit sluice did not describe.
+    pub sluice: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckpointStatus {
+    pub version: u64,
+    /// Actions the checkpoint holds, as `_last_checkpoint` says.
+    pub actions: Option<u64>,
+    /// Commits since (the log read on top of it).
+    pub commits_since: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogStatus {
+    /// Objects under `_delta_log/`: commits, checkpoints, `_last_checkpoint`.
+    pub objects: usize,
+    pub bytes: u64,
+    /// The oldest commit the log still holds (time travel reaches back to it).
+    pub oldest_commit: Option<u64>,
+}
+
+/// One pipeline's share of the table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PipelineStatus {
+    pub pipeline: String,
+    /// Resume offset per source partition (`txn` `<pipeline>/<partition>`): where a restart
+    /// reads from.
+    pub positions: BTreeMap<String, Txn>,
+    /// The largest event time read before the resume position, per watermark (one, or one
+    /// per shard), RFC 3339: the watermark's input after a restart.
+    pub max_event_time: BTreeMap<String, String>,
+    /// The options the table records for the pipeline (window, key, mode, ...).
+    pub contract: BTreeMap<String, String>,
+    pub windows: usize,
+    /// In a sharded table: windows every shard has sealed (rows of them read from now on are
+    /// late data), and those some shard has not; `None` elsewhere (a published window is
+    /// sealed).
+    pub windows_complete: Option<usize>,
+    pub windows_incomplete: Option<usize>,
+    pub shards: Option<usize>,
+    pub files: usize,
+    pub bytes: i64,
+    pub rows: i64,
+    pub mean_file_bytes: i64,
+    /// Windows of more than one file (what `sluice compact` would rewrite).
+    pub windows_of_several_files: usize,
+    /// The windows with the most files, most first.
+    pub most_files: Vec<WindowFiles>,
+    /// The first and last window start, RFC 3339.
+    pub first_window: Option<String>,
+    pub last_window: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WindowFiles {
+    pub window: String,
+    pub files: usize,
+    pub bytes: i64,
+}
+
+/// The status of `table` (loaded at the version to report).
+pub async fn status(table: &DeltaTable) -> Result<TableStatus, StatusError> {
+    let snapshot = table.snapshot()?;
+    let version = snapshot.version();
+    let configuration = snapshot.metadata().configuration().clone();
+    let store = table.object_store();
+    let (txns, checkpoint) = read_txns(store.as_ref(), version).await?;
+    let files = active_files(table).await?;
+    let owner = configuration.get(PIPELINE_KEY).cloned();
+
+    // Files by pipeline, then by address.
+    type ByAddress = BTreeMap<Vec<(String, String)>, Vec<PublishedFile>>;
+    let mut by_pipeline: BTreeMap<String, ByAddress> = BTreeMap::new();
+    for f in &files {
+        let pipeline = f
+            .partition_values
+            .iter()
+            .find(|(k, _)| k == sluice_window::PIPELINE_COLUMN)
+            .map(|(_, v)| v.clone())
+            .or_else(|| f.pipeline.clone())
+            .or_else(|| owner.clone())
+            .unwrap_or_default();
+        by_pipeline
+            .entry(pipeline)
+            .or_default()
+            .entry(f.partition_values.clone())
+            .or_default()
+            .push(f.clone());
+    }
+    // Pipelines named only by their txns (nothing published yet) too.
+    for app_id in txns.keys() {
+        if let Some((p, _)) = app_id.split_once('/') {
+            by_pipeline.entry(p.to_string()).or_default();
+        }
+    }
+    let mut pipelines = Vec::new();
+    for (pipeline, windows) in by_pipeline {
+        let contract = configuration
+            .get(&contract_key(&pipeline))
+            .and_then(|t| Contract::from_property(t))
+            .unwrap_or_default();
+        pipelines.push(pipeline_status(&pipeline, &windows, &txns, contract));
+    }
+    let last_commit = last_commit(store.as_ref(), version).await?;
+    let log = log_status(store.as_ref()).await?;
+    Ok(TableStatus {
+        table: table.table_url().to_string(),
+        version,
+        last_commit,
+        checkpoint,
+        log,
+        files: files.len(),
+        bytes: files.iter().map(|f| f.size_bytes).sum(),
+        rows: files.iter().filter_map(|f| f.rows).sum(),
+        pipelines,
+    })
+}
+
+fn pipeline_status(
+    pipeline: &str,
+    windows: &BTreeMap<Vec<(String, String)>, Vec<PublishedFile>>,
+    txns: &BTreeMap<String, Txn>,
+    contract: Contract,
+) -> PipelineStatus {
+    let prefix = format!("{pipeline}/");
+    let mut positions = BTreeMap::new();
+    let mut max_event_time = BTreeMap::new();
+    for (app_id, txn) in txns {
+        let Some(rest) = app_id.strip_prefix(&prefix) else {
+            continue;
+        };
+        let last = rest.rsplit('/').next().unwrap_or(rest);
+        if last == ".max_event_time_us" {
+            let watermark = rest
+                .strip_suffix("/.max_event_time_us")
+                .unwrap_or("(all partitions)");
+            max_event_time.insert(
+                watermark.to_string(),
+                EventTime::from_micros(txn.version).to_rfc3339(),
+            );
+        } else if !last.starts_with('.') && !rest.starts_with(".shard/") {
+            positions.insert(rest.to_string(), txn.clone());
+        }
+    }
+    let size = contract
+        .get("window")
+        .and_then(|w| WindowSize::parse(w).ok());
+    // Sharded: a window is complete when every shard has sealed it.
+    let shards: BTreeSet<Shard> = windows.keys().filter_map(|k| Shard::of(k)).collect();
+    let sealed_through: Option<i64> = shards
+        .iter()
+        .map(|s| {
+            txns.get(&format!("{prefix}{}", shard_sealed_txn(*s)))
+                .map(|t| t.version)
+        })
+        .collect::<Option<Vec<i64>>>()
+        .and_then(|v| v.into_iter().min());
+    // Each window's end, by start (in a sharded table a window is one address per shard).
+    let mut ends: BTreeMap<EventTime, Option<i64>> = BTreeMap::new();
+    let mut per_window: Vec<WindowFiles> = Vec::new();
+    let (mut files, mut bytes, mut rows) = (0usize, 0i64, 0i64);
+    for (key, list) in windows {
+        files += list.len();
+        let b: i64 = list.iter().map(|f| f.size_bytes).sum();
+        bytes += b;
+        rows += list.iter().filter_map(|f| f.rows).sum::<i64>();
+        per_window.push(WindowFiles {
+            window: Address::from_partition_values(key)
+                .map(|a| a.hive_path())
+                .unwrap_or_else(|_| format!("{key:?}")),
+            files: list.len(),
+            bytes: b,
+        });
+        let Some(layout) = AddressLayout::of_partition_values(key) else {
+            continue;
+        };
+        let Ok(start) = layout.start_of(key) else {
+            continue;
+        };
+        let window_size = match layout {
+            AddressLayout::DtHour => WindowSize::parse("1h").ok(),
+            AddressLayout::Dt => WindowSize::parse("1d").ok(),
+            AddressLayout::WindowStart => size,
+        };
+        ends.insert(
+            start,
+            window_size.map(|s| start.as_micros().saturating_add(s.as_micros())),
+        );
+    }
+    let complete = ends
+        .values()
+        .filter(|end| matches!((end, sealed_through), (Some(end), Some(t)) if *end <= t))
+        .count();
+    per_window.sort_by(|a, b| b.files.cmp(&a.files).then(a.window.cmp(&b.window)));
+    let windows_of_several_files = per_window.iter().filter(|w| w.files > 1).count();
+    per_window.truncate(MOST_FILES_LISTED);
+    per_window.retain(|w| w.files > 1);
+    PipelineStatus {
+        pipeline: pipeline.to_string(),
+        positions,
+        max_event_time,
+        contract: contract
+            .terms()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        windows: ends.len(),
+        windows_complete: (!shards.is_empty()).then_some(complete),
+        windows_incomplete: (!shards.is_empty()).then_some(ends.len() - complete),
+        shards: (!shards.is_empty()).then_some(shards.len()),
+        files,
+        bytes,
+        rows,
+        mean_file_bytes: if files == 0 { 0 } else { bytes / files as i64 },
+        windows_of_several_files,
+        most_files: per_window,
+        first_window: ends.keys().next().map(|t| t.to_rfc3339()),
+        last_window: ends.keys().next_back().map(|t| t.to_rfc3339()),
+    }
+}
+
+/// Every `txn` of the table state at `version`: the last checkpoint's, then the commits after
+/// it in order (a later `txn` of an app id replaces an earlier one).
+pub async fn read_txns(
+    store: &dyn ObjectStore,
+    version: u64,
+) -> Result<(BTreeMap<String, Txn>, Option<CheckpointStatus>), StatusError> {
+    let mut txns = BTreeMap::new();
+    let last = read_json(store, "_delta_log/_last_checkpoint").await?;
+    let checkpoint = last.as_ref().and_then(|l| {
+        let v = l.get("version")?.as_u64()?;
+        (v <= version).then_some((v, l))
+    });
+    let from = match checkpoint {
+        Some((v, last)) => {
+            let parts = last.get("parts").and_then(|p| p.as_u64());
+            let paths: Vec<String> = match parts {
+                Some(n) if n > 1 => (1..=n)
+                    .map(|i| format!("_delta_log/{v:020}.checkpoint.{i:010}.{n:010}.parquet"))
+                    .collect(),
+                _ => vec![format!("_delta_log/{v:020}.checkpoint.parquet")],
+            };
+            for path in paths {
+                read_checkpoint_txns(store, &path, &mut txns).await?;
+            }
+            v + 1
+        }
+        None => 0,
+    };
+    for v in from..=version {
+        let path = format!("_delta_log/{v:020}.json");
+        let Some(bytes) = read_bytes(store, &path).await? else {
+            continue; // cleaned up below a checkpoint: nothing to add
+        };
+        for line in bytes.split(|b| *b == b'\n') {
+            let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let Some(txn) = value.get("txn") else {
+                continue;
+            };
+            let (Some(app_id), Some(v)) = (
+                txn.get("appId").and_then(|a| a.as_str()),
+                txn.get("version").and_then(|v| v.as_i64()),
+            ) else {
+                return Err(StatusError::Log {
+                    path,
+                    reason: format!("a txn action without appId or version: {txn}"),
+                });
+            };
+            txns.insert(
+                app_id.to_string(),
+                Txn {
+                    version: v,
+                    last_updated_ms: txn.get("lastUpdated").and_then(|l| l.as_i64()),
+                },
+            );
+        }
+    }
+    let checkpoint = checkpoint.map(|(v, last)| CheckpointStatus {
+        version: v,
+        actions: last.get("size").and_then(|s| s.as_u64()),
+        commits_since: version - v,
+    });
+    Ok((txns, checkpoint))
+}
+
+async fn read_checkpoint_txns(
+    store: &dyn ObjectStore,
+    path: &str,
+    txns: &mut BTreeMap<String, Txn>,
+) -> Result<(), StatusError> {
+    let batches = sluice_stage::read_parquet_columns(store, path, &["txn".to_string()])
+        .await
+        .map_err(|source| StatusError::Checkpoint {
+            path: path.to_string(),
+            source,
+        })?;
+    let bad = |reason: &str| StatusError::Log {
+        path: path.to_string(),
+        reason: reason.to_string(),
+    };
+    for batch in batches {
+        let Some(column) = batch.column_by_name("txn") else {
+            continue; // a checkpoint of a table without txns
+        };
+        let txn = column
+            .as_struct_opt()
+            .ok_or_else(|| bad("its txn column is not a struct"))?;
+        let app_ids = txn
+            .column_by_name("appId")
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| bad("txn.appId is not a string column"))?;
+        let versions = txn
+            .column_by_name("version")
+            .and_then(|c| c.as_primitive_opt::<Int64Type>())
+            .ok_or_else(|| bad("txn.version is not a long column"))?;
+        let updated = txn
+            .column_by_name("lastUpdated")
+            .and_then(|c| c.as_primitive_opt::<Int64Type>());
+        for i in 0..txn.len() {
+            if txn.is_null(i) || app_ids.is_null(i) || versions.is_null(i) {
+                continue;
+            }
+            txns.insert(
+                app_ids.value(i).to_string(),
+                Txn {
+                    version: versions.value(i),
+                    last_updated_ms: updated.filter(|u| !u.is_null(i)).map(|u| u.value(i)),
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn last_commit(
+    store: &dyn ObjectStore,
+    version: u64,
+) -> Result<Option<LastCommit>, StatusError> {
+    let Some(bytes) = read_bytes(store, &format!("_delta_log/{version:020}.json")).await? else {
+        return Ok(None);
+    };
+    let info = bytes
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+        .find_map(|v| v.get("commitInfo").cloned());
+    Ok(Some(LastCommit {
+        version,
+        timestamp_ms: info
+            .as_ref()
+            .and_then(|i| i.get("timestamp"))
+            .and_then(|t| t.as_i64()),
+        operation: info
+            .as_ref()
+            .and_then(|i| i.get("operation"))
+            .and_then(|o| o.as_str())
+            .map(str::to_string),
+        sluice: info.as_ref().and_then(|i| i.get(COMMIT_INFO_KEY)).map(|s| {
+            if s.get("compacted").is_some() {
+                "compact"
+            } else if s.get("expired").is_some() {
+                "expire"
+            } else {
+                "publish"
+            }
+            .to_string()
+        }),
+    }))
+}
+
+async fn log_status(store: &dyn ObjectStore) -> Result<LogStatus, StatusError> {
+    let prefix = Path::from("_delta_log");
+    let objects: Vec<_> = store
+        .list(Some(&prefix))
+        .try_collect()
+        .await
+        .map_err(|source| StatusError::Store {
+            path: "_delta_log/".into(),
+            source,
+        })?;
+    let oldest_commit = objects
+        .iter()
+        .filter_map(|o| {
+            let name = o.location.filename()?;
+            name.strip_suffix(".json")?.parse::<u64>().ok()
+        })
+        .min();
+    Ok(LogStatus {
+        objects: objects.len(),
+        bytes: objects.iter().map(|o| o.size).sum(),
+        oldest_commit,
+    })
+}
+
+async fn read_bytes(
+    store: &dyn ObjectStore,
+    path: &str,
+) -> Result<Option<bytes::Bytes>, StatusError> {
+    let store_error = |source| StatusError::Store {
+        path: path.to_string(),
+        source,
+    };
+    match store.get(&Path::from(path)).await {
+        Ok(r) => r.bytes().await.map(Some).map_err(store_error),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(source) => Err(store_error(source)),
+    }
+}
+
+async fn read_json(
+    store: &dyn ObjectStore,
+    path: &str,
+) -> Result<Option<serde_json::Value>, StatusError> {
+    let Some(bytes) = read_bytes(store, path).await? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StatusError::Log {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests;

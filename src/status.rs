@@ -1,0 +1,256 @@
+//! `sluice status`: a table's state for the people who run it (docs/cli.md describes the
+//! JSON object, field by field).
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use clap::Args;
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType, Int64Type};
+use sluice_publish::TableStatus;
+
+use crate::report::parse_storage_options;
+use crate::usage;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Its dead-letter table. [default: the table's location with _dlq appended]
+    #[arg(long)]
+    pub dlq: Option<String>,
+    /// table (for people) or json (one object, documented in docs/cli.md).
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let json = match args.format.as_str() {
+        "table" => false,
+        "json" => true,
+        other => return Err(usage(format!("--format {other:?}: use table or json"))),
+    };
+    let storage = parse_storage_options(&args.storage_options)?;
+    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let status = sluice_publish::status(&table)
+        .await
+        .with_context(|| format!("reading the status of {}", args.table))?;
+    let dlq = args
+        .dlq
+        .clone()
+        .unwrap_or_else(|| format!("{}_dlq", args.table.trim_end_matches('/')));
+    let dead = dead_letters(&dlq, &storage).await?;
+    if json {
+        let mut value = serde_json::to_value(&status)?;
+        value["dead_letter_table"] = serde_json::json!(dead.as_ref().map(|_| &dlq));
+        value["dead_letters"] = serde_json::json!(dead.unwrap_or_default());
+        println!("{value}");
+    } else {
+        print!("{}", text(&status, &dlq, dead.as_ref()));
+    }
+    Ok(())
+}
+
+/// Dead letters by pipeline and reason; `None` when there is no dead-letter table.
+async fn dead_letters(
+    dlq: &str,
+    storage: &std::collections::HashMap<String, String>,
+) -> anyhow::Result<Option<BTreeMap<String, BTreeMap<String, i64>>>> {
+    if sluice_publish::open_table(dlq, storage, None)
+        .await
+        .is_err()
+    {
+        return Ok(None);
+    }
+    let tables = [sluice_sql::TableRef {
+        name: "d".into(),
+        location: dlq.to_string(),
+        version: None,
+    }];
+    let ctx = sluice_sql::session(&tables, storage).await?;
+    let batches = sluice_sql::query(
+        &ctx,
+        "SELECT pipeline, reason, count(*) AS n FROM d GROUP BY pipeline, reason",
+    )
+    .await
+    .with_context(|| format!("counting the dead letters of {dlq}"))?;
+    let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for b in &batches {
+        // DataFusion may give strings as views or dictionaries: read them as plain strings.
+        let as_type = |i: usize, t: &DataType| cast(b.column(i), t);
+        let (p, r, n) = (
+            as_type(0, &DataType::Utf8)?,
+            as_type(1, &DataType::Utf8)?,
+            as_type(2, &DataType::Int64)?,
+        );
+        let (Some(p), Some(r), Some(n)) = (
+            p.as_string_opt::<i32>(),
+            r.as_string_opt::<i32>(),
+            n.as_primitive_opt::<Int64Type>(),
+        ) else {
+            anyhow::bail!("the dead-letter table {dlq} has unexpected column types");
+        };
+        for i in 0..b.num_rows() {
+            if p.is_null(i) || r.is_null(i) {
+                continue;
+            }
+            out.entry(p.value(i).to_string())
+                .or_default()
+                .insert(r.value(i).to_string(), n.value(i));
+        }
+    }
+    Ok(Some(out))
+}
+
+fn text(
+    s: &TableStatus,
+    dlq: &str,
+    dead: Option<&BTreeMap<String, BTreeMap<String, i64>>>,
+) -> String {
+    let mut out = String::new();
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
+    line(format!("table     {}", s.table));
+    line(format!(
+        "version   {}{}",
+        s.version,
+        match &s.last_commit {
+            Some(c) => format!(
+                ", last commit {} {}{}",
+                c.timestamp_ms
+                    .and_then(chrono::DateTime::from_timestamp_millis)
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                    .unwrap_or_else(|| "(no time)".into()),
+                c.operation.as_deref().unwrap_or("?"),
+                c.sluice
+                    .as_deref()
+                    .map(|k| format!(" (sluice {k})"))
+                    .unwrap_or_default()
+            ),
+            None => String::new(),
+        }
+    ));
+    line(format!(
+        "data      {} rows in {} files, {}",
+        s.rows,
+        s.files,
+        human_bytes(s.bytes)
+    ));
+    line(format!(
+        "log       {} objects, {}; oldest commit {}; {}",
+        s.log.objects,
+        human_bytes(s.log.bytes as i64),
+        s.log
+            .oldest_commit
+            .map_or("-".to_string(), |v| v.to_string()),
+        match &s.checkpoint {
+            Some(c) => format!(
+                "last checkpoint at version {} ({} commits since)",
+                c.version, c.commits_since
+            ),
+            None => "no checkpoint".to_string(),
+        }
+    ));
+    for p in &s.pipelines {
+        line(String::new());
+        line(format!("pipeline  {}", p.pipeline));
+        if !p.contract.is_empty() {
+            line(format!(
+                "  options   {}",
+                p.contract
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        let mut windows = format!(
+            "  windows   {}{}",
+            p.windows,
+            match (&p.first_window, &p.last_window) {
+                (Some(first), Some(last)) => format!(" from {first} to {last}"),
+                _ => String::new(),
+            }
+        );
+        if let (Some(complete), Some(incomplete), Some(shards)) =
+            (p.windows_complete, p.windows_incomplete, p.shards)
+        {
+            windows += &format!(
+                "; {complete} complete, {incomplete} not sealed by all {shards} shards yet"
+            );
+        }
+        line(windows);
+        line(format!(
+            "  files     {} ({} rows, {}; mean file {}); {} windows of several files{}",
+            p.files,
+            p.rows,
+            human_bytes(p.bytes),
+            human_bytes(p.mean_file_bytes),
+            p.windows_of_several_files,
+            if p.most_files.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", most: {}",
+                    p.most_files
+                        .iter()
+                        .map(|w| format!("{} ({})", w.window, w.files))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ));
+        for (partition, txn) in &p.positions {
+            line(format!(
+                "  resume    {partition} at offset {}{}",
+                txn.version,
+                txn.last_updated_ms
+                    .and_then(chrono::DateTime::from_timestamp_millis)
+                    .map(|t| format!(
+                        " (committed {})",
+                        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    ))
+                    .unwrap_or_default()
+            ));
+        }
+        for (watermark, t) in &p.max_event_time {
+            line(format!(
+                "  events    {watermark}: latest event time before the resume position {t}"
+            ));
+        }
+        match dead.and_then(|d| d.get(&p.pipeline)) {
+            Some(reasons) if !reasons.is_empty() => line(format!(
+                "  dead      {} in {dlq}: {}",
+                reasons.values().sum::<i64>(),
+                reasons
+                    .iter()
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => line("  dead      none".to_string()),
+        }
+    }
+    out
+}
+
+pub fn human_bytes(bytes: i64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.1} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1 << 20) as f64 {
+        format!("{:.1} MiB", b / (1 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}

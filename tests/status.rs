@@ -1,0 +1,93 @@
+//! `sluice status` over a table with late windows and dead letters (the sharded case is in
+//! tests/kafka.rs): every figure it prints agrees with the table read another way.
+
+use crate::common::{ok, run_args, sorted_rows, stream_slices};
+
+#[test]
+fn status_agrees_with_the_table_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut sizes = std::collections::BTreeMap::new();
+    // Two slices of one stream, a torn line every 400: the second slice's late rows are
+    // appended to published windows (keyed by position), so windows hold several files.
+    for (name, bytes) in stream_slices(6_000, 4, 31, 2, 400) {
+        std::fs::write(input.join(&name), &bytes).unwrap();
+        sizes.insert(name, bytes.len() as u64);
+        let source = format!("ndjson:{}", input.display());
+        ok(&run_args(
+            &source,
+            t,
+            &["--late", "rewrite", "--checkpoint-interval", "3"],
+        ));
+    }
+    let status = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["status", "--table", t, "--format", "json"];
+        all.extend(args);
+        serde_json::from_str(&ok(&all)).expect("one JSON object")
+    };
+    let s = status(&[]);
+    let p = &s["pipelines"][0];
+    // Resume positions: the end of each file, where a restart reads on.
+    let positions: std::collections::BTreeMap<String, u64> = p["positions"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v["version"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(positions, sizes, "{s}");
+    assert_eq!(p["rows"], sorted_rows(&table).len(), "{s}");
+    assert_eq!(s["rows"], p["rows"]);
+    let windows = ok(&["windows", "--table", t, "--format", "json"]);
+    let files: Vec<u64> = windows
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["files"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(p["windows"], files.len(), "{s}");
+    assert_eq!(p["files"], files.iter().sum::<u64>(), "{s}");
+    let several = files.iter().filter(|n| **n > 1).count();
+    assert!(several > 0, "late rows left windows of several files");
+    assert_eq!(p["windows_of_several_files"], several, "{s}");
+    assert!(p["windows_complete"].is_null(), "not a sharded table: {s}");
+    // Dead letters by reason: the torn lines.
+    let torn: usize = stream_slices(6_000, 4, 31, 2, 400)
+        .iter()
+        .map(|(_, b)| {
+            b.split(|c| *c == b'\n')
+                .filter(|l| l.starts_with(b"{\"event_id\": \"torn"))
+                .count()
+        })
+        .sum();
+    let pipeline = p["pipeline"].as_str().unwrap();
+    assert_eq!(s["dead_letters"][pipeline]["malformed_json"], torn, "{s}");
+    assert_eq!(s["last_commit"]["sluice"], "publish", "{s}");
+    assert!(s["checkpoint"]["version"].as_u64().is_some(), "{s}");
+    assert!(s["log"]["objects"].as_u64().unwrap() > 2, "{s}");
+
+    // For people: the same figures, a line each.
+    let text = ok(&["status", "--table", t]);
+    assert!(text.contains(&format!("pipeline  {pipeline}")), "{text}");
+    assert!(text.contains(&format!("malformed_json {torn}")), "{text}");
+    for name in sizes.keys() {
+        assert!(
+            text.contains(&format!("resume    {name} at offset")),
+            "{text}"
+        );
+    }
+
+    // After a compaction: its commit is the last, and no window has several files.
+    ok(&["compact", "--table", t]);
+    let s = status(&[]);
+    assert_eq!(s["last_commit"]["sluice"], "compact", "{s}");
+    assert_eq!(s["pipelines"][0]["windows_of_several_files"], 0, "{s}");
+    assert_eq!(
+        s["pipelines"][0]["positions"].as_object().unwrap().len(),
+        sizes.len()
+    );
+}
