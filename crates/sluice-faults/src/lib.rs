@@ -77,6 +77,8 @@ struct State {
     rng: Mutex<u64>,
     log: Mutex<Vec<OpRecord>>,
     turnstile: Option<(Arc<Turnstile>, usize)>,
+    /// Runs once, before the first Delta commit attempt goes to the store.
+    before_first_commit: Mutex<Option<futures::future::BoxFuture<'static, ()>>>,
 }
 
 /// An [`ObjectStore`] that counts operations and injects the faults of its [`FaultPlan`].
@@ -112,6 +114,7 @@ impl FaultStore {
                 rng: Mutex::new(seed),
                 log: Mutex::new(Vec::new()),
                 turnstile: None,
+                before_first_commit: Mutex::new(None),
             }),
         }
     }
@@ -126,6 +129,18 @@ impl FaultStore {
         Arc::get_mut(&mut store.state)
             .expect("a new store's state is not shared")
             .turnstile = Some((turnstile, writer));
+        store
+    }
+
+    /// Runs `hook` once, before this store's first Delta commit attempt (`_delta_log/*.json`
+    /// put-if-absent) goes to the store: another writer's commit placed exactly between a
+    /// writer's reads and its commit.
+    pub fn with_hook_before_first_commit(
+        inner: Arc<dyn ObjectStore>,
+        hook: futures::future::BoxFuture<'static, ()>,
+    ) -> Self {
+        let store = FaultStore::new(inner, FaultPlan::PassThrough);
+        *store.state.before_first_commit.lock().expect("hook lock") = Some(hook);
         store
     }
 
@@ -247,6 +262,17 @@ impl ObjectStore for FaultStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        if Self::is_commit(location, &opts) {
+            let hook = self
+                .state
+                .before_first_commit
+                .lock()
+                .expect("hook lock")
+                .take();
+            if let Some(hook) = hook {
+                hook.await;
+            }
+        }
         let gate = match &self.state.turnstile {
             Some((t, w)) if Self::is_commit(location, &opts) => Some((t.clone(), *w)),
             _ => None,
