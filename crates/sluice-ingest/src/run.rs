@@ -13,7 +13,7 @@ use serde_json::json;
 use sluice_publish::{Coverage, DeadLetter, DeadLetterTable, WindowTable};
 use sluice_source::{Chunk, Decoded, LineDecoder, ReplayLog, RAW_BYTES_MAX};
 use sluice_stage::{align_batch, Stager};
-use sluice_window::{EventTime, Window};
+use sluice_window::Window;
 
 use crate::buffer::WindowBuffer;
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
@@ -23,6 +23,8 @@ use crate::instruments::{Instruments, LagUnit, RunLabels};
 use crate::ledger::Ledger;
 use crate::publisher::{Committed, Plan, Policy, Publisher};
 use crate::state::{Rules, WindowState};
+
+mod upkeep;
 
 /// One run of a pipeline over the replayable log `L` into a window table: an NDJSON source
 /// ([`sluice_source::NdjsonSource`]) or one Kafka partition
@@ -690,51 +692,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.summary.windows_published += windows.len() as u64;
         self.summary.commits += 1;
         self.summary.last_version = Some(version);
-        if let Some(plan) = self.config.compact.clone() {
-            for window in windows {
-                if let Some(c) = self
-                    .publisher
-                    .compact(window, &plan, self.clock.now_ms())
-                    .await?
-                {
-                    self.instruments.windows_compacted.increment(1);
-                    self.summary.windows_compacted += 1;
-                    self.summary.last_version = Some(c.version);
-                }
-            }
-        }
-        self.expire_past_retention().await
-    }
-
-    /// Removes this writer's windows that ended more than the retention before the
-    /// watermark of the events, but those it still holds rows of.
-    async fn expire_past_retention(&mut self) -> Result<(), IngestError> {
-        let (Some(retain_ms), Some(watermark)) =
-            (self.config.retain_ms, self.state.watermark_of_events())
-        else {
-            return Ok(());
-        };
-        let ended_before = EventTime::from_micros(
-            watermark
-                .as_micros()
-                .saturating_sub(retain_ms.saturating_mul(1000)),
-        );
-        let state = &self.state;
-        let gone = self
-            .publisher
-            .expire(ended_before, |w| state.holds(w), self.clock.now_ms())
-            .await?;
-        for e in &gone {
-            tracing::info!(window = %e.address, rows = e.rows, version = e.version, "expired");
-        }
-        if let Some(version) = gone.iter().filter_map(|e| e.version).max() {
-            self.summary.last_version = Some(version);
-        }
-        self.instruments
-            .windows_expired
-            .increment(gone.len() as u64);
-        self.summary.windows_expired += gone.len() as u64;
-        Ok(())
+        self.upkeep(&windows).await
     }
 }
 

@@ -39,8 +39,8 @@ use crate::table::commit::{
     address_predicate, commit_error, commit_properties, file_actions, FileChange, FileTags,
 };
 use crate::table::{
-    active_files, address_key, app_id, data_file_schema, open_table_if_exists, PublishedFile,
-    TableOptions, WindowTable, PIPELINE_KEY,
+    active_files, address_key, app_id, data_file_schema, open_table_if_exists, pipeline_of,
+    PublishedFile, TableOptions, WindowTable, PIPELINE_KEY,
 };
 use crate::{Coverage, PublishError};
 
@@ -221,11 +221,10 @@ pub async fn compact(
             listed_version = table.version();
         }
         let files = by_address.get(&key).cloned().unwrap_or_default();
-        let Ok(address) = Address::from_partition_values(&key) else {
-            report.not_windows += files.len();
-            continue;
-        };
-        let Some(layout) = AddressLayout::of_partition_values(&key) else {
+        let (Ok(address), Some(layout)) = (
+            Address::from_partition_values(&key),
+            AddressLayout::of_partition_values(&key),
+        ) else {
             report.not_windows += files.len();
             continue;
         };
@@ -300,8 +299,7 @@ pub(crate) async fn files_by_address(
     Ok(by_address)
 }
 
-/// The fence `txn` of a sharded address: its pipeline is the address's pipeline column, or
-/// the table's owner, or the files' pipeline tag.
+/// The fence `txn` of a sharded address, for the pipeline whose files are there.
 pub(crate) fn fence_of(
     address: &Address,
     files: &[PublishedFile],
@@ -309,12 +307,7 @@ pub(crate) fn fence_of(
 ) -> Option<Fence> {
     let key = address_key(address);
     let shard = Shard::of(&key)?;
-    let pipeline = key
-        .iter()
-        .find(|(k, _)| k == sluice_window::PIPELINE_COLUMN)
-        .map(|(_, v)| v.clone())
-        .or_else(|| owner.map(str::to_string))
-        .or_else(|| files.iter().find_map(|f| f.pipeline.clone()))?;
+    let pipeline = pipeline_of(&key, owner, files)?;
     Some(Fence { pipeline, shard })
 }
 

@@ -27,10 +27,10 @@ use crate::table::commit::{
     address_predicate, commit_error, commit_properties, file_actions, FileChange, FileTags,
 };
 use crate::table::{
-    address_key, app_id, open_table_if_exists, PublishedFile, TableOptions, WindowTable,
-    PIPELINE_KEY,
+    address_key, app_id, open_table_if_exists, pipeline_of, PublishedFile, TableOptions,
+    WindowTable, PIPELINE_KEY,
 };
-use crate::{contract_key, Contract, PublishError};
+use crate::{Contract, PublishError};
 
 /// The most windows one expiry commit removes (a commit's size stays bounded however far
 /// behind retention is).
@@ -230,20 +230,11 @@ fn window_size(
     owner: Option<&str>,
     files: &[PublishedFile],
 ) -> Option<WindowSize> {
-    match layout {
-        AddressLayout::DtHour => return WindowSize::parse("1h").ok(),
-        AddressLayout::Dt => return WindowSize::parse("1d").ok(),
-        AddressLayout::WindowStart => {}
+    if let Some(size) = layout.fixed_size() {
+        return Some(size);
     }
-    let pipeline = key
-        .iter()
-        .find(|(k, _)| k == sluice_window::PIPELINE_COLUMN)
-        .map(|(_, v)| v.clone())
-        .or_else(|| owner.map(str::to_string))
-        .or_else(|| files.iter().find_map(|f| f.pipeline.clone()))?;
-    let contract = configuration
-        .get(&contract_key(&pipeline))
-        .and_then(|text| Contract::from_property(text))?;
+    let pipeline = pipeline_of(key, owner, files)?;
+    let contract = Contract::recorded_in(configuration, &pipeline)?;
     WindowSize::parse(contract.get("window")?).ok()
 }
 

@@ -19,8 +19,8 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use sluice_window::{Address, AddressLayout, EventTime, Shard, WindowSize};
 
 use crate::listing::shard_sealed_txn;
-use crate::table::{active_files, PublishedFile, PIPELINE_KEY};
-use crate::{contract_key, Contract, COMMIT_INFO_KEY};
+use crate::table::{active_files, pipeline_of, PublishedFile, PIPELINE_KEY};
+use crate::{Contract, COMMIT_INFO_KEY};
 
 /// How many windows [`PipelineStatus::most_files`] lists.
 pub const MOST_FILES_LISTED: usize = 5;
@@ -149,14 +149,12 @@ pub async fn status(table: &DeltaTable) -> Result<TableStatus, StatusError> {
     type ByAddress = BTreeMap<Vec<(String, String)>, Vec<PublishedFile>>;
     let mut by_pipeline: BTreeMap<String, ByAddress> = BTreeMap::new();
     for f in &files {
-        let pipeline = f
-            .partition_values
-            .iter()
-            .find(|(k, _)| k == sluice_window::PIPELINE_COLUMN)
-            .map(|(_, v)| v.clone())
-            .or_else(|| f.pipeline.clone())
-            .or_else(|| owner.clone())
-            .unwrap_or_default();
+        let pipeline = pipeline_of(
+            &f.partition_values,
+            owner.as_deref(),
+            std::slice::from_ref(f),
+        )
+        .unwrap_or_default();
         by_pipeline
             .entry(pipeline)
             .or_default()
@@ -172,10 +170,7 @@ pub async fn status(table: &DeltaTable) -> Result<TableStatus, StatusError> {
     }
     let mut pipelines = Vec::new();
     for (pipeline, windows) in by_pipeline {
-        let contract = configuration
-            .get(&contract_key(&pipeline))
-            .and_then(|t| Contract::from_property(t))
-            .unwrap_or_default();
+        let contract = Contract::recorded_in(&configuration, &pipeline).unwrap_or_default();
         pipelines.push(pipeline_status(&pipeline, &windows, &txns, contract));
     }
     let last_commit = last_commit(store.as_ref(), version).await?;
@@ -254,11 +249,7 @@ fn pipeline_status(
         let Ok(start) = layout.start_of(key) else {
             continue;
         };
-        let window_size = match layout {
-            AddressLayout::DtHour => WindowSize::parse("1h").ok(),
-            AddressLayout::Dt => WindowSize::parse("1d").ok(),
-            AddressLayout::WindowStart => size,
-        };
+        let window_size = layout.fixed_size().or(size);
         ends.insert(
             start,
             window_size.map(|s| start.as_micros().saturating_add(s.as_micros())),

@@ -45,6 +45,16 @@ impl AddressLayout {
         }
     }
 
+    /// The window size the layout itself implies: 1h for `dt_hour`, 1d for `dt`; `None` for
+    /// `window_start`, which takes any size.
+    pub fn fixed_size(self) -> Option<WindowSize> {
+        match self {
+            AddressLayout::DtHour => WindowSize::from_micros(3_600_000_000).ok(),
+            AddressLayout::Dt => WindowSize::from_micros(86_400_000_000).ok(),
+            AddressLayout::WindowStart => None,
+        }
+    }
+
     pub fn parse_name(name: &str) -> Result<Self, AddressError> {
         match name {
             "dt_hour" => Ok(AddressLayout::DtHour),

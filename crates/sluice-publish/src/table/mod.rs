@@ -746,6 +746,20 @@ pub(crate) fn address_key(address: &Address) -> Vec<(String, String)> {
     key
 }
 
+/// The pipeline whose files are at address `key`: its pipeline column (a table of several
+/// pipelines), else the table's owner ([`PIPELINE_KEY`]), else the files' pipeline tag.
+pub(crate) fn pipeline_of(
+    key: &[(String, String)],
+    owner: Option<&str>,
+    files: &[PublishedFile],
+) -> Option<String> {
+    key.iter()
+        .find(|(k, _)| k == PIPELINE_COLUMN)
+        .map(|(_, v)| v.clone())
+        .or_else(|| owner.map(str::to_string))
+        .or_else(|| files.iter().find_map(|f| f.pipeline.clone()))
+}
+
 pub(crate) fn app_id(pipeline: &str, partition: &str) -> String {
     format!("{pipeline}/{partition}")
 }
