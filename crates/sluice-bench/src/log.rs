@@ -37,6 +37,10 @@ pub struct LogReport {
     /// the last version (medians of 3).
     pub restart_early: Duration,
     pub restart_late: Duration,
+    /// `sluice status` of the table: process start to exit, at version ~10 and at the last
+    /// version (medians of 3).
+    pub status_early: Duration,
+    pub status_late: Duration,
 }
 
 pub struct Latency {
@@ -75,18 +79,15 @@ pub fn log_growth(
         .to_str()
         .ok_or("table path is not UTF-8")?
         .to_string();
-    let restart = || -> Result<Duration, BenchError> {
+    // A command of the real binary: process start to exit, median of 3.
+    let timed = |what: &str, args: &[String]| -> Result<Duration, BenchError> {
         let mut times = Vec::new();
         for _ in 0..3 {
             let started = Instant::now();
-            let out = Command::new(sluice)
-                .args(["run", "--pipeline", "bench", "--window", "1h", "--source"])
-                .arg(format!("ndjson:{}", empty.display()))
-                .args(["--table", &location])
-                .output()?;
+            let out = Command::new(sluice).args(args).output()?;
             if !out.status.success() {
                 return Err(format!(
-                    "sluice run (restart) failed: {}",
+                    "sluice {what} failed: {}",
                     String::from_utf8_lossy(&out.stderr)
                 )
                 .into());
@@ -96,6 +97,24 @@ pub fn log_growth(
         times.sort();
         Ok(times[1])
     };
+    let restart_args: Vec<String> = [
+        "run",
+        "--pipeline",
+        "bench",
+        "--window",
+        "1h",
+        "--source",
+        &format!("ndjson:{}", empty.display()),
+        "--table",
+        &location,
+    ]
+    .map(String::from)
+    .to_vec();
+    let status_args: Vec<String> = ["status", "--table", &location, "--format", "json"]
+        .map(String::from)
+        .to_vec();
+    let restart = || timed("run (restart)", &restart_args);
+    let status = || timed("status", &status_args);
     runtime.block_on(async {
         let size = WindowSize::parse("1h")?;
         let schema = Arc::new(Schema::new(vec![
@@ -114,6 +133,7 @@ pub fn log_growth(
         let mut early = Vec::new();
         let mut late = Vec::new();
         let mut restart_early = Duration::ZERO;
+        let mut status_early = Duration::ZERO;
         let started = Instant::now();
         for v in 1..=versions {
             let hour = (v as i64) % WINDOWS;
@@ -139,6 +159,7 @@ pub fn log_growth(
             }
             if v == 10 {
                 restart_early = restart()?;
+                status_early = status()?;
             }
             if v % 1000 == 0 {
                 eprintln!(
@@ -155,6 +176,8 @@ pub fn log_growth(
             late: Latency::of(late),
             restart_early,
             restart_late: restart()?,
+            status_early,
+            status_late: status()?,
         })
     })
 }

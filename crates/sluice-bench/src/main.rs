@@ -11,11 +11,14 @@
 //! 1-day windows (24x larger), for the memory check; (h) `sluice backfill` of those 1-day
 //! windows, whose memory must stay within 1.2x of (e)'s (a backfill is bounded by
 //! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested;
-//! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead.
+//! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead;
+//! (k) is `sluice run` over the same events produced to a local Kafka-protocol topic (tansu),
+//! beside (p), a plain consumer reading that topic: the broker's ceiling.
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
 mod catchup;
+mod kafka;
 mod log;
 mod measure;
 

@@ -42,6 +42,13 @@ pub struct CompareArgs {
     /// measurement.
     #[arg(long, default_value_t = 10_000)]
     many_windows: usize,
+    /// Skip the Kafka measurement (it needs tansu: `scripts/servers install`).
+    #[arg(long)]
+    skip_kafka: bool,
+    /// The schema of the generated events, for the Kafka run (a topic has no file to infer
+    /// it from); relative to the working directory.
+    #[arg(long, default_value = "data/schema.toml")]
+    schema: PathBuf,
 }
 
 /// Builds the command of one alternative from the input directory and its output path.
@@ -233,6 +240,11 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     } else {
         None
     };
+    let kafka = if args.skip_kafka {
+        None
+    } else {
+        crate::kafka::kafka_case(&work, &input, &args.schema, &sluice_bin, args.runs)?
+    };
     let mut report = report(
         &alternatives,
         &samples,
@@ -245,6 +257,9 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     }
     if let Some((runs, counts)) = &catch_up {
         crate::catchup::report(&mut report, runs, counts);
+    }
+    if let Some(kafka) = &kafka {
+        crate::kafka::report(&mut report, kafka);
     }
     println!("{report}");
     if let Some(parent) = args.results.parent() {
@@ -307,7 +322,10 @@ fn input_size(dir: &Path) -> Result<(u64, u64), BenchError> {
 
 /// Runs `command` to completion; its wall time and peak resident set (KiB, from `wait4`).
 /// Output goes to `log`, shown if the command fails.
-fn run_measured(mut command: Command, log: &Path) -> Result<(Duration, u64), BenchError> {
+pub(crate) fn run_measured(
+    mut command: Command,
+    log: &Path,
+) -> Result<(Duration, u64), BenchError> {
     let out = std::fs::File::create(log)?;
     command
         .stdin(Stdio::null())
@@ -474,7 +492,8 @@ fn log_report(r: &mut String, log: &crate::log::LogReport) {
          `sluice run` creates tables). Publish = stage + commit, until the commit is in the log \
          (seal to visible: a reader listing the log from then on sees it); {} publications at each end. \
          Restart = `sluice run` over a new empty source, process start to exit (table load, \
-         resume offsets, published windows), median of 3.\n",
+         resume offsets, published windows), median of 3; `sluice status` likewise (reads the \
+         snapshot: the last checkpoint and the commits after it).\n",
         log.versions,
         log.rows_per_window,
         sluice_publish::CHECKPOINT_INTERVAL_DEFAULT,
@@ -509,6 +528,14 @@ fn log_report(r: &mut String, log: &crate::log::LogReport) {
         ms(log.restart_late),
         ms(log.restart_late) / ms(log.restart_early),
         verdict(log.restart_late < Duration::from_secs(1))
+    );
+    let _ = writeln!(
+        r,
+        "| `sluice status` (issue 20) | {:.0} ms | {:.0} ms | {:.2} | < 1 s at the end | {} |",
+        ms(log.status_early),
+        ms(log.status_late),
+        ms(log.status_late) / ms(log.status_early),
+        verdict(log.status_late < Duration::from_secs(1))
     );
 }
 

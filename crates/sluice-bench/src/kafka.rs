@@ -1,0 +1,313 @@
+//! The Kafka path against its ceiling (issue 21, item 4): the benchmark's flat input produced
+//! to a local tansu topic (6 partitions, kept in memory), then, alternating, (k) `sluice run
+//! --source kafka:` from the beginning to the end of the topic (`--max-events`: every message,
+//! 1h windows, `--key event_id`, late rewrite, as (c)), and (p) a plain consumer (rdkafka, no
+//! decoding, no writing) reading the topic to its end: the broker's own ceiling here, in the
+//! same run.
+//!
+//! Every message is a record batch of its own, as the Kafka tests produce them: tansu loses the
+//! rest of a batch when a fetch starts inside it (`../shared/notes/test-servers.md`). Messages
+//! carry the row key (`event_id`) as their key, as docs/kafka.md asks, so deliveries of one
+//! row share a partition.
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::alternatives::BenchError;
+
+const TOPIC: &str = "events";
+pub const PARTITIONS: i32 = 6;
+
+/// What [`kafka_case`] measured.
+pub struct KafkaReport {
+    pub messages: u64,
+    /// Producing the topic (not a measured alternative: how long the setup took).
+    pub produce: Duration,
+    /// The plain consumer's wall time per run.
+    pub plain: Vec<Duration>,
+    /// `sluice run`'s wall time and peak RSS (KiB) per run.
+    pub sluice: Vec<(Duration, u64)>,
+}
+
+/// A tansu broker, killed when dropped.
+struct Broker {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The tansu binary `scripts/servers install` puts in the cache (or `SLUICE_TANSU`).
+fn tansu_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("SLUICE_TANSU")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/sluice/tansu/bin/tansu"))
+        })?;
+    path.exists().then_some(path)
+}
+
+fn start_broker(tansu: &Path) -> Result<Broker, BenchError> {
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut child = Command::new(tansu)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait()? {
+            return Err(format!("tansu exited before listening: {status}").into());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("tansu did not listen within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let broker = Broker {
+        child,
+        address: format!("127.0.0.1:{port}"),
+    };
+    let out = Command::new(tansu)
+        .args(["topic", "create", "--broker", &url, "--partitions"])
+        .arg(PARTITIONS.to_string())
+        .arg(TOPIC)
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "tansu topic create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(broker)
+}
+
+/// The `event_id` of an NDJSON line, if it has one.
+fn event_id(line: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    value.get("event_id")?.as_str().map(str::to_string)
+}
+
+/// Produces every line of the files in `input` (in name order); returns how many.
+fn produce(broker: &Broker, input: &Path) -> Result<u64, BenchError> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("queue.buffering.max.messages", "200000")
+        .create()?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(input)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.sort();
+    let mut sent = 0u64;
+    for file in files {
+        for line in BufReader::new(std::fs::File::open(&file)?).lines() {
+            let line = line?;
+            let key = event_id(&line).unwrap_or_else(|| sent.to_string());
+            let mut record = BaseRecord::to(TOPIC).key(&key).payload(&line);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((e, r))
+                        if e.rdkafka_error_code()
+                            == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) =>
+                    {
+                        record = r;
+                        producer.poll(Duration::from_millis(20));
+                    }
+                    Err((e, _)) => return Err(format!("producing failed: {e}").into()),
+                }
+            }
+            producer.poll(Duration::ZERO);
+            sent += 1;
+        }
+    }
+    producer.flush(Duration::from_secs(600))?;
+    Ok(sent)
+}
+
+/// Reads every partition from its beginning until `messages` arrived; the wall time.
+fn plain_consumer(broker: &Broker, messages: u64, group: &str) -> Result<Duration, BenchError> {
+    let started = Instant::now();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let mut got = 0u64;
+    let mut last = Instant::now();
+    while got < messages {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(_)) => {
+                got += 1;
+                last = Instant::now();
+            }
+            Some(Err(e)) => return Err(format!("plain consumer: {e}").into()),
+            None if last.elapsed() > Duration::from_secs(60) => {
+                return Err(format!(
+                    "plain consumer: {got} of {messages} messages, then 60 s of none"
+                )
+                .into())
+            }
+            None => {}
+        }
+    }
+    Ok(started.elapsed())
+}
+
+/// Produces `input` to a new local topic and measures (k) and (p) `runs` times each,
+/// alternating; `None` when tansu is not installed (`scripts/servers install`).
+pub fn kafka_case(
+    work: &Path,
+    input: &Path,
+    schema: &Path,
+    sluice: &Path,
+    runs: usize,
+) -> Result<Option<KafkaReport>, BenchError> {
+    let Some(tansu) = tansu_binary() else {
+        eprintln!("kafka: tansu not installed (scripts/servers install); skipped");
+        return Ok(None);
+    };
+    let broker = start_broker(&tansu)?;
+    let started = Instant::now();
+    let messages = produce(&broker, input)?;
+    let produce = started.elapsed();
+    eprintln!(
+        "kafka: produced {messages} messages to {PARTITIONS} partitions in {:.1} s",
+        produce.as_secs_f64()
+    );
+    let mut report = KafkaReport {
+        messages,
+        produce,
+        plain: Vec::new(),
+        sluice: Vec::new(),
+    };
+    for run in 1..=runs {
+        let plain = plain_consumer(&broker, messages, &format!("bench-plain-{run}"))?;
+        eprintln!("run {run} (p): {:.2} s", plain.as_secs_f64());
+        report.plain.push(plain);
+
+        let table = work.join(format!("out-k-{run}"));
+        let mut command = Command::new(sluice);
+        command
+            .args(["run", "--source", &format!("kafka:{TOPIC}")])
+            .args(["--brokers", &broker.address])
+            .args(["--group", &format!("bench-{run}")])
+            .arg("--table")
+            .arg(&table)
+            .arg("--schema")
+            .arg(schema)
+            .args(["--key", "event_id", "--late", "rewrite", "--window", "1h"])
+            .args(["--max-events", &messages.to_string(), "--format", "json"]);
+        let log = work.join(format!("k-{run}.log"));
+        let (wall, rss) = crate::measure::run_measured(command, &log)?;
+        // The run read every message (a bench that lost some would be fast for nothing).
+        let text = std::fs::read_to_string(&log)?;
+        let summary: serde_json::Value = text
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .ok_or("sluice run printed no JSON summary")?;
+        if summary["messages"].as_u64() != Some(messages) {
+            return Err(format!("sluice run read {} of {messages}", summary["messages"]).into());
+        }
+        eprintln!(
+            "run {run} (k): {:.2} s, peak RSS {} MiB",
+            wall.as_secs_f64(),
+            rss / 1024
+        );
+        report.sluice.push((wall, rss));
+        std::fs::remove_dir_all(&table).ok();
+        std::fs::remove_dir_all(format!("{}_dlq", table.display())).ok();
+    }
+    Ok(Some(report))
+}
+
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The Kafka section of the report.
+pub fn report(r: &mut String, k: &KafkaReport) {
+    use std::fmt::Write as _;
+    let n = k.messages as f64;
+    let plain = median(k.plain.clone()).as_secs_f64();
+    let wall = median(k.sluice.iter().map(|s| s.0).collect()).as_secs_f64();
+    let rss_mib = median(k.sluice.iter().map(|s| s.1).collect()) as f64 / 1024.0;
+    let (plain_rate, sluice_rate) = (n / plain, n / wall);
+    let target = (0.8 * plain_rate).min(117_000.0);
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let _ = writeln!(
+        r,
+        "\nKafka: the flat input's {} lines produced to a local tansu 0.6.0 topic ({PARTITIONS} \
+         partitions, in memory, one message per record batch, keyed by `event_id`; producing \
+         took {:.1} s), then read from the beginning to the end of the topic, {} times each in \
+         alternation; medians.\n",
+        k.messages,
+        k.produce.as_secs_f64(),
+        k.plain.len()
+    );
+    let _ = writeln!(r, "| | what | wall | rows/s | peak RSS |");
+    let _ = writeln!(r, "| --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        r,
+        "| (p) | plain consumer (rdkafka, no decoding, no writing): the broker's ceiling | {plain:.2} s | {:.0} k | |",
+        plain_rate / 1e3
+    );
+    let _ = writeln!(
+        r,
+        "| (k) | `sluice run --source kafka:` to the end (`--max-events`), 1h windows, `--key event_id`, late rewrite | {wall:.2} s | {:.0} k | {rss_mib:.0} MiB |",
+        sluice_rate / 1e3
+    );
+    let _ = writeln!(r, "\n| ratio (same run) | value | target | |");
+    let _ = writeln!(r, "| --- | --- | --- | --- |");
+    let _ = writeln!(
+        r,
+        "| rows/s (k) | {:.0} k | ≥ {:.0} k (117 k, 3x kafka-delta-ingest here, or 0.8x (p), whichever is lower) | {} |",
+        sluice_rate / 1e3,
+        target / 1e3,
+        verdict(sluice_rate >= target)
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s (k)/(p) | {:.2} | (share of the broker's ceiling) | |",
+        sluice_rate / plain_rate
+    );
+    let _ = writeln!(
+        r,
+        "| peak RSS (k) | {rss_mib:.0} MiB | ≤ 256 MiB | {} |",
+        verdict(rss_mib <= 256.0)
+    );
+}
