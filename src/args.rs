@@ -190,7 +190,8 @@ pub struct RunArgs {
     pub compact_files_min: Option<usize>,
     /// Retention, e.g. 90d: after each commit, remove whole windows that ended longer ago than
     /// this before the watermark (event time, never wall-clock time); their late events go to
-    /// the dead-letter table as too_late. [default: keep every window]
+    /// the dead-letter table as too_late. The pipeline's dead letters detected longer ago than
+    /// this (by the clock) go too. [default: keep every window]
     #[arg(long, value_name = "DURATION")]
     pub retain: Option<String>,
     /// Object store option for the table, KEY=VALUE (repeatable).

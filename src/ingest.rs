@@ -110,6 +110,9 @@ fn summary_line(
     if s.windows_expired > 0 {
         extra += &format!("; {} windows expired", s.windows_expired);
     }
+    if s.dead_letters_expired > 0 {
+        extra += &format!("; {} dead letters expired", s.dead_letters_expired);
+    }
     if s.derived.computed > 0 {
         extra += &format!(
             "; {} derived windows recomputed, {} published",
@@ -164,6 +167,7 @@ fn summary_json(
         "idle_seals": s.idle_seals,
         "windows_compacted": s.windows_compacted,
         "windows_expired": s.windows_expired,
+        "dead_letters_expired": s.dead_letters_expired,
         "derived_windows_recomputed": s.derived.computed,
         "derived_windows_published": s.derived.published,
         "columns_added": s.fields_added,

@@ -3,7 +3,9 @@
 
 use anyhow::Context;
 use clap::Args;
-use sluice_publish::{CompactPlan, TableOptions, TARGET_FILE_BYTES_DEFAULT};
+use sluice_publish::{
+    CompactPlan, DeadLetterExpiryPlan, DeadLetterTable, TableOptions, TARGET_FILE_BYTES_DEFAULT,
+};
 use sluice_window::parse_instant;
 
 use crate::args::parse_bytes;
@@ -119,18 +121,22 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
 
 #[derive(Debug, Args)]
 pub struct ExpireArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
-    /// Remove whole windows that ended longer ago than this (by this machine's clock), e.g.
-    /// 90d.
+    /// The table whose windows expire.
+    #[arg(long, required_unless_present = "dlq")]
+    pub table: Option<String>,
+    /// A dead-letter table whose dead letters detected longer ago than --older-than expire
+    /// (every pipeline's; whole files, see docs/operations.md).
+    #[arg(long, value_name = "PATH")]
+    pub dlq: Option<String>,
+    /// Remove whole windows that ended (dead letters detected) longer ago than this, by this
+    /// machine's clock, e.g. 90d.
     #[arg(long, value_name = "DURATION")]
     pub older_than: String,
     /// The window size of a table that records none (written before sluice recorded its
     /// options); dt_hour and dt tables need none.
     #[arg(long, value_name = "SIZE")]
     pub window: Option<String>,
-    /// Remove the windows; without it, only list what would be removed (a dry run).
+    /// Remove them; without it, only list what would be removed (a dry run).
     #[arg(long)]
     pub apply: bool,
     /// Object store option, KEY=VALUE (repeatable).
@@ -146,49 +152,93 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|w| sluice_window::WindowSize::parse(w).map_err(|e| usage(format!("--window: {e}"))))
         .transpose()?;
+    if window.is_some() && args.table.is_none() {
+        return Err(usage(
+            "--window: only with --table (a window size of its windows)",
+        ));
+    }
+    let storage_options = parse_storage_options(&args.storage_options)?;
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let ended_before = sluice_window::EventTime::from_micros(
-        now_ms.saturating_sub(older_than_ms).saturating_mul(1000),
-    );
-    let options = TableOptions {
-        storage_options: parse_storage_options(&args.storage_options)?,
-        ..TableOptions::new(args.table.clone())
-    };
-    let plan = sluice_publish::ExpirePlan {
-        ended_before,
-        window,
-        dry_run: !args.apply,
-    };
-    let report = sluice_publish::expire(&options, &plan, now_ms)
-        .await
-        .with_context(|| format!("expiring windows of {}", args.table))?;
-    for e in &report.expired {
+    let cutoff_ms = now_ms.saturating_sub(older_than_ms);
+    let ended_before = sluice_window::EventTime::from_micros(cutoff_ms.saturating_mul(1000));
+    if let Some(table) = &args.table {
+        let options = TableOptions {
+            storage_options: storage_options.clone(),
+            ..TableOptions::new(table.clone())
+        };
+        let plan = sluice_publish::ExpirePlan {
+            ended_before,
+            window,
+            dry_run: !args.apply,
+        };
+        let report = sluice_publish::expire(&options, &plan, now_ms)
+            .await
+            .with_context(|| format!("expiring windows of {table}"))?;
+        for e in &report.expired {
+            println!(
+                "{} {} (ended {}, {} files, {} rows)",
+                if args.apply {
+                    "removed"
+                } else {
+                    "would remove"
+                },
+                e.address,
+                e.window_end.to_rfc3339(),
+                e.files,
+                e.rows
+            );
+        }
+        for address in &report.gave_way {
+            println!("left {address}: its writer kept publishing it meanwhile");
+        }
+        let rows: i64 = report.expired.iter().map(|e| e.rows).sum();
         println!(
-            "{} {} (ended {}, {} files, {} rows)",
-            if args.apply {
-                "removed"
-            } else {
-                "would remove"
-            },
-            e.address,
-            e.window_end.to_rfc3339(),
-            e.files,
-            e.rows
+            "sluice expire: {} windows ({rows} rows) that ended before {} {}",
+            report.expired.len(),
+            ended_before.to_rfc3339(),
+            outcome(args.apply)
         );
     }
-    for address in &report.gave_way {
-        println!("left {address}: its writer kept publishing it meanwhile");
-    }
-    let rows: i64 = report.expired.iter().map(|e| e.rows).sum();
-    println!(
-        "sluice expire: {} windows ({rows} rows) that ended before {} {}",
-        report.expired.len(),
-        ended_before.to_rfc3339(),
-        if args.apply {
-            "removed"
+    if let Some(dlq) = &args.dlq {
+        let options = TableOptions {
+            storage_options,
+            ..TableOptions::new(dlq.clone())
+        };
+        let plan = DeadLetterExpiryPlan {
+            detected_before_ms: cutoff_ms,
+            pipeline: None,
+            dry_run: !args.apply,
+        };
+        let mut table = DeadLetterTable::open(&options)
+            .await
+            .with_context(|| format!("opening the dead-letter table {dlq}"))?;
+        let report = table
+            .expire(&plan, now_ms)
+            .await
+            .with_context(|| format!("expiring dead letters of {dlq}"))?;
+        let kept = if report.files_kept_whole == 0 {
+            String::new()
         } else {
-            "found (dry run, nothing removed; --apply removes them)"
-        }
-    );
+            format!(
+                "; {} files with older dead letters kept whole (they hold newer ones too)",
+                report.files_kept_whole
+            )
+        };
+        println!(
+            "sluice expire: {} dead letters ({} files) detected before {} {}{kept}",
+            report.rows,
+            report.files,
+            ended_before.to_rfc3339(),
+            outcome(args.apply)
+        );
+    }
     Ok(())
+}
+
+fn outcome(apply: bool) -> &'static str {
+    if apply {
+        "removed"
+    } else {
+        "found (dry run, nothing removed; --apply removes them)"
+    }
 }

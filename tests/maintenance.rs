@@ -554,3 +554,139 @@ fn json_rows(t: &str) -> Vec<String> {
     lines.sort();
     lines
 }
+
+#[test]
+fn dead_letters_past_the_retention_go_with_run_retain_and_sluice_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let dlq = dir.path().join("t_dlq");
+    let d = dlq.to_str().unwrap();
+    let offsets = || {
+        crate::common::query_csv(
+            &[("d", &dlq)],
+            "SELECT source_partition || ':' || CAST(source_offset AS VARCHAR) FROM d ORDER BY 1",
+        )
+    };
+    // A torn line and a line without its time among good events.
+    let a = format!(
+        "{}{{\"event_id\": \"torn\", \"ts\": \n{{\"event_id\": \"no_time\", \"v\": 1}}\n",
+        event("a", "2026-10-03T10:30:00Z")
+    );
+    std::fs::write(input.join("a.ndjson"), &a).unwrap();
+    let source = format!("ndjson:{}", input.display());
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = run_args(&source, t, &["--window", "1h", "--format", "json"]);
+        args.extend(extra);
+        serde_json::from_str(ok(&args).lines().last().unwrap()).unwrap()
+    };
+    assert_eq!(run(&[])["rejected"], 2);
+    let first = offsets();
+    assert_eq!(first.len(), 2, "{first:?}");
+    // Dead letters are detected by the clock: let them age past a 2-second retention.
+    std::thread::sleep(std::time::Duration::from_millis(2_200));
+
+    // A dry run finds them and removes nothing.
+    let out = ok(&["expire", "--dlq", d, "--older-than", "2s"]);
+    assert!(out.contains("2 dead letters (1 files)"), "{out}");
+    assert!(out.contains("dry run"), "{out}");
+    assert_eq!(offsets(), first);
+
+    // A run with --retain removes them after its commit; the dead letter it finds itself
+    // stays, and so do the table's rows.
+    std::fs::write(
+        input.join("b.ndjson"),
+        format!("{}[1, 2]\n", event("b", "2026-10-03T10:40:00Z")),
+    )
+    .unwrap();
+    let summary = run(&["--retain", "2s"]);
+    assert_eq!(summary["dead_letters_expired"], 2, "{summary}");
+    assert_eq!(summary["rejected"], 1, "{summary}");
+    let b_torn = format!("b.ndjson:{}", event("b", "2026-10-03T10:40:00Z").len());
+    assert_eq!(offsets(), std::slice::from_ref(&b_torn));
+    let ids =
+        crate::common::query_csv(&[("t", &table)], "SELECT event_id FROM t ORDER BY event_id");
+    assert_eq!(ids, ["a", "b"]);
+    // A rerun over the same input does not bring the expired dead letters back: the
+    // dead-letter offsets stay in the table.
+    let again = run(&["--retain", "2s"]);
+    assert_eq!(again["rejected"], 0, "{again}");
+    assert_eq!(again["commits"], 0, "{again}");
+    assert_eq!(offsets(), [b_torn]);
+    assert_eq!(dead_letters_in_status(t, d), 1);
+
+    std::thread::sleep(std::time::Duration::from_millis(2_200));
+    let out = ok(&["expire", "--dlq", d, "--older-than", "2s", "--apply"]);
+    assert!(out.contains("1 dead letters (1 files)"), "{out}");
+    assert!(out.contains("removed"), "{out}");
+    assert!(offsets().is_empty());
+    assert_eq!(dead_letters_in_status(t, d), 0);
+}
+
+/// The dead letters `sluice status` counts, over every pipeline and reason.
+fn dead_letters_in_status(t: &str, d: &str) -> i64 {
+    let status: serde_json::Value = serde_json::from_str(&ok(&[
+        "status", "--table", t, "--dlq", d, "--format", "json",
+    ]))
+    .unwrap();
+    let by_pipeline = status["dead_letters"].as_object().expect("dead_letters");
+    by_pipeline
+        .values()
+        .flat_map(|reasons| reasons.as_object().unwrap().values())
+        .map(|n| n.as_i64().unwrap())
+        .sum()
+}
+
+/// A failing maintenance command exits 1 with the reason; a misused one exits 2.
+#[test]
+fn maintenance_commands_fail_with_their_reason_and_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let m = missing.to_str().unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let (name, bytes) = stream_slices(500, 1, 3, 1, 0).remove(0);
+    let file = dir.path().join(name);
+    std::fs::write(&file, bytes).unwrap();
+    ok(&run_args(&format!("ndjson:{}", file.display()), t, &[]));
+
+    let cases: [(&[&str], i32, &str); 7] = [
+        (&["compact", "--table", m], 1, "no Delta table"),
+        (
+            &["expire", "--table", m, "--older-than", "1d"],
+            1,
+            "no Delta table",
+        ),
+        (
+            &["expire", "--dlq", m, "--older-than", "1d"],
+            1,
+            "no Delta table",
+        ),
+        (
+            &["expire", "--dlq", t, "--older-than", "1d"],
+            1,
+            "is not a dead-letter table",
+        ),
+        (&["expire", "--older-than", "1d"], 2, "--table"),
+        (
+            &["expire", "--table", t, "--older-than", "soon"],
+            2,
+            "--older-than",
+        ),
+        (
+            &["compact", "--table", t, "--target-file-size", "1KiB"],
+            2,
+            "--target-file-size",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = sluice(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "sluice {args:?}: {stderr}");
+        assert!(stderr.contains(says), "sluice {args:?}: {stderr}");
+    }
+    // Nothing was written anywhere a failing command pointed at.
+    assert!(!missing.exists());
+}

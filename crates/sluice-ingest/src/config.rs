@@ -122,7 +122,9 @@ pub struct IngestConfig {
     /// Retention: after a commit, this writer's windows that ended more than this long
     /// before the watermark (of the events: the end of input does not move it) are removed,
     /// whole, by commits of their own; a late event for such a window is dead-lettered
-    /// `too_late` (as `max_rewrite_age_ms` would), never published again. `None`: keep all.
+    /// `too_late` (as `max_rewrite_age_ms` would), never published again. The pipeline's
+    /// dead letters detected more than this long before the run's clock go too (see
+    /// [`sluice_publish::DeadLetterTable::expire`]). `None`: keep all.
     pub retain_ms: Option<i64>,
 }
 
@@ -289,6 +291,8 @@ pub struct RunSummary {
     pub windows_compacted: u64,
     /// Windows removed by the run's retention ([`IngestConfig::retain_ms`]).
     pub windows_expired: u64,
+    /// Dead letters removed by the run's retention ([`IngestConfig::retain_ms`]).
+    pub dead_letters_expired: u64,
     /// Times the run re-read the table and resumed from it (conflicts, store faults).
     pub restarts: u64,
     /// Times a followed run sealed every open window after its idle timeout.

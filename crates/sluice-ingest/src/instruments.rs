@@ -52,6 +52,7 @@ pub(crate) struct Instruments {
     pub parts_flushed: Counter,
     pub windows_compacted: Counter,
     pub windows_expired: Counter,
+    pub dead_letters_expired: Counter,
     pub restarts_conflict: Counter,
     pub restarts_other: Counter,
     pub commit_seconds: Histogram,
@@ -109,6 +110,7 @@ impl Instruments {
             parts_flushed: metrics::counter!("sluice_parts_flushed_total", l.clone()),
             windows_compacted: metrics::counter!("sluice_windows_compacted_total", l.clone()),
             windows_expired: metrics::counter!("sluice_windows_expired_total", l.clone()),
+            dead_letters_expired: metrics::counter!("sluice_dead_letters_expired_total", l.clone()),
             restarts_conflict: metrics::counter!(
                 "sluice_restarts_total",
                 with(&l, "cause", "conflict")
@@ -201,6 +203,10 @@ pub fn describe_metrics() {
     describe_counter!(
         "sluice_windows_expired_total",
         "Windows removed by the run's retention (--retain), whole"
+    );
+    describe_counter!(
+        "sluice_dead_letters_expired_total",
+        "Dead letters removed by the run's retention (--retain), by the time they were detected"
     );
     describe_counter!(
         "sluice_parts_flushed_total",

@@ -92,6 +92,9 @@ pub(crate) struct Publisher {
     pending_bytes: usize,
     /// Dead letters read but not yet committed.
     dead_pending: Vec<DeadLetter>,
+    /// The clock instant before which no dead letter of the pipeline can fall past the
+    /// retention ([`Publisher::expire_dead_letters`]); `None`: not looked yet.
+    dead_letters_due_ms: Option<i64>,
 }
 
 impl Publisher {
@@ -112,6 +115,7 @@ impl Publisher {
             pending: Vec::new(),
             pending_bytes: 0,
             dead_pending: Vec::new(),
+            dead_letters_due_ms: None,
         }
     }
 
@@ -190,6 +194,43 @@ impl Publisher {
         Ok(true)
     }
 
+    /// Removes the pipeline's dead letters detected more than `retain_ms` before `now_ms`
+    /// (whole files of the dead-letter table; see [`DeadLetterTable::expire`]); returns the
+    /// rows removed. Reads the table's statistics only once a dead letter can be due: the
+    /// previous pass says when.
+    pub async fn expire_dead_letters(
+        &mut self,
+        retain_ms: i64,
+        now_ms: i64,
+    ) -> Result<u64, IngestError> {
+        let Some(dlq) = self.dlq.as_mut() else {
+            return Ok(0);
+        };
+        if self.dead_letters_due_ms.is_some_and(|due| now_ms < due) {
+            return Ok(0);
+        }
+        let plan = sluice_publish::DeadLetterExpiryPlan {
+            detected_before_ms: now_ms.saturating_sub(retain_ms),
+            pipeline: Some(self.policy.pipeline.clone()),
+            dry_run: false,
+        };
+        let report = dlq.expire(&plan, now_ms).await?;
+        // Dead letters committed from now on are detected at `now_ms` or later.
+        let later = now_ms.saturating_add(retain_ms);
+        self.dead_letters_due_ms = Some(
+            report
+                .next_due_ms
+                .map_or(later, |d| d.saturating_add(retain_ms).min(later)),
+        );
+        if report.files_kept_whole > 0 {
+            tracing::debug!(
+                files = report.files_kept_whole,
+                "dead-letter files with rows past the retention kept whole (they straddle the cutoff or mix pipelines)"
+            );
+        }
+        Ok(u64::try_from(report.rows).unwrap_or_default())
+    }
+
     /// The pending dead letters, counted by reason.
     pub fn dead_letter_reasons(&self) -> std::collections::BTreeMap<String, u64> {
         let mut counts = std::collections::BTreeMap::new();
@@ -266,11 +307,19 @@ impl Publisher {
     }
 
     /// Whether the policy publishes a window by MERGE: merge mode, or late rows merged.
+    ///
+    /// Not a window's first publication in window-scope merge mode: its address holds no
+    /// rows yet (a window the table has rows of is a republication), so the upsert's result
+    /// is the window's rows deduped by the same winner rule, which a first publication by
+    /// swap stages a group of key buckets at a time (memory bounded by the budget, as in swap
+    /// mode) and commits with the other windows of its group, where a MERGE would read the
+    /// empty window through a join and commit alone.
     fn merges(&self, republish: bool) -> bool {
-        matches!(
-            (self.policy.mode, &self.policy.key),
-            (PublishMode::Merge(_), Some(_))
-        ) || (republish && self.policy.late == LatePolicy::Merge)
+        match (self.policy.mode, &self.policy.key) {
+            (PublishMode::Merge(MergeScope::Window), Some(_)) => republish,
+            (PublishMode::Merge(MergeScope::Table), Some(_)) => true,
+            _ => republish && self.policy.late == LatePolicy::Merge,
+        }
     }
 
     /// Publishes `window` (its rows in `buffer`; `republish`: it was published before) with

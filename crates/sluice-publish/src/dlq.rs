@@ -23,7 +23,11 @@ use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::table::{app_id, unloaded_table, OpenError, TableOptions};
+use crate::table::{app_id, open_table_if_exists, unloaded_table, OpenError, TableOptions};
+
+mod expire;
+
+pub use expire::{DeadLetterExpiryPlan, DeadLettersExpired};
 
 /// One record that did not become a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +60,13 @@ pub enum DeadLetterError {
     TableMoved { url: String },
     #[error("reading the dead-letter table {url} failed: {source}")]
     Read {
+        url: String,
+        source: DeltaTableError,
+    },
+    #[error("the table at {url} is not a dead-letter table: it has no {column:?} column")]
+    NotDeadLetters { url: String, column: &'static str },
+    #[error("removing expired dead letters from {url} failed: {source}")]
+    Expire {
         url: String,
         source: DeltaTableError,
     },
@@ -126,6 +137,34 @@ impl DeadLetterTable {
                     table
                 }
             };
+        }
+        Ok(DeadLetterTable {
+            table,
+            url: url_text,
+            commit_retries: options.commit_retries,
+        })
+    }
+
+    /// Opens an existing dead-letter table (a missing one is [`OpenError::NoTable`]; a table
+    /// without the dead-letter columns sluice plans with is refused).
+    pub async fn open(options: &TableOptions) -> Result<Self, DeadLetterError> {
+        // Nothing is created where nothing is (not even a local directory).
+        let Some(table) = open_table_if_exists(options).await? else {
+            return Err(OpenError::NoTable(options.location.clone()).into());
+        };
+        let url_text = table.table_url().to_string();
+        let delta = |source| OpenError::Delta {
+            url: url_text.clone(),
+            source,
+        };
+        let schema = table.snapshot().map_err(delta)?.schema();
+        for column in ["pipeline", "detected_at"] {
+            if schema.field(column).is_none() {
+                return Err(DeadLetterError::NotDeadLetters {
+                    url: url_text,
+                    column,
+                });
+            }
         }
         Ok(DeadLetterTable {
             table,

@@ -43,7 +43,10 @@ pub use compact::{
     compact, CompactError, CompactPlan, CompactReport, Compacted, TARGET_FILE_BYTES_DEFAULT,
 };
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
-pub use dlq::{dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterTable};
+pub use dlq::{
+    dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryPlan, DeadLetterTable,
+    DeadLettersExpired,
+};
 pub use expire::{
     expire, ExpireError, ExpirePlan, ExpireReport, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,
 };

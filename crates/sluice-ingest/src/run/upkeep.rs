@@ -29,11 +29,20 @@ impl<L: ReplayLog> Ingester<'_, L> {
     }
 
     /// Removes this writer's windows that ended more than the retention before the
-    /// watermark of the events, but those it still holds rows of.
+    /// watermark of the events, but those it still holds rows of; and the pipeline's dead
+    /// letters detected more than the retention before now (a dead letter has no window of
+    /// its own: the instant it was detected is the one every dead letter has).
     async fn expire_past_retention(&mut self) -> Result<(), IngestError> {
-        let (Some(retain_ms), Some(watermark)) =
-            (self.config.retain_ms, self.state.watermark_of_events())
-        else {
+        let Some(retain_ms) = self.config.retain_ms else {
+            return Ok(());
+        };
+        let rows = self
+            .publisher
+            .expire_dead_letters(retain_ms, self.clock.now_ms())
+            .await?;
+        self.instruments.dead_letters_expired.increment(rows);
+        self.summary.dead_letters_expired += rows;
+        let Some(watermark) = self.state.watermark_of_events() else {
             return Ok(());
         };
         let ended_before = EventTime::from_micros(

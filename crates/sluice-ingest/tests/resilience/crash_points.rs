@@ -370,8 +370,9 @@ async fn enumerate_backfill(keyed: bool) {
 enum Job {
     /// `sluice compact`: every window of several files becomes one.
     Compact,
-    /// `sluice expire`: the windows that ended before 14:03 are removed (the first two; the
-    /// 14:02 window ends at 14:03 exactly and stays).
+    /// `sluice expire --dlq`: the windows that ended before 14:03 are removed (the first
+    /// two; the 14:02 window ends at 14:03 exactly and stays), and every dead letter (all
+    /// detected before the job's clock).
     Expire,
 }
 
@@ -407,12 +408,31 @@ impl Job {
                     window: Some(crate::harness::window_size()),
                     dry_run: false,
                 };
-                sluice_publish::expire(&options, &plan, at_ms)
+                let windows = sluice_publish::expire(&options, &plan, at_ms)
                     .await
                     .map(|r| r.expired.len())
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string())?;
+                let dlq_options = TableOptions {
+                    location: dlq_location(dir),
+                    ..options
+                };
+                let mut dlq = sluice_publish::DeadLetterTable::open(&dlq_options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let plan = sluice_publish::DeadLetterExpiryPlan {
+                    detected_before_ms: at_ms,
+                    pipeline: None,
+                    dry_run: false,
+                };
+                let letters = dlq.expire(&plan, at_ms).await.map_err(|e| e.to_string())?;
+                Ok(windows + letters.files)
             }
         }
+    }
+
+    /// Whether the dead letters stay.
+    fn keeps_dead_letters(self) -> bool {
+        self == Job::Compact
     }
 
     /// Whether a row of window `w` (its address) stays in the table.
@@ -456,6 +476,13 @@ async fn enumerate_maintenance(keyed: bool, policy: Policy, job: Job) {
     let (rows, _) = rows_at(&streamed, None).await;
     assert_eq!(rows, script.expected_final(keyed, policy));
     let oracle: Vec<_> = rows.into_iter().filter(|r| job.keeps(&r.0)).collect();
+    let dead_streamed = dead_letters(&streamed).await;
+    assert!(!dead_streamed.is_empty(), "the script has dead letters");
+    let dead_oracle = if job.keeps_dead_letters() {
+        dead_streamed
+    } else {
+        Vec::new()
+    };
 
     // The crash-free job.
     let oracle_dir = tmp.path().join("oracle");
@@ -474,6 +501,7 @@ async fn enumerate_maintenance(keyed: bool, policy: Policy, job: Job) {
     assert!(changed > 0, "the job changes windows of the script");
     let (rows, _) = rows_at(&oracle_dir, None).await;
     assert_eq!(rows, oracle, "the job leaves the rows it should");
+    assert_eq!(dead_letters(&oracle_dir).await, dead_oracle);
     check_every_version(&oracle_dir, &script, keyed, policy)
         .await
         .expect("every version after the job is whole");
@@ -503,6 +531,12 @@ async fn enumerate_maintenance(keyed: bool, policy: Policy, job: Job) {
                     oracle.len()
                 ));
             }
+            let dead = dead_letters(&dir).await;
+            if dead != dead_oracle {
+                return Err(format!(
+                    "dead letters differ from the crash-free job's\n  got    {dead:?}\n  oracle {dead_oracle:?}"
+                ));
+            }
             let files = files_per_window(&dir).await;
             if files != files_oracle {
                 return Err(format!(
@@ -521,6 +555,12 @@ async fn enumerate_maintenance(keyed: bool, policy: Policy, job: Job) {
             if rows_at(&dir, None).await.0 != oracle || stream.windows_published != 0 {
                 return Err(format!(
                     "the stream run after the job changed the table: {stream:?}"
+                ));
+            }
+            // Expired dead letters stay expired: the dead-letter offsets outlive them.
+            if dead_letters(&dir).await != dead_oracle || stream.dead_letter_commits != 0 {
+                return Err(format!(
+                    "the stream run after the job changed the dead letters: {stream:?}"
                 ));
             }
             Ok(())

@@ -147,3 +147,52 @@ async fn a_sharded_window_is_complete_when_every_shard_sealed_it() {
 fn p_other(s: &TableStatus) -> Option<i64> {
     s.pipelines[0].positions.get("other").map(|t| t.version)
 }
+
+/// Fast on a long log: status reads the snapshot (the last checkpoint and the commits after
+/// it), never a commit the checkpoint already holds; checked by the store's operation log.
+#[tokio::test]
+async fn status_reads_no_commit_older_than_the_last_checkpoint() {
+    use std::sync::Arc;
+
+    use object_store::local::LocalFileSystem;
+    use sluice_faults::{FaultPlan, FaultStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = open_with(dir.path(), None, None, 10).await;
+    let mut stager = Stager::new(table.store(), "w", StageOptions::default());
+    for i in 0..45 {
+        let w = hour(&format!("2026-10-03T{:02}:00:00Z", 10 + i % 5));
+        publish(&mut table, &mut stager, w, 1, 10, i * 10).await;
+    }
+    let store = FaultStore::new(Arc::new(LocalFileSystem::new()), FaultPlan::PassThrough);
+    let options = crate::TableOptions {
+        store: Some(Arc::new(store.clone())),
+        ..crate::TableOptions::new(dir.path().to_str().unwrap())
+    };
+    let delta = crate::table::open_table_if_exists(&options)
+        .await
+        .unwrap()
+        .expect("the table");
+    let s = status(&delta).await.unwrap();
+    // Version 0 created the table; 45 publications follow.
+    assert_eq!(s.version, 45);
+    // A checkpoint every 10 commits: the last at version 39 (the 40th commit).
+    assert_eq!(s.checkpoint.as_ref().map(|c| c.version), Some(39));
+    assert_eq!(s.pipelines[0].positions["in"].version, 450);
+    assert_eq!(s.pipelines[0].windows, 5);
+    let commits_read: Vec<u64> = store
+        .log()
+        .iter()
+        .filter(|op| op.kind == "get")
+        .filter_map(|op| {
+            let name = op.path.rsplit('/').next()?;
+            let digits = name.strip_suffix(".json")?;
+            (digits.len() == 20).then(|| digits.parse().ok())?
+        })
+        .collect();
+    assert!(!commits_read.is_empty(), "{:?}", store.log());
+    assert!(
+        commits_read.iter().all(|v| *v > 39),
+        "commits read: {commits_read:?}"
+    );
+}

@@ -1,0 +1,244 @@
+//! Retention of the dead-letter table: dead letters detected before a cutoff are removed, a
+//! whole file at a time, in one commit per pass.
+//!
+//! Why whole files and detection time. A dead letter has no window of its own (a torn line
+//! has no event time), so the only instant every one of them carries is `detected_at`; and
+//! every file of the table is one dead-letter commit of one pipeline, all its rows detected at
+//! the same instant. A file whose newest `detected_at` (from the log's statistics) is before
+//! the cutoff is removed; nothing else is rewritten. A file that straddles the cutoff or
+//! mixes pipelines (written by another tool, say an OPTIMIZE) is left whole and counted:
+//! retention never removes a dead letter it should keep, it may keep one a little longer.
+//!
+//! The dead-letter offsets (`txn`s) stay: a replay of the source skips an expired dead
+//! letter as it skips one still in the table, so expired records do not come back.
+//!
+//! Conflicts: a concurrent dead-letter append is a blind append and never conflicts with the
+//! removal; two removals of the same file conflict, and the loser re-reads the table and
+//! plans again.
+
+use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+use deltalake::kernel::{Action, Remove};
+use deltalake::protocol::DeltaOperation;
+use deltalake::DeltaTableError;
+use serde_json::json;
+
+use super::{DeadLetterError, DeadLetterTable};
+use crate::table::commit::commit_properties;
+
+/// Attempts at a removal when another removal of the same files lands first.
+const CONFLICTS_MAX: usize = 3;
+
+/// Which dead letters [`DeadLetterTable::expire`] removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterExpiryPlan {
+    /// Dead letters detected before this instant (Unix milliseconds, strict) are removed.
+    pub detected_before_ms: i64,
+    /// Only this pipeline's dead letters; `None`: every pipeline's.
+    pub pipeline: Option<String>,
+    /// Only report what would be removed.
+    pub dry_run: bool,
+}
+
+/// What [`DeadLetterTable::expire`] removed (or, in a dry run, found due).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadLettersExpired {
+    pub files: usize,
+    pub rows: i64,
+    /// Files left whole although some of their rows are due: they straddle the cutoff, mix
+    /// pipelines, or have no statistics to tell.
+    pub files_kept_whole: usize,
+    /// The commit that removed them (`None` in a dry run or when nothing was due).
+    pub version: Option<u64>,
+    /// The earliest cutoff (a later plan's `detected_before_ms`) at which a file that stays
+    /// would be due; `None` when none could be (no file stays, or those that stay are never
+    /// removed whole). A caller expiring by a retention has nothing to do before then.
+    pub next_due_ms: Option<i64>,
+}
+
+/// One file of the table, as its statistics describe it.
+struct FileFacts {
+    remove: Remove,
+    rows: i64,
+    /// `detected_at` bounds in Unix milliseconds (`None`: no statistics).
+    detected_ms: Option<(i64, i64)>,
+    /// The one pipeline of the file's rows, when the statistics say there is one.
+    pipeline: Option<String>,
+}
+
+impl DeadLetterTable {
+    /// Removes the dead letters `plan` names, at `at_ms` (the commit's timestamp), in one
+    /// commit; see the module doc for which files go.
+    pub async fn expire(
+        &mut self,
+        plan: &DeadLetterExpiryPlan,
+        at_ms: i64,
+    ) -> Result<DeadLettersExpired, DeadLetterError> {
+        let mut conflicts = 0;
+        loop {
+            let (due, mut report) =
+                self.plan_expiry(plan)
+                    .map_err(|source| DeadLetterError::Read {
+                        url: self.url.clone(),
+                        source,
+                    })?;
+            if plan.dry_run || due.is_empty() {
+                return Ok(report);
+            }
+            match self.commit_expiry(plan, due, at_ms).await {
+                Ok(version) => {
+                    report.version = Some(version);
+                    return Ok(report);
+                }
+                Err(ExpiryCommit::Conflict) if conflicts < CONFLICTS_MAX => {
+                    conflicts += 1;
+                    self.reload().await?;
+                }
+                Err(ExpiryCommit::Conflict) => {
+                    return Err(DeadLetterError::TableMoved {
+                        url: self.url.clone(),
+                    })
+                }
+                Err(ExpiryCommit::Failed(source)) => {
+                    return Err(DeadLetterError::Expire {
+                        url: self.url.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// The files due under `plan` and the report of them, from the table's current state.
+    fn plan_expiry(
+        &self,
+        plan: &DeadLetterExpiryPlan,
+    ) -> Result<(Vec<Remove>, DeadLettersExpired), DeltaTableError> {
+        let snapshot = self.table.snapshot()?;
+        let mut report = DeadLettersExpired::default();
+        let mut due = Vec::new();
+        for view in snapshot.log_data().iter() {
+            let file = facts_of(&view);
+            let mine = match (&plan.pipeline, &file.pipeline) {
+                (Some(wanted), Some(p)) => wanted == p,
+                // Every pipeline's, or a file of several pipelines' rows (or no statistics
+                // to tell): maybe some of them are the plan's.
+                _ => true,
+            };
+            if !mine {
+                continue;
+            }
+            // Whether removing the whole file removes only the plan's rows.
+            let single = plan.pipeline.is_none() || file.pipeline.is_some();
+            match file.detected_ms {
+                // Statistics keep milliseconds (truncated): the newest row is before
+                // `max + 1 ms`, so the file is wholly due when that is at or before the cutoff.
+                Some((_, max)) if single && max.saturating_add(1) <= plan.detected_before_ms => {
+                    report.files += 1;
+                    report.rows += file.rows;
+                    due.push(file.remove);
+                }
+                Some((min, max)) => {
+                    if min < plan.detected_before_ms {
+                        report.files_kept_whole += 1;
+                    }
+                    if single {
+                        let due = max.saturating_add(1);
+                        report.next_due_ms =
+                            Some(report.next_due_ms.map_or(due, |d: i64| d.min(due)));
+                    }
+                }
+                None => report.files_kept_whole += 1,
+            }
+        }
+        Ok((due, report))
+    }
+
+    async fn commit_expiry(
+        &mut self,
+        plan: &DeadLetterExpiryPlan,
+        due: Vec<Remove>,
+        at_ms: i64,
+    ) -> Result<u64, ExpiryCommit> {
+        let snapshot = self.table.snapshot().map_err(ExpiryCommit::Failed)?;
+        let detected_before = chrono::DateTime::from_timestamp_millis(plan.detected_before_ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_else(|| plan.detected_before_ms.to_string());
+        let info = json!({
+            "expired_dead_letters": {
+                "detected_before": detected_before,
+                "pipeline": plan.pipeline,
+                "files_removed": due.len(),
+            }
+        });
+        let actions: Vec<Action> = due
+            .into_iter()
+            .map(|mut r| {
+                r.deletion_timestamp = Some(at_ms);
+                r.data_change = true;
+                Action::Remove(r)
+            })
+            .collect();
+        let properties = commit_properties(snapshot, Vec::new(), Some(info), self.commit_retries);
+        let finalized = CommitBuilder::from(properties)
+            .with_actions(actions)
+            // The removed files are named by the actions; the operation records what went
+            // without a read predicate, so a concurrent append (which cannot add a file
+            // being removed) never conflicts with it.
+            .build(
+                Some(snapshot),
+                self.table.log_store(),
+                DeltaOperation::Delete { predicate: None },
+            )
+            .await
+            .map_err(|e| match e {
+                DeltaTableError::Transaction {
+                    source:
+                        TransactionError::CommitConflict(_) | TransactionError::MaxCommitAttempts(_),
+                }
+                | DeltaTableError::VersionAlreadyExists(_) => ExpiryCommit::Conflict,
+                other => ExpiryCommit::Failed(other),
+            })?;
+        let version = finalized.version();
+        self.table.state = Some(finalized.snapshot());
+        tracing::info!(table = %self.url, version, "expired dead letters");
+        Ok(version)
+    }
+}
+
+enum ExpiryCommit {
+    Conflict,
+    Failed(DeltaTableError),
+}
+
+/// The facts [`DeadLetterTable::expire`] plans with, from the file's `add` statistics.
+fn facts_of(view: &deltalake::kernel::LogicalFileView) -> FileFacts {
+    let stats: Option<serde_json::Value> = view
+        .stats()
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let bound = |side: &str, column: &str| -> Option<&serde_json::Value> {
+        stats.as_ref()?.get(side)?.get(column)
+    };
+    let millis = |side: &str| -> Option<i64> {
+        let text = bound(side, "detected_at")?.as_str()?;
+        chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    };
+    let detected_ms = millis("minValues").zip(millis("maxValues"));
+    let pipeline = match (
+        bound("minValues", "pipeline").and_then(|v| v.as_str()),
+        bound("maxValues", "pipeline").and_then(|v| v.as_str()),
+    ) {
+        (Some(min), Some(max)) if min == max => Some(min.to_string()),
+        _ => None,
+    };
+    FileFacts {
+        remove: view.remove_action(true),
+        rows: view.num_records().map_or(0, |n| n as i64),
+        detected_ms,
+        pipeline,
+    }
+}
+
+#[cfg(test)]
+mod tests;
