@@ -446,10 +446,11 @@ fn report(
         "| peak RSS backfill (h) / run (e) | {h_over_e:.2} | ≤ 1.2 | {} |",
         verdict(h_over_e <= 1.2)
     );
+    let d_over_c = wall("c") / wall("d");
     let _ = writeln!(
         r,
-        "| rows/s merge (d) / swap (c) | {:.2} | (cost of merge mode) | |",
-        wall("c") / wall("d")
+        "| rows/s merge (d) / swap (c) | {d_over_c:.2} | ≥ 0.8 | {} |",
+        verdict(d_over_c >= 0.8)
     );
     let m_overhead = wall("m") / wall("c") - 1.0;
     let _ = writeln!(

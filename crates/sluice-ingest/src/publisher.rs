@@ -308,18 +308,15 @@ impl Publisher {
 
     /// Whether the policy publishes a window by MERGE: merge mode, or late rows merged.
     ///
-    /// Not a window's first publication in window-scope merge mode: its address holds no
-    /// rows yet (a window the table has rows of is a republication), so the upsert's result
-    /// is the window's rows deduped by the same winner rule, which a first publication by
-    /// swap stages a group of key buckets at a time (memory bounded by the budget, as in swap
-    /// mode) and commits with the other windows of its group, where a MERGE would read the
-    /// empty window through a join and commit alone.
+    /// Every publication in merge mode, a window's first included: files a MERGE wrote carry
+    /// no coverage, so after a restart the table does not tell which windows a MERGE
+    /// published, and a "first" publication by swap would replace rows published before it
+    /// (the SIGKILL soak in merge mode lost them when first publications were swaps).
     fn merges(&self, republish: bool) -> bool {
-        match (self.policy.mode, &self.policy.key) {
-            (PublishMode::Merge(MergeScope::Window), Some(_)) => republish,
-            (PublishMode::Merge(MergeScope::Table), Some(_)) => true,
-            _ => republish && self.policy.late == LatePolicy::Merge,
-        }
+        matches!(
+            (self.policy.mode, &self.policy.key),
+            (PublishMode::Merge(_), Some(_))
+        ) || (republish && self.policy.late == LatePolicy::Merge)
     }
 
     /// Publishes `window` (its rows in `buffer`; `republish`: it was published before) with
