@@ -105,6 +105,40 @@ fn a_later_event_for_a_key_wins_whatever_the_arrival_order() {
     assert!(keys_unique_per(&table, "window"));
 }
 
+/// A window whose files a MERGE rewrote (files without coverage) keeps its rows when a later
+/// run publishes more late rows of it: that publication must merge into the window, never
+/// replace it. (A first publication by swap, tried for speed, lost the window's rows here: the
+/// table does not tell which windows a MERGE published.)
+#[test]
+fn a_window_a_merge_rewrote_keeps_its_rows_when_a_later_run_adds_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let table = dir.path().join("t");
+    // Run 1: window 10 published with o1 and o2 (o9 seals it).
+    write(
+        &input,
+        "1.ndjson",
+        &(order("o1", "10:05:00", 1) + &order("o2", "10:10:00", 2) + &order("o9", "11:30:00", 9)),
+    );
+    merge_run(&input, &table, "window");
+    // Run 2: a newer o1, late: the MERGE rewrites window 10's file.
+    write(&input, "2.ndjson", &order("o1", "10:20:00", 10));
+    merge_run(&input, &table, "window");
+    // Run 3, a new process: a new key for window 10, late again.
+    write(&input, "3.ndjson", &order("o4", "10:40:00", 4));
+    merge_run(&input, &table, "window");
+    assert_eq!(
+        orders(&table),
+        [
+            "o1,2026-10-03T10:20:00Z,10,10",
+            "o2,2026-10-03T10:10:00Z,2,10",
+            "o4,2026-10-03T10:40:00Z,4,10",
+            "o9,2026-10-03T11:30:00Z,9,11",
+        ]
+    );
+    assert!(keys_unique_per(&table, "window"));
+}
+
 /// `--merge-scope table`: a key is unique across the table, so a key whose newer event falls
 /// in another window moves there; with the default window scope each window keeps its row.
 #[test]
