@@ -379,43 +379,101 @@ fn sigkill_soak_equals_one_clean_run() {
 
 /// E2: a reader polling during ingestion sees every window either absent or exactly as one
 /// publication left it; and every version of the log reads back with delta-rs.
+///
+/// The stream arrives a slice at a time (`--follow`, each slice's windows sealed by the idle
+/// timeout, later slices rewriting some of them as late rows), and the next slice is written
+/// only once the reader has caught a new version: the reader sees several versions however
+/// fast or slow the run and the reader are.
 #[test]
 fn readers_never_see_a_partial_window_at_any_version() {
     let dir = tempfile::tempdir().unwrap();
-    let input = input(dir.path(), 40_000, 6, 5, 2);
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let slices = stream_slices(40_000, 6, 5, 5, 0);
+    let lines: usize = slices
+        .iter()
+        .map(|(_, b)| b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).count())
+        .sum();
+    let mut slices = slices.into_iter();
+    let (name, bytes) = slices.next().unwrap();
+    std::fs::write(input.join(name), bytes).unwrap();
     let src = format!("ndjson:{}", input.display());
     let table = dir.path().join("t");
     let t = table.display().to_string();
-    // One commit per window (no group commits): the reader has many versions to catch,
-    // however fast the run is; a group of windows is checked at every version by
-    // `published_rows_by_version` all the same.
     let mut child = Command::new(BIN)
         .args(run_args(
             &src,
             &t,
-            &["--flush-bytes-max", "1MiB", "--group-windows-max", "1"],
+            &[
+                "--flush-bytes-max",
+                "1MiB",
+                "--follow",
+                "--poll-interval",
+                "50ms",
+                "--idle-timeout",
+                "300ms",
+                "--late-batch",
+                "0s",
+            ],
         ))
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut observed: Vec<(i64, std::collections::BTreeMap<String, i64>)> = Vec::new();
-    loop {
-        let done = child.try_wait().unwrap().is_some();
-        if let Some(seen) = rt.block_on(window_counts(&t, None)) {
-            if observed.last().map(|(v, _)| *v) != Some(seen.0) {
-                observed.push(seen);
+    // Polls until the reader catches a version it has not seen (the run is alive throughout).
+    let catch_a_new_version = |observed: &mut Vec<_>, child: &mut std::process::Child| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the followed run ended early"
+            );
+            if let Some(seen) = rt.block_on(window_counts(&t, None)) {
+                let last = observed.last().map(|(v, _): &(i64, _)| *v);
+                if last != Some(seen.0) {
+                    observed.push(seen);
+                    return;
+                }
             }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no new version for 120 s after {} versions",
+                observed.len()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        if done {
-            break;
-        }
+    };
+    catch_a_new_version(&mut observed, &mut child);
+    for (name, bytes) in slices {
+        std::fs::write(input.join(name), bytes).unwrap();
+        catch_a_new_version(&mut observed, &mut child);
     }
+    // The idle timeout seals every window still open; once the whole stream is published,
+    // SIGTERM ends the run gracefully.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while published_rows_by_version(&table)
+        .values()
+        .next_back()
+        .map_or(0, |w| w.values().sum::<i64>())
+        < lines as i64
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the stream was not all published in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
     assert!(child.wait().unwrap().success());
     let expected = published_rows_by_version(&table);
     assert!(
-        observed.len() >= 2,
-        "the reader saw only {} versions",
+        observed.len() >= 5,
+        "the reader saw {} versions",
         observed.len()
     );
     for (v, counts) in &observed {
@@ -426,6 +484,9 @@ fn readers_never_see_a_partial_window_at_any_version() {
         let (_, counts) = rt.block_on(window_counts(&t, Some(*v))).unwrap();
         assert_eq!(&counts, windows, "version {v}");
     }
+    // The whole stream landed (no --key: a row per line, late lines rewriting their windows).
+    let (_, last) = expected.iter().next_back().unwrap();
+    assert_eq!(last.values().sum::<i64>(), lines as i64);
 }
 
 /// `(version, rows per window)` of the table at `version` (default: latest).
