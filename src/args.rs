@@ -218,6 +218,24 @@ pub struct RunArgs {
     /// Derived tables from the config file.
     #[arg(skip)]
     pub derive: Vec<crate::derive::DeriveConfig>,
+    /// A notify target NAME=URL (repeatable): POST a JSON body for each window that becomes
+    /// complete or is rewritten, header Idempotency-Key, at least once (docs/notifications.md).
+    /// In a config file: [[notify]] targets with name, url or command, on and timeout.
+    #[arg(long = "notify-url", value_name = "NAME=URL")]
+    #[serde(skip)]
+    pub notify_urls: Vec<String>,
+    /// A notify target NAME=COMMAND (repeatable): run `sh -c COMMAND` with the JSON body on
+    /// stdin (and the key in SLUICE_IDEMPOTENCY_KEY); exit status 0 is delivered.
+    #[arg(long = "notify-command", value_name = "NAME=COMMAND")]
+    #[serde(skip)]
+    pub notify_commands: Vec<String>,
+    /// Notify targets from the config file.
+    #[arg(skip)]
+    pub notify: Vec<crate::notify::NotifyConfig>,
+    /// How long a run that ends goes on delivering notifications of what it published, e.g.
+    /// 30s; what is left is delivered by the next run. [default: 30s]
+    #[arg(long)]
+    pub notify_drain: Option<String>,
     /// Warn (on stderr, with the reasons and the first rejected line) when more than this
     /// share of the records is rejected, e.g. 10% or 0.1; a run whose every record is
     /// rejected exits with status 3 whatever this is. [default: 10%]
@@ -275,6 +293,8 @@ pub struct RunSettings {
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
     pub derive: Vec<crate::derive::DeriveConfig>,
+    pub notify: Vec<crate::notify::NotifyConfig>,
+    pub notify_drain_ms: u64,
     /// See `--max-reject-ratio`: a share from 0 to 1.
     pub max_reject_ratio: f64,
     /// The summary as one JSON object instead of a line of text.
@@ -403,6 +423,11 @@ impl RunArgs {
         if self.follow {
             return Err(usage(
                 "--follow: a Kafka source is always followed (end a run with --until-idle or --max-events)",
+            ));
+        }
+        if !self.notify.is_empty() {
+            return Err(usage(
+                "--notify-url/--notify-command: notifications are not sent for a Kafka source yet: its windows are written by several shards, and a window is complete only when every shard has sealed it",
             ));
         }
         if !self.derive.is_empty() {
@@ -636,6 +661,10 @@ impl RunArgs {
             }
         }
         crate::derive::check(&a.derive, &[&table, &dlq])?;
+        crate::notify::check(&a.notify)?;
+        let notify_drain_ms =
+            duration_or_default("--notify-drain", &a.notify_drain, defaults::NOTIFY_DRAIN)?.max(0)
+                as u64;
         let max_reject_ratio = parse_ratio(
             a.max_reject_ratio
                 .as_deref()
@@ -690,6 +719,8 @@ impl RunArgs {
             storage_options,
             attempt: a.attempt,
             derive: a.derive,
+            notify: a.notify,
+            notify_drain_ms,
             max_reject_ratio,
             json,
             metrics_addr,

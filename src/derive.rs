@@ -188,6 +188,8 @@ pub async fn open_deriver(
             },
             options: TableOptions {
                 location: d.table.clone(),
+                // Deliveries are the raw table's to record.
+                notified: Default::default(),
                 ..options.clone()
             },
         })

@@ -30,9 +30,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         crate::metrics::serve(addr)?;
     }
     let started = Instant::now();
+    let mut notified = Vec::new();
     let (summary, version, kafka) = match &settings.kafka {
         None => {
-            let (s, v) = ingest(&settings).await?;
+            let (s, v, n) = ingest(&settings).await?;
+            notified = n;
             (s, v, None)
         }
         #[cfg(feature = "kafka")]
@@ -51,7 +53,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let secs = started.elapsed().as_secs_f64();
     let version = summary.last_version.or(version);
-    print_summary(&settings, &summary, version, kafka, secs);
+    print_summary(&settings, &summary, version, kafka, &notified, secs);
     crate::warnings::warn_about_input(&summary, &settings)
 }
 
@@ -62,10 +64,25 @@ fn print_summary(
     s: &sluice_ingest::RunSummary,
     version: Option<u64>,
     kafka: Option<(u64, u64, u64)>,
+    notified: &[sluice_notify::TargetReport],
     secs: f64,
 ) {
     if settings.json {
         let mut json = summary_json(s, version, secs, &settings.dlq);
+        if !notified.is_empty() {
+            json["notifications"] = notified
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "target": r.name,
+                        "delivered": r.delivered,
+                        "failed_attempts": r.failed_attempts,
+                        "through_version": r.through,
+                        "table_version": r.table_version,
+                    })
+                })
+                .collect();
+        }
         if let Some((messages, assigned, revoked)) = kafka {
             json["messages"] = messages.into();
             json["partition_assignments"] = assigned.into();
@@ -76,7 +93,15 @@ fn print_summary(
         let from = kafka.map_or(String::new(), |(m, a, r)| {
             format!(" from {m} messages of {a} partition assignments ({r} revoked)")
         });
-        println!("{}", summary_line(s, &from, version, secs, &settings.dlq));
+        let mut line = summary_line(s, &from, version, secs, &settings.dlq);
+        if !notified.is_empty() {
+            let delivered: u64 = notified.iter().map(|r| r.delivered).sum();
+            line += &format!(
+                "; {delivered} notifications delivered to {} targets",
+                notified.len()
+            );
+        }
+        println!("{line}");
     }
 }
 
@@ -394,7 +419,7 @@ async fn ingest_kafka(
         .ok()
         .and_then(|t| t.version());
     if stop.signal() == Some(Signal::Interrupt) {
-        print_summary(settings, &summary.run, version, None, 0.0);
+        print_summary(settings, &summary.run, version, None, &[], 0.0);
         return Err(stop
             .interrupted(settings, "the Kafka run stopped after its current chunk")
             .await);
@@ -449,8 +474,14 @@ pub fn attempt(settings: &RunSettings) -> String {
 /// Runs one ingestion; returns the summary and the table version at the end.
 pub async fn ingest(
     settings: &RunSettings,
-) -> anyhow::Result<(sluice_ingest::RunSummary, Option<u64>)> {
+) -> anyhow::Result<(
+    sluice_ingest::RunSummary,
+    Option<u64>,
+    Vec<sluice_notify::TargetReport>,
+)> {
     let w = wire(settings).await?;
+    // Beside the writer: it records what the targets got with its own commits.
+    let notifier = crate::notify::start(settings, &w.options.notified).await?;
     let attempt = attempt(settings);
     let deriver = open_deriver(
         settings,
@@ -463,6 +494,7 @@ pub async fn ingest(
     let dlq = DeadLetterTable::open_or_create(&TableOptions {
         location: settings.dlq.clone(),
         contract: None,
+        notified: Default::default(),
         ..w.options.clone()
     })
     .await
@@ -505,7 +537,7 @@ pub async fn ingest(
     if stop.signal() == Some(Signal::Interrupt) {
         // The summary first, then what the stop left unpublished.
         let version = summary.last_version.or(table.version());
-        print_summary(settings, &summary, version, None, 0.0);
+        print_summary(settings, &summary, version, None, &[], 0.0);
         return Err(stop
             .interrupted(settings, "the followed run stopped after its current chunk")
             .await);
@@ -513,7 +545,8 @@ pub async fn ingest(
     if stop.signal() == Some(Signal::Terminate) {
         crate::warnings::warn(crate::signals::STOPPED_NOTE);
     }
-    Ok((summary, table.version()))
+    let notified = crate::notify::finish(notifier, settings, clock.now_ms()).await?;
+    Ok((summary, table.version(), notified))
 }
 
 /// A bounded run with a progress bar on stderr when stderr is a terminal (bytes read of the

@@ -11,6 +11,7 @@ mod derive;
 mod ingest;
 mod maintenance;
 mod metrics;
+mod notify;
 mod options;
 mod report;
 mod signals;

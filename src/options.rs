@@ -10,7 +10,7 @@ use clap::{ArgMatches, Args, Command, CommandFactory, FromArgMatches};
 use crate::Cli;
 
 /// Options of `sluice run` that a bounded recomputation from files does not take.
-const STREAM_ONLY: [&str; 16] = [
+const STREAM_ONLY: [&str; 19] = [
     "brokers",
     "group",
     "start",
@@ -27,6 +27,9 @@ const STREAM_ONLY: [&str; 16] = [
     "metrics_addr",
     "compact_files_min",
     "retain",
+    "notify_urls",
+    "notify_commands",
+    "notify_drain",
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.

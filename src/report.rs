@@ -229,8 +229,54 @@ pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
         return print(&sluice_sql::format(&[batch], format)?);
     }
     let listing = sluice_publish::list_windows(&table).await?;
-    let batch = listing_batch(&listing)?;
+    let mut batch = listing_batch(&listing)?;
+    let version = table.version().unwrap_or(0);
+    let (txns, _) = sluice_publish::read_txns(table.object_store().as_ref(), version).await?;
+    let targets: Vec<(String, i64)> = txns
+        .iter()
+        .filter_map(|(id, txn)| {
+            let (pipeline, target) = id.split_once("/.notify/")?;
+            let several = txns
+                .keys()
+                .filter(|k| k.contains("/.notify/"))
+                .any(|k| !k.starts_with(&format!("{pipeline}/")));
+            let name = if several {
+                format!("notified_{pipeline}.{target}")
+            } else {
+                format!("notified_{target}")
+            };
+            Some((name, txn.version))
+        })
+        .collect();
+    if !targets.is_empty() {
+        batch = with_notified(batch, &listing, &targets)?;
+    }
     print(&sluice_sql::format(&[batch], format)?)
+}
+
+/// One column per notify target: the window's publishing version when the target has been
+/// told about it (its recorded version is at or past it), else null (not told yet, or the
+/// publishing version is no longer in the log).
+fn with_notified(
+    batch: RecordBatch,
+    listing: &[sluice_publish::WindowListing],
+    targets: &[(String, i64)],
+) -> anyhow::Result<RecordBatch> {
+    let schema = batch.schema();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    for (name, through) in targets {
+        fields.push(Field::new(name, DataType::UInt64, true));
+        columns.push(Arc::new(UInt64Array::from_iter(
+            listing
+                .iter()
+                .map(|w| w.version.filter(|v| *v as i64 <= *through)),
+        )));
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 /// The listing as a record batch, so it prints like query results. A sharded table's listing

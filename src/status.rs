@@ -226,6 +226,9 @@ fn text(
                 "  events    {watermark}: latest event time before the resume position {t}"
             ));
         }
+        for (target, version) in &p.notified {
+            line(format!("  notified  {target} through version {version}"));
+        }
         match dead.and_then(|d| d.get(&p.pipeline)) {
             Some(reasons) if !reasons.is_empty() => line(format!(
                 "  dead      {} in {dlq}: {}",

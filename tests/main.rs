@@ -14,6 +14,7 @@ mod late;
 mod maintenance;
 mod merge;
 mod metrics;
+mod notify;
 mod servers;
 mod shapes;
 mod status;

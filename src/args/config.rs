@@ -13,6 +13,8 @@ impl RunArgs {
         let mut merged = self.merge_config_file()?;
         crate::derive::apply_flags(&mut merged.derive, &merged.derive_sql, &merged.derive_key)?;
         // Applied: a second merge (commands that merge before planning) changes nothing.
+        merged.notify_urls.clear();
+        merged.notify_commands.clear();
         merged.derive_tables.clear();
         merged.derive_sql.clear();
         merged.derive_key.clear();
@@ -25,6 +27,13 @@ impl RunArgs {
             match self.derive.iter_mut().find(|f| f.name == d.name) {
                 Some(f) => *f = d,
                 None => self.derive.push(d),
+            }
+        }
+        // Notify targets: those given as flags replace the file's of the same name.
+        for t in crate::notify::targets_from_flags(&self.notify_urls, &self.notify_commands)? {
+            match self.notify.iter_mut().find(|f| f.name == t.name) {
+                Some(f) => *f = t,
+                None => self.notify.push(t),
             }
         }
         let Some(path) = self.config.clone() else {
@@ -108,7 +117,8 @@ impl RunArgs {
             attempt,
             max_reject_ratio,
             format,
-            metrics_addr
+            metrics_addr,
+            notify_drain
         );
         if self.storage_options.is_empty() {
             self.storage_options = file.storage_options;
@@ -117,6 +127,11 @@ impl RunArgs {
             self.kafka_options = file.kafka_options;
         }
         self.follow |= file.follow;
+        for t in file.notify {
+            if !self.notify.iter().any(|f| f.name == t.name) {
+                self.notify.push(t);
+            }
+        }
         for d in file.derive {
             if !self.derive.iter().any(|f| f.name == d.name) {
                 self.derive.push(d);

@@ -55,3 +55,5 @@ pub const START: &str = "earliest";
 pub const PIPELINES: &str = "one";
 /// `--max-reject-ratio`: above this share of rejected records a run warns.
 pub const MAX_REJECT_RATIO: &str = "10%";
+/// `--notify-drain`: how long a run that ends goes on delivering its notifications.
+pub const NOTIFY_DRAIN: &str = "30s";

@@ -34,6 +34,7 @@ mod expire;
 mod gc;
 mod listing;
 mod local;
+mod notify;
 mod retry;
 mod status;
 mod table;
@@ -54,6 +55,10 @@ pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{
     addresses_changed, list_windows, published_windows_of, schema_history, shard_sealed_txn,
     ListError, SchemaStep, ShardSeal, WindowListing,
+};
+pub use notify::{
+    notified_through, notify_txn, record_notified, valid_target_name, ChangeFeed, ChangeReason,
+    DeliveredMarks, NotifyLogError, WindowChange,
 };
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use status::{

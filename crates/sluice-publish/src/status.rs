@@ -106,6 +106,9 @@ pub struct PipelineStatus {
     /// The largest event time read before the resume position, per watermark (one, or one
     /// per shard), RFC 3339: the watermark's input after a restart.
     pub max_event_time: BTreeMap<String, String>,
+    /// The last table version delivered to each notify target (`txn`
+    /// `<pipeline>/.notify/<target>`): a restart notifies the window changes after it.
+    pub notified: BTreeMap<String, i64>,
     /// The options the table records for the pipeline (window, key, mode, ...).
     pub contract: BTreeMap<String, String>,
     pub windows: usize,
@@ -197,6 +200,7 @@ fn pipeline_status(
     let prefix = format!("{pipeline}/");
     let mut positions = BTreeMap::new();
     let mut max_event_time = BTreeMap::new();
+    let mut notified = BTreeMap::new();
     for (app_id, txn) in txns {
         let Some(rest) = app_id.strip_prefix(&prefix) else {
             continue;
@@ -210,6 +214,8 @@ fn pipeline_status(
                 watermark.to_string(),
                 EventTime::from_micros(txn.version).to_rfc3339(),
             );
+        } else if let Some(target) = rest.strip_prefix(".notify/") {
+            notified.insert(target.to_string(), txn.version);
         } else if !last.starts_with('.') && !rest.starts_with(".shard/") {
             positions.insert(rest.to_string(), txn.clone());
         }
@@ -267,6 +273,7 @@ fn pipeline_status(
         pipeline: pipeline.to_string(),
         positions,
         max_event_time,
+        notified,
         contract: contract
             .terms()
             .map(|(k, v)| (k.to_string(), v.to_string()))

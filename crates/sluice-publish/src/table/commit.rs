@@ -476,6 +476,15 @@ impl WindowTable {
             }
             actions.push(Transaction::new_with_last_update(&id, *offset, Some(at_ms)));
         }
+        // Delivered notifications, recorded with the writer's own commits. A mark never moves
+        // back: the notifier raises it only after delivering.
+        for (target, through) in self.notified.marks() {
+            actions.push(Transaction::new_with_last_update(
+                app_id(pipeline, &crate::notify::notify_txn(&target)),
+                through as i64,
+                Some(at_ms),
+            ));
+        }
         if let Some(shard) = self.share.shard {
             // Makes this commit conflict with a compaction of the shard's windows, which the
             // conflict checker would otherwise retry over (see `crate::compact`).

@@ -178,6 +178,10 @@ pub struct TableOptions {
     /// in a new table, checked against an existing one's ([`OpenError::ContractMismatch`]).
     /// `None`: not checked (readers, tests of one layer).
     pub contract: Option<contract::Contract>,
+    /// How far each notify target of the pipeline has been delivered: every commit of the
+    /// writer records them (`txn` appIds `<pipeline>/.notify/<target>`), so a notifier
+    /// running beside the writer never commits to the table itself (see [`crate::notify`]).
+    pub notified: crate::notify::DeliveredMarks,
 }
 
 impl TableOptions {
@@ -195,6 +199,7 @@ impl TableOptions {
             pipeline: None,
             pipelines: None,
             contract: None,
+            notified: Default::default(),
         }
     }
 }
@@ -242,6 +247,8 @@ pub struct WindowTable {
     /// A grown file schema to commit with the next commit (a metadata action in the same
     /// commit as the first rows that carry its new columns, never a commit of its own).
     pub(crate) schema_change: Option<SchemaRef>,
+    /// See [`TableOptions::notified`].
+    pub(crate) notified: crate::notify::DeliveredMarks,
 }
 
 /// A writer's share of a table: the windows' layout and size, and the pipeline and shard
@@ -538,6 +545,7 @@ impl WindowTable {
             index: None,
             commit_retries: options.commit_retries,
             schema_change: None,
+            notified: options.notified.clone(),
         })
     }
 

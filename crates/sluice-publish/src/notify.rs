@@ -1,0 +1,469 @@
+//! Window notifications, as the table's own log tells them: which windows of a pipeline
+//! became complete or changed at which version ([`ChangeFeed`]), and how far each notify
+//! target has been told ([`notified_through`], [`record_notified`]).
+//!
+//! The log is the queue. A window *becomes complete* at the version whose commit publishes it
+//! while its address holds no file; it is *rewritten* at every later version whose commit
+//! publishes it again (late rewrite or merge, backfill). Compaction (`dataChange=false`, no
+//! window in sluice's commit metadata), expiry and bookkeeping commits change no window here.
+//! Delivery is the caller's: it reads the changes after the target's recorded version,
+//! delivers them (at least once; each change carries the idempotency key
+//! `<table id>/<address>/<version>`, the same on every retry and after any crash), then
+//! records the last version it delivered in a `txn` of its own (appId
+//! `<pipeline>/.notify/<target>`), in a commit of its own. A restart reads the changes after
+//! that version again: what was delivered but not recorded is sent again with the same key,
+//! nothing is skipped.
+//!
+//! Sharded tables (several writers, one shard each) are refused for now: there a window is
+//! complete only when every shard has sealed it, which this feed does not follow yet.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake::kernel::Transaction;
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::{DeltaTable, DeltaTableError};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use serde::Serialize;
+use serde_json::json;
+
+use sluice_window::Shard;
+
+use crate::table::{app_id, file_of};
+use crate::COMMIT_INFO_KEY;
+
+/// The `txn` partition name under which delivery to notify target `target` is recorded
+/// (appId `<pipeline>/.notify/<target>`, version = the last table version delivered).
+pub fn notify_txn(target: &str) -> String {
+    format!(".notify/{target}")
+}
+
+/// A notify target's name: it names the target's bookkeeping in the table, so it is kept to
+/// letters, digits, `_`, `-` and `.` (1 to 64 of them).
+pub fn valid_target_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// The last table version delivered to each notify target, shared by a notifier (which
+/// raises a target's mark after delivering) and the writer of the table (whose every commit
+/// records the marks, see [`crate::TableOptions::notified`]). A clone is the same marks.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveredMarks(Arc<Mutex<BTreeMap<String, u64>>>);
+
+impl DeliveredMarks {
+    /// Raises `target`'s mark to `through` (never lowers it).
+    pub fn deliver(&self, target: &str, through: u64) {
+        let mut marks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mark = marks.entry(target.to_string()).or_insert(through);
+        *mark = (*mark).max(through);
+    }
+
+    /// Every target's mark.
+    pub fn marks(&self) -> Vec<(String, u64)> {
+        let marks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        marks.iter().map(|(t, v)| (t.clone(), *v)).collect()
+    }
+}
+
+/// Why a window is notified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeReason {
+    /// The window's first publication: its address held no rows before this version.
+    Complete,
+    /// A later publication of a window that was complete (late rows, merge, backfill).
+    Rewritten,
+}
+
+impl ChangeReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ChangeReason::Complete => "complete",
+            ChangeReason::Rewritten => "rewritten",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ChangeReason> {
+        match s {
+            "complete" => Some(ChangeReason::Complete),
+            "rewritten" => Some(ChangeReason::Rewritten),
+            _ => None,
+        }
+    }
+}
+
+/// One window that became complete or changed at one table version: the body of a
+/// notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WindowChange {
+    /// The table's location (URL).
+    pub table: String,
+    /// The table's id (Delta metadata id): stable for the table's life.
+    pub table_id: String,
+    pub pipeline: String,
+    /// `dt=2026-10-03/hour=14`.
+    pub address: String,
+    /// RFC 3339, UTC.
+    pub window_start: String,
+    pub window_end: String,
+    /// The table version whose commit published this state of the window.
+    pub version: u64,
+    /// The window's rows at `version`.
+    pub rows: i64,
+    pub reason: ChangeReason,
+    /// `<table id>/<address>/<version>`: the same for every delivery of this change.
+    pub idempotency_key: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyLogError {
+    #[error("reading the table state failed: {0}")]
+    Delta(#[from] DeltaTableError),
+    #[error("reading commit {version} failed: {source}")]
+    Log {
+        version: u64,
+        source: object_store::Error,
+    },
+    #[error(
+        "commit {version} is no longer in the log (log cleanup removed it), so the window \
+         changes since version {after} cannot be read and would be skipped; record a newer \
+         version for this target (a new target name starts at the current version)"
+    )]
+    Cleaned { version: u64, after: u64 },
+    #[error("commit {version} holds a line that is not a JSON action: {source}")]
+    BadCommit {
+        version: u64,
+        source: serde_json::Error,
+    },
+    #[error(
+        "notifications of a sharded table (several writers, one shard each) are not supported \
+         yet: a window there is complete only when every shard has sealed it"
+    )]
+    Sharded,
+    #[error(
+        "notify target name {0:?}: use 1 to 64 letters, digits, '_', '-' or '.' (it names \
+         the target's bookkeeping in the table)"
+    )]
+    BadTargetName(String),
+    #[error("recording delivery to target {target} through version {version} failed: {source}")]
+    Record {
+        target: String,
+        version: u64,
+        source: Box<DeltaTableError>,
+    },
+}
+
+/// A file of the table as the feed follows it: its address (sorted partition values) and
+/// its rows.
+#[derive(Debug, Clone)]
+struct FileState {
+    address: Vec<(String, String)>,
+    rows: i64,
+}
+
+/// Follows one pipeline's window changes through a table's log, one commit at a time, from
+/// a version on. Holds the table's active files (path, address, rows) as of the last version
+/// read, so each commit is classified by what its address held before it.
+#[derive(Debug)]
+pub struct ChangeFeed {
+    pipeline: String,
+    table: String,
+    table_id: String,
+    /// The last version whose commit was read.
+    through: u64,
+    files: HashMap<String, FileState>,
+}
+
+impl ChangeFeed {
+    /// A feed of the changes after the version `table` is loaded at (its files are the
+    /// starting state).
+    pub async fn after(table: &DeltaTable, pipeline: &str) -> Result<ChangeFeed, NotifyLogError> {
+        let snapshot = table.snapshot()?;
+        let through = snapshot.version();
+        // The metadata id (kernel 0.28 keeps its getter internal; the action serializes it).
+        let table_id = serde_json::to_value(snapshot.metadata())
+            .ok()
+            .and_then(|m| m.get("id").and_then(|id| id.as_str()).map(str::to_string))
+            .unwrap_or_default();
+        let views: Vec<_> = table
+            .get_active_add_actions_by_partitions(&[])
+            .try_collect()
+            .await?;
+        let mut files = HashMap::with_capacity(views.len());
+        for view in &views {
+            let file = file_of(view);
+            if Shard::of(&file.partition_values).is_some() {
+                return Err(NotifyLogError::Sharded);
+            }
+            let mut address = file.partition_values.clone();
+            address.sort();
+            files.insert(
+                file.path.clone(),
+                FileState {
+                    address,
+                    rows: file.rows.unwrap_or(0),
+                },
+            );
+        }
+        Ok(ChangeFeed {
+            pipeline: pipeline.to_string(),
+            table: table.table_url().to_string(),
+            table_id,
+            through,
+            files,
+        })
+    }
+
+    /// The last version read.
+    pub fn through(&self) -> u64 {
+        self.through
+    }
+
+    /// Reads the commits after [`Self::through`] up to `table`'s loaded version and returns
+    /// the changes of this pipeline's windows, in version order (within a version, in
+    /// address order).
+    pub async fn read(&mut self, table: &DeltaTable) -> Result<Vec<WindowChange>, NotifyLogError> {
+        let current = table.snapshot()?.version();
+        let store = table.object_store();
+        let mut changes = Vec::new();
+        while self.through < current {
+            let version = self.through + 1;
+            let path = Path::from(format!("_delta_log/{version:020}.json"));
+            let bytes = match store.get(&path).await {
+                Ok(r) => r
+                    .bytes()
+                    .await
+                    .map_err(|source| NotifyLogError::Log { version, source })?,
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(NotifyLogError::Cleaned {
+                        version,
+                        after: self.through,
+                    })
+                }
+                Err(source) => return Err(NotifyLogError::Log { version, source }),
+            };
+            let mut actions = Vec::new();
+            for line in bytes.split(|b| *b == b'\n') {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let value: serde_json::Value = serde_json::from_slice(line)
+                    .map_err(|source| NotifyLogError::BadCommit { version, source })?;
+                actions.push(value);
+            }
+            changes.extend(self.apply(version, &actions)?);
+            self.through = version;
+        }
+        Ok(changes)
+    }
+
+    /// One commit: the changes it makes to this pipeline's windows, then its file actions
+    /// applied to the state.
+    fn apply(
+        &mut self,
+        version: u64,
+        actions: &[serde_json::Value],
+    ) -> Result<Vec<WindowChange>, NotifyLogError> {
+        // Windows this pipeline's commit metadata says the commit published.
+        let mut published: BTreeMap<Vec<(String, String)>, (String, String, String)> =
+            BTreeMap::new();
+        for action in actions {
+            let Some(info) = action
+                .get("commitInfo")
+                .and_then(|c| c.get(COMMIT_INFO_KEY))
+            else {
+                continue;
+            };
+            if info.get("pipeline").and_then(|p| p.as_str()) != Some(self.pipeline.as_str()) {
+                continue;
+            }
+            for w in crate::published_windows_of(info) {
+                let field = |k: &str| w.get(k).and_then(|v| v.as_str()).map(str::to_string);
+                let (Some(window), Some(start), Some(end)) =
+                    (field("window"), field("window_start"), field("window_end"))
+                else {
+                    continue; // compaction, expiry, bookkeeping: no window published
+                };
+                published.insert(address_of_hive_path(&window), (window, start, end));
+            }
+        }
+        let held_before: BTreeMap<&Vec<(String, String)>, bool> = published
+            .keys()
+            .map(|a| (a, self.files.values().any(|f| &f.address == a)))
+            .collect();
+        let held_before: BTreeMap<Vec<(String, String)>, bool> = held_before
+            .into_iter()
+            .map(|(a, held)| (a.clone(), held))
+            .collect();
+        for action in actions {
+            if let Some(add) = action.get("add") {
+                let Some(path) = add.get("path").and_then(|p| p.as_str()) else {
+                    continue;
+                };
+                let address = partition_values(add);
+                if Shard::of(&address).is_some() {
+                    return Err(NotifyLogError::Sharded);
+                }
+                let rows = add
+                    .get("stats")
+                    .and_then(|s| s.as_str())
+                    .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                    .and_then(|s| s.get("numRecords").and_then(|n| n.as_i64()))
+                    .unwrap_or(0);
+                self.files
+                    .insert(path.to_string(), FileState { address, rows });
+            } else if let Some(remove) = action.get("remove") {
+                if let Some(path) = remove.get("path").and_then(|p| p.as_str()) {
+                    self.files.remove(path);
+                }
+            }
+        }
+        let mut changes = Vec::with_capacity(published.len());
+        for (address, (window, start, end)) in published {
+            let rows = self
+                .files
+                .values()
+                .filter(|f| f.address == address)
+                .map(|f| f.rows)
+                .sum();
+            let reason = if held_before[&address] {
+                ChangeReason::Rewritten
+            } else {
+                ChangeReason::Complete
+            };
+            changes.push(WindowChange {
+                table: self.table.clone(),
+                table_id: self.table_id.clone(),
+                pipeline: self.pipeline.clone(),
+                idempotency_key: format!("{}/{window}/{version}", self.table_id),
+                address: window,
+                window_start: start,
+                window_end: end,
+                version,
+                rows,
+                reason,
+            });
+        }
+        Ok(changes)
+    }
+}
+
+/// `dt=2026-10-03/hour=14` as sorted partition values (sluice's addresses need no escaping).
+fn address_of_hive_path(path: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = path
+        .split('/')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// An `add` action's partition values, sorted (null values left out, as sluice writes none).
+fn partition_values(action: &serde_json::Value) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = action
+        .get("partitionValues")
+        .and_then(|p| p.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    pairs.sort();
+    pairs
+}
+
+/// The last table version recorded as delivered to `target`, if any.
+pub async fn notified_through(
+    table: &DeltaTable,
+    pipeline: &str,
+    target: &str,
+) -> Result<Option<u64>, NotifyLogError> {
+    if !valid_target_name(target) {
+        return Err(NotifyLogError::BadTargetName(target.to_string()));
+    }
+    let id = app_id(pipeline, &notify_txn(target));
+    let version = table
+        .snapshot()?
+        .transaction_version(table.log_store().as_ref(), &id)
+        .await?;
+    Ok(version.map(|v| v.max(0) as u64))
+}
+
+/// Records, in a commit of its own (a `txn` and commit metadata, no data change), that every
+/// change through table version `through` was delivered to `target`. Never moves the record
+/// back: when it already says `through` or later (another process delivered further), nothing
+/// is committed and `None` is returned. A conflict with a concurrent commit re-reads the
+/// table and tries again (up to 10 times). `table` is left at the version it last read.
+pub async fn record_notified(
+    table: &mut DeltaTable,
+    pipeline: &str,
+    target: &str,
+    through: u64,
+    at_ms: i64,
+) -> Result<Option<u64>, NotifyLogError> {
+    const ATTEMPTS_MAX: usize = 10;
+    let record = |source| NotifyLogError::Record {
+        target: target.to_string(),
+        version: through,
+        source: Box::new(source),
+    };
+    let id = app_id(pipeline, &notify_txn(target));
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        if notified_through(table, pipeline, target)
+            .await?
+            .is_some_and(|v| v >= through)
+        {
+            return Ok(None);
+        }
+        let info = json!({
+            "pipeline": pipeline,
+            "notified": {"target": target, "through_version": through},
+        });
+        let properties = CommitProperties::default()
+            .with_application_transactions(vec![Transaction::new_with_last_update(
+                id.clone(),
+                through as i64,
+                Some(at_ms),
+            )])
+            .with_metadata([(COMMIT_INFO_KEY.to_string(), info)]);
+        let snapshot = table.snapshot()?;
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let result = CommitBuilder::from(properties)
+            .with_actions(Vec::new())
+            .build(Some(snapshot), table.log_store(), operation)
+            .await;
+        match result {
+            Ok(finalized) => {
+                let version = finalized.version();
+                table.state = Some(finalized.snapshot());
+                return Ok(Some(version));
+            }
+            Err(DeltaTableError::Transaction {
+                source: TransactionError::CommitConflict(_) | TransactionError::MaxCommitAttempts(_),
+            })
+            | Err(DeltaTableError::VersionAlreadyExists(_))
+                if attempt < ATTEMPTS_MAX =>
+            {
+                table.update_incremental(None).await.map_err(record)?;
+            }
+            Err(e) => return Err(record(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

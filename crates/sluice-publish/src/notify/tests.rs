@@ -1,0 +1,167 @@
+use std::sync::Arc;
+
+use object_store::local::LocalFileSystem;
+use sluice_stage::{StageOptions, Stager};
+
+use super::*;
+use crate::testing::{hour, open, options_of, publish};
+use crate::{compact, CompactPlan};
+
+/// (address, version, rows, reason) of each change.
+fn summary(changes: &[WindowChange]) -> Vec<(String, u64, i64, ChangeReason)> {
+    changes
+        .iter()
+        .map(|c| (c.address.clone(), c.version, c.rows, c.reason))
+        .collect()
+}
+
+#[tokio::test]
+async fn first_publications_are_complete_later_ones_rewritten_and_compaction_is_no_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = open(dir.path(), None, None).await;
+    let created = table.version().unwrap();
+    let mut feed = ChangeFeed::after(table.delta_table(), "p").await.unwrap();
+    let mut stager = Stager::new(table.store(), "w", StageOptions::default());
+    let (a, b) = (hour("2026-10-03T14:00:00Z"), hour("2026-10-03T15:00:00Z"));
+    let v1 = publish(&mut table, &mut stager, a, 2, 10, 0).await;
+    let v2 = publish(&mut table, &mut stager, b, 1, 5, 20).await;
+    let v3 = publish(&mut table, &mut stager, a, 3, 10, 25).await;
+    // Compaction rewrites a's files with the same rows: not a change of the window.
+    let report = compact(
+        &options_of(dir.path(), Arc::new(LocalFileSystem::new())),
+        &CompactPlan::default(),
+        "c",
+        9_000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.compacted.len(), 1, "{report:?}");
+    let fresh = crate::open_table(dir.path().to_str().unwrap(), &Default::default(), None)
+        .await
+        .unwrap();
+    let changes = feed.read(&fresh).await.unwrap();
+    let (ha, hb) = ("dt=2026-10-03/hour=14", "dt=2026-10-03/hour=15");
+    assert_eq!(
+        summary(&changes),
+        [
+            (ha.into(), v1, 20, ChangeReason::Complete),
+            (hb.into(), v2, 5, ChangeReason::Complete),
+            (ha.into(), v3, 30, ChangeReason::Rewritten),
+        ]
+    );
+    assert_eq!(feed.through(), fresh.version().unwrap() as u64);
+    assert!(v1 > created as u64);
+    let c = &changes[2];
+    assert_eq!(c.idempotency_key, format!("{}/{ha}/{v3}", c.table_id));
+    assert!(!c.table_id.is_empty());
+    assert_eq!(
+        (
+            c.window_start.as_str(),
+            c.window_end.as_str(),
+            c.pipeline.as_str()
+        ),
+        ("2026-10-03T14:00:00Z", "2026-10-03T15:00:00Z", "p")
+    );
+    // Nothing new: nothing read.
+    assert!(feed.read(&fresh).await.unwrap().is_empty());
+
+    // Another pipeline's feed sees none of it.
+    let created_table = crate::open_table(
+        dir.path().to_str().unwrap(),
+        &Default::default(),
+        Some(created as u64),
+    )
+    .await
+    .unwrap();
+    let mut other = ChangeFeed::after(&created_table, "q").await.unwrap();
+    assert!(other.read(&fresh).await.unwrap().is_empty());
+
+    // A feed started after v1 knows window a held rows then.
+    let at_v1 = crate::open_table(dir.path().to_str().unwrap(), &Default::default(), Some(v1))
+        .await
+        .unwrap();
+    let mut later = ChangeFeed::after(&at_v1, "p").await.unwrap();
+    assert_eq!(
+        summary(&later.read(&fresh).await.unwrap()),
+        [
+            (hb.into(), v2, 5, ChangeReason::Complete),
+            (ha.into(), v3, 30, ChangeReason::Rewritten),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn delivery_records_move_forward_only_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = open(dir.path(), None, None).await;
+    let mut stager = Stager::new(table.store(), "w", StageOptions::default());
+    let v1 = publish(
+        &mut table,
+        &mut stager,
+        hour("2026-10-03T14:00:00Z"),
+        1,
+        3,
+        0,
+    )
+    .await;
+    let location = dir.path().to_str().unwrap();
+    let mut delta = crate::open_table(location, &Default::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(notified_through(&delta, "p", "hook").await.unwrap(), None);
+    let recorded = record_notified(&mut delta, "p", "hook", v1, 5_000)
+        .await
+        .unwrap()
+        .expect("a first record commits");
+    assert_eq!(recorded, v1 + 1);
+    // Not backwards, not again.
+    assert_eq!(
+        record_notified(&mut delta, "p", "hook", v1, 6_000)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        record_notified(&mut delta, "p", "hook", v1 - 1, 6_000)
+            .await
+            .unwrap(),
+        None
+    );
+    // The record is not a change of any window. (A run never commits a record beside its
+    // writer: the writer records the marks itself. Here the writer re-reads the table.)
+    let mut feed = ChangeFeed::after(&delta, "p").await.unwrap();
+    table.reload().await.unwrap();
+    let v3 = publish(
+        &mut table,
+        &mut stager,
+        hour("2026-10-03T15:00:00Z"),
+        1,
+        3,
+        3,
+    )
+    .await;
+    let reopened = crate::open_table(location, &Default::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        notified_through(&reopened, "p", "hook").await.unwrap(),
+        Some(v1)
+    );
+    assert_eq!(
+        notified_through(&reopened, "p", "other").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        summary(&feed.read(&reopened).await.unwrap()),
+        [(
+            "dt=2026-10-03/hour=15".into(),
+            v3,
+            3,
+            ChangeReason::Complete
+        )]
+    );
+    assert!(matches!(
+        notified_through(&reopened, "p", "no/slash").await,
+        Err(NotifyLogError::BadTargetName(_))
+    ));
+}
