@@ -217,17 +217,21 @@ fn sigkill_soak_equals_one_clean_run() {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            // A compaction beside the run, once the table exists: small targets, so that
+            // A compaction beside the run, once the table exists (its first commit, not just
+            // the log directory a killed creation can leave behind): small targets, so that
             // it rewrites windows the run is republishing.
-            let mut compactor =
-                (mode == "compact" && crashed.join("_delta_log").exists()).then(|| {
-                    Command::new(BIN)
-                        .args(["compact", "--table", &k, "--target-file-size", "1MiB"])
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .unwrap()
-                });
+            let mut compactor = (mode == "compact"
+                && crashed
+                    .join("_delta_log/00000000000000000000.json")
+                    .exists())
+            .then(|| {
+                Command::new(BIN)
+                    .args(["compact", "--table", &k, "--target-file-size", "1MiB"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            });
             std::thread::sleep(Duration::from_millis(
                 rng.below((1.2 * expected_ms) as u64 + 1),
             ));
