@@ -160,6 +160,9 @@ pub fn log_growth(
             if v == 10 {
                 restart_early = restart()?;
                 status_early = status()?;
+                // The restarted run may commit (its pipeline's contract, on a table it
+                // meets for the first time): read the table again, as any writer would.
+                table.reload().await?;
             }
             if v % 1000 == 0 {
                 eprintln!(
