@@ -232,20 +232,24 @@ pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
     let mut batch = listing_batch(&listing)?;
     let version = table.version().unwrap_or(0);
     let (txns, _) = sluice_publish::read_txns(table.object_store().as_ref(), version).await?;
-    let targets: Vec<(String, i64)> = txns
+    let notified: Vec<(&str, &str, i64)> = txns
         .iter()
         .filter_map(|(id, txn)| {
             let (pipeline, target) = id.split_once("/.notify/")?;
-            let several = txns
-                .keys()
-                .filter(|k| k.contains("/.notify/"))
-                .any(|k| !k.starts_with(&format!("{pipeline}/")));
+            Some((pipeline, target, txn.version))
+        })
+        .collect();
+    // Named by target alone unless targets of several pipelines share the table.
+    let several = notified.iter().any(|(p, _, _)| *p != notified[0].0);
+    let targets: Vec<(String, i64)> = notified
+        .iter()
+        .map(|(pipeline, target, version)| {
             let name = if several {
                 format!("notified_{pipeline}.{target}")
             } else {
                 format!("notified_{target}")
             };
-            Some((name, txn.version))
+            (name, *version)
         })
         .collect();
     if !targets.is_empty() {

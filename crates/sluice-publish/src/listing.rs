@@ -396,7 +396,7 @@ pub async fn addresses_changed(
 }
 
 /// The commit file of `version`, or `None` when the log no longer holds it (cleaned up).
-async fn read_commit(
+pub(crate) async fn read_commit(
     store: &dyn object_store::ObjectStore,
     version: u64,
 ) -> Result<Option<bytes::Bytes>, ListError> {

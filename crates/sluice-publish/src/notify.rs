@@ -25,13 +25,12 @@ use deltalake::kernel::Transaction;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
-use object_store::path::Path;
-use object_store::ObjectStoreExt;
 use serde::Serialize;
 use serde_json::json;
 
 use sluice_window::Shard;
 
+use crate::listing::{read_commit, ListError};
 use crate::table::{app_id, file_of};
 use crate::COMMIT_INFO_KEY;
 
@@ -125,11 +124,8 @@ pub struct WindowChange {
 pub enum NotifyLogError {
     #[error("reading the table state failed: {0}")]
     Delta(#[from] DeltaTableError),
-    #[error("reading commit {version} failed: {source}")]
-    Log {
-        version: u64,
-        source: object_store::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] ListError),
     #[error(
         "commit {version} is no longer in the log (log cleanup removed it), so the window \
          changes since version {after} cannot be read and would be skipped; record a newer \
@@ -167,6 +163,42 @@ struct FileState {
     rows: i64,
 }
 
+/// The active files of a table, by path and summed by address (files, rows), kept current
+/// commit by commit: a commit's windows are classified without walking the whole table.
+#[derive(Debug, Default)]
+struct ActiveFiles {
+    by_path: HashMap<String, FileState>,
+    by_address: HashMap<Vec<(String, String)>, (usize, i64)>,
+}
+
+impl ActiveFiles {
+    fn add(&mut self, path: String, file: FileState) {
+        self.remove(&path);
+        let entry = self.by_address.entry(file.address.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += file.rows;
+        self.by_path.insert(path, file);
+    }
+
+    fn remove(&mut self, path: &str) {
+        let Some(file) = self.by_path.remove(path) else {
+            return;
+        };
+        if let Some(entry) = self.by_address.get_mut(&file.address) {
+            entry.0 -= 1;
+            entry.1 -= file.rows;
+            if entry.0 == 0 {
+                self.by_address.remove(&file.address);
+            }
+        }
+    }
+
+    /// Files and rows at `address`.
+    fn at(&self, address: &[(String, String)]) -> (usize, i64) {
+        self.by_address.get(address).copied().unwrap_or_default()
+    }
+}
+
 /// Follows one pipeline's window changes through a table's log, one commit at a time, from
 /// a version on. Holds the table's active files (path, address, rows) as of the last version
 /// read, so each commit is classified by what its address held before it.
@@ -177,7 +209,7 @@ pub struct ChangeFeed {
     table_id: String,
     /// The last version whose commit was read.
     through: u64,
-    files: HashMap<String, FileState>,
+    files: ActiveFiles,
 }
 
 impl ChangeFeed {
@@ -195,7 +227,7 @@ impl ChangeFeed {
             .get_active_add_actions_by_partitions(&[])
             .try_collect()
             .await?;
-        let mut files = HashMap::with_capacity(views.len());
+        let mut files = ActiveFiles::default();
         for view in &views {
             let file = file_of(view);
             if Shard::of(&file.partition_values).is_some() {
@@ -203,7 +235,7 @@ impl ChangeFeed {
             }
             let mut address = file.partition_values.clone();
             address.sort();
-            files.insert(
+            files.add(
                 file.path.clone(),
                 FileState {
                     address,
@@ -234,19 +266,11 @@ impl ChangeFeed {
         let mut changes = Vec::new();
         while self.through < current {
             let version = self.through + 1;
-            let path = Path::from(format!("_delta_log/{version:020}.json"));
-            let bytes = match store.get(&path).await {
-                Ok(r) => r
-                    .bytes()
-                    .await
-                    .map_err(|source| NotifyLogError::Log { version, source })?,
-                Err(object_store::Error::NotFound { .. }) => {
-                    return Err(NotifyLogError::Cleaned {
-                        version,
-                        after: self.through,
-                    })
-                }
-                Err(source) => return Err(NotifyLogError::Log { version, source }),
+            let Some(bytes) = read_commit(store.as_ref(), version).await? else {
+                return Err(NotifyLogError::Cleaned {
+                    version,
+                    after: self.through,
+                });
             };
             let mut actions = Vec::new();
             for line in bytes.split(|b| *b == b'\n') {
@@ -293,14 +317,7 @@ impl ChangeFeed {
                 published.insert(address_of_hive_path(&window), (window, start, end));
             }
         }
-        let held_before: BTreeMap<&Vec<(String, String)>, bool> = published
-            .keys()
-            .map(|a| (a, self.files.values().any(|f| &f.address == a)))
-            .collect();
-        let held_before: BTreeMap<Vec<(String, String)>, bool> = held_before
-            .into_iter()
-            .map(|(a, held)| (a.clone(), held))
-            .collect();
+        let held_before: Vec<bool> = published.keys().map(|a| self.files.at(a).0 > 0).collect();
         for action in actions {
             if let Some(add) = action.get("add") {
                 let Some(path) = add.get("path").and_then(|p| p.as_str()) else {
@@ -317,7 +334,7 @@ impl ChangeFeed {
                     .and_then(|s| s.get("numRecords").and_then(|n| n.as_i64()))
                     .unwrap_or(0);
                 self.files
-                    .insert(path.to_string(), FileState { address, rows });
+                    .add(path.to_string(), FileState { address, rows });
             } else if let Some(remove) = action.get("remove") {
                 if let Some(path) = remove.get("path").and_then(|p| p.as_str()) {
                     self.files.remove(path);
@@ -325,14 +342,9 @@ impl ChangeFeed {
             }
         }
         let mut changes = Vec::with_capacity(published.len());
-        for (address, (window, start, end)) in published {
-            let rows = self
-                .files
-                .values()
-                .filter(|f| f.address == address)
-                .map(|f| f.rows)
-                .sum();
-            let reason = if held_before[&address] {
+        for ((address, (window, start, end)), held) in published.into_iter().zip(held_before) {
+            let (_, rows) = self.files.at(&address);
+            let reason = if held {
                 ChangeReason::Rewritten
             } else {
                 ChangeReason::Complete
