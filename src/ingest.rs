@@ -481,7 +481,7 @@ pub async fn ingest(
 )> {
     let w = wire(settings).await?;
     // Beside the writer: it records what the targets got with its own commits.
-    let notifier = crate::notify::start(settings, &w.options.notified).await?;
+    let notifier = crate::notify::start(settings, &w.options).await?;
     let attempt = attempt(settings);
     let deriver = open_deriver(
         settings,

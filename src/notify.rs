@@ -10,7 +10,7 @@ use sluice_notify::{
     parse_reasons, CommandTarget, HttpTarget, Notifier, NotifierOptions, Target, TargetReport,
     TargetSpec,
 };
-use sluice_publish::{valid_target_name, DeliveredMarks};
+use sluice_publish::{valid_target_name, TableOptions};
 use sluice_window::parse_duration_ms;
 
 use crate::args::RunSettings;
@@ -118,11 +118,12 @@ fn timeout_ms(t: &NotifyConfig) -> Result<u64, String> {
     Ok(ms as u64)
 }
 
-/// Starts the run's notifier (none without targets). `marks` are the writer's
-/// (`TableOptions::notified`): its commits record what was delivered.
+/// Starts the run's notifier (none without targets). `writer` are the writer's options: the
+/// notifier reads the table through the same store and retries, and its marks
+/// (`TableOptions::notified`) are the ones the writer's commits record.
 pub async fn start(
     settings: &RunSettings,
-    marks: &DeliveredMarks,
+    writer: &TableOptions,
 ) -> anyhow::Result<Option<Notifier>> {
     if settings.notify.is_empty() {
         return Ok(None);
@@ -148,13 +149,17 @@ pub async fn start(
         });
     }
     let options = NotifierOptions {
-        location: settings.table.clone(),
-        storage_options: settings.storage_options.clone(),
+        table: TableOptions {
+            storage_options: writer.storage_options.clone(),
+            store: writer.store.clone(),
+            retry: writer.retry,
+            ..TableOptions::new(writer.location.clone())
+        },
         pipeline: settings.pipeline.clone(),
         poll_ms: POLL_MS,
         retry_initial_ms: RETRY_INITIAL_MS,
         retry_max_ms: RETRY_MAX_MS,
-        marks: marks.clone(),
+        marks: writer.notified.clone(),
     };
     let notifier = Notifier::start(options, specs)
         .await

@@ -453,5 +453,23 @@ fn invalid_targets_are_refused_with_the_reason() {
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
         assert!(stderr.contains(says), "{flag} {value}: {stderr}");
         assert!(!table.exists(), "nothing is written");
-    }
+    } // A Kafka (sharded) table is refused by name, before any broker is asked: nothing is
+      // sent for it rather than a "complete" that only one shard made true.
+    let out = sluice(&run_args(
+        "kafka:events",
+        &t,
+        &[
+            "--brokers",
+            "127.0.0.1:9",
+            "--notify-url",
+            "hook=http://127.0.0.1:9/hook",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("notifications are not sent for a Kafka source yet"),
+        "{stderr}"
+    );
+    assert!(!table.exists(), "nothing is written");
 }

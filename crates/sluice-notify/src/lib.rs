@@ -17,13 +17,13 @@
 
 mod target;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use deltalake::DeltaTable;
 use sluice_publish::{
-    notified_through, record_notified, ChangeFeed, ChangeReason, DeliveredMarks, NotifyLogError,
-    OpenError, WindowChange,
+    notified_through, open_table_with, record_notified, ChangeFeed, ChangeReason, DeliveredMarks,
+    NotifyLogError, OpenError, TableOptions, WindowChange,
 };
 use tokio::sync::watch;
 
@@ -46,8 +46,10 @@ pub struct TargetSpec {
 /// How the notifier reaches the table and paces itself.
 #[derive(Debug, Clone)]
 pub struct NotifierOptions {
-    pub location: String,
-    pub storage_options: HashMap<String, String>,
+    /// The table, read through these options' store seam and retries (the writer's, so a
+    /// transient store failure is retried as the writer's are). Only `location`,
+    /// `storage_options`, `store` and `retry` are used.
+    pub table: TableOptions,
     pub pipeline: String,
     /// Pause between two looks at the log that found nothing new.
     pub poll_ms: u64,
@@ -113,8 +115,40 @@ impl Notifier {
         options: NotifierOptions,
         targets: Vec<TargetSpec>,
     ) -> Result<Notifier, NotifyError> {
-        let (stop, stop_rx) = watch::channel(None);
-        let mut tasks = Vec::with_capacity(targets.len());
+        Notifier::begin(options, targets, None).await
+    }
+
+    /// Delivers, without a writer beside it, every change the table holds now that its
+    /// targets were not told yet, for up to `drain_ms`, then records each target's delivered
+    /// version in a commit of its own: [`Notifier::start`] and [`Notifier::finish`] in one,
+    /// except that the tasks know where to stop before they read anything (their store
+    /// operations do not depend on timing).
+    pub async fn drain(
+        options: NotifierOptions,
+        targets: Vec<TargetSpec>,
+        drain_ms: u64,
+        at_ms: i64,
+    ) -> Result<Vec<TargetReport>, NotifyError> {
+        let table = open(&options, None).await?;
+        let stop = Stop {
+            through: table.version().unwrap_or(0),
+            deadline: tokio::time::Instant::now() + Duration::from_millis(drain_ms),
+        };
+        let notifier = Notifier::begin(options, targets, Some(stop)).await?;
+        notifier.conclude(table, stop, at_ms).await
+    }
+
+    async fn begin(
+        options: NotifierOptions,
+        targets: Vec<TargetSpec>,
+        stop: Option<Stop>,
+    ) -> Result<Notifier, NotifyError> {
+        let (stop, stop_rx) = watch::channel(stop);
+        let mut notifier = Notifier {
+            options: options.clone(),
+            stop,
+            tasks: Vec::with_capacity(targets.len()),
+        };
         for spec in targets {
             let name = spec.name.clone();
             let in_target = |source: NotifyError| NotifyError::Target {
@@ -125,11 +159,9 @@ impl Notifier {
                 .await
                 .map_err(|e| in_target(e.into()))?;
             let current = table.version().unwrap_or(0);
-            let through = notified_through(&table, &options.pipeline, &spec.name)
+            let through = starting_version(&table, &options.pipeline, &spec.name)
                 .await
-                .map_err(|e| in_target(e.into()))?
-                .unwrap_or(current)
-                .min(current);
+                .map_err(|e| in_target(e.into()))?;
             options.marks.deliver(&spec.name, through);
             let start = if through == current {
                 table
@@ -153,13 +185,10 @@ impl Notifier {
                     ..TargetReport::default()
                 },
             };
-            tasks.push((name, tokio::spawn(task.run())));
+            // Pushed at once: an error starting a later target drops (aborts) this one.
+            notifier.tasks.push((name, tokio::spawn(task.run())));
         }
-        Ok(Notifier {
-            options,
-            stop,
-            tasks,
-        })
+        Ok(notifier)
     }
 
     /// Delivers what the table holds now (its latest version), for up to `drain_ms`, then
@@ -167,12 +196,24 @@ impl Notifier {
     /// the writer is done: nothing else commits then). Returns one report per target.
     /// `at_ms` is the caller's clock, for the record's `lastUpdated`.
     pub async fn finish(self, drain_ms: u64, at_ms: i64) -> Result<Vec<TargetReport>, NotifyError> {
-        let mut table = open(&self.options, None).await?;
-        let through = table.version().unwrap_or(0);
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(drain_ms);
-        let _ = self.stop.send(Some(Stop { through, deadline }));
-        let mut reports = Vec::with_capacity(self.tasks.len());
-        for (name, task) in self.tasks {
+        let table = open(&self.options, None).await?;
+        let stop = Stop {
+            through: table.version().unwrap_or(0),
+            deadline: tokio::time::Instant::now() + Duration::from_millis(drain_ms),
+        };
+        self.conclude(table, stop, at_ms).await
+    }
+
+    async fn conclude(
+        mut self,
+        mut table: DeltaTable,
+        stop: Stop,
+        at_ms: i64,
+    ) -> Result<Vec<TargetReport>, NotifyError> {
+        let _ = self.stop.send(Some(stop));
+        let tasks = std::mem::take(&mut self.tasks);
+        let mut reports = Vec::with_capacity(tasks.len());
+        for (name, task) in tasks {
             let report = task.await.unwrap_or_else(|e| TargetReport {
                 name: name.clone(),
                 error: Some(format!("the task failed: {e}")),
@@ -196,8 +237,55 @@ impl Notifier {
     }
 }
 
+/// A notifier dropped without [`Notifier::finish`] (its run failed) stops its tasks: nothing
+/// is delivered after the process gave up, and nothing is recorded.
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        for (_, task) in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// The version after which `target` is told about changes: the last one recorded as
+/// delivered to it, or, for a target never told anything, `table`'s version (it is told
+/// about changes from now on, not about the table's history). A writer that notifies must
+/// hold this as the target's mark ([`DeliveredMarks::deliver`]) before its first commit, so
+/// that the mark is in the log before any change it has not delivered.
+pub async fn starting_version(
+    table: &DeltaTable,
+    pipeline: &str,
+    target: &str,
+) -> Result<u64, NotifyLogError> {
+    let current = table.version().unwrap_or(0);
+    Ok(notified_through(table, pipeline, target)
+        .await?
+        .unwrap_or(current)
+        .min(current))
+}
+
 async fn open(options: &NotifierOptions, version: Option<u64>) -> Result<DeltaTable, OpenError> {
-    sluice_publish::open_table(&options.location, &options.storage_options, version).await
+    open_table_with(&options.table, version).await
+}
+
+/// What one look at the log did.
+enum Step {
+    /// Nothing new was committed.
+    Idle,
+    /// Changes were read and delivered (there may be more).
+    Delivered,
+    /// The notifier stopped while a receiver was still failing.
+    Stopped,
+}
+
+/// Whether a failure to follow the log may pass by itself (the store), or will not (the log
+/// was cleaned up past the mark, holds what cannot be read, or the table is sharded).
+fn retryable(e: &NotifyError) -> bool {
+    match e {
+        NotifyError::Open(_) => true,
+        NotifyError::Log(e) => matches!(e, NotifyLogError::Delta(_) | NotifyLogError::Read(_)),
+        NotifyError::Target { source, .. } => retryable(source),
+    }
 }
 
 struct TargetTask {
@@ -219,9 +307,14 @@ impl TargetTask {
         self.report
     }
 
+    /// Follows the log until told to stop. A failure to read the table while following is
+    /// retried with backoff (the store may be down for a while; the target only falls
+    /// behind); once the notifier is stopping, or when the log itself cannot be followed
+    /// (cleaned up, unreadable, sharded), it ends the task: what is left waits for the next
+    /// run, which starts from the recorded mark.
     async fn follow(&mut self) -> Result<(), NotifyError> {
-        let name = self.spec.name.clone();
-        let mut table = open(&self.options, None).await?;
+        let mut table = None;
+        let mut backoff_ms = self.options.retry_initial_ms.max(1);
         loop {
             let stop = *self.stop.borrow();
             if let Some(stop) = stop {
@@ -231,42 +324,73 @@ impl TargetTask {
                     return Ok(());
                 }
             }
-            table
-                .update_incremental(None)
-                .await
-                .map_err(NotifyLogError::from)?;
-            let latest = table.version().unwrap_or(0);
-            self.report.table_version = latest;
-            metrics::gauge!("sluice_notify_behind_versions", "target" => name.clone())
-                .set(latest.saturating_sub(self.feed.through()) as f64);
-            if latest <= self.feed.through() {
-                let wait = tokio::time::sleep(Duration::from_millis(self.options.poll_ms));
-                tokio::select! {
-                    _ = wait => {}
-                    _ = self.stop.changed() => {}
+            let wait_ms = match self.step(&mut table).await {
+                Ok(Step::Delivered) => continue,
+                Ok(Step::Stopped) => return Ok(()),
+                Ok(Step::Idle) => {
+                    backoff_ms = self.options.retry_initial_ms.max(1);
+                    self.options.poll_ms
                 }
+                Err(e) if self.stop.borrow().is_some() || !retryable(&e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(target_name = %self.spec.name, error = %e, retry_in_ms = backoff_ms, "reading the table for notifications failed; retrying (ingestion goes on)");
+                    metrics::counter!("sluice_notify_errors_total", "target" => self.spec.name.clone())
+                        .increment(1);
+                    table = None; // opened afresh on the next step
+                    let wait = backoff_ms;
+                    backoff_ms = (backoff_ms * 2).min(self.options.retry_max_ms.max(1));
+                    wait
+                }
+            };
+            let wait = tokio::time::sleep(Duration::from_millis(wait_ms));
+            tokio::select! {
+                _ = wait => {}
+                _ = self.stop.changed() => {}
+            }
+        }
+    }
+
+    /// One look at the log: reads what was committed since the last look (at most
+    /// [`VERSIONS_PER_READ_MAX`] versions) and delivers it.
+    async fn step(&mut self, table: &mut Option<DeltaTable>) -> Result<Step, NotifyError> {
+        let table = match table {
+            Some(t) => {
+                t.update_incremental(None)
+                    .await
+                    .map_err(NotifyLogError::from)?;
+                t
+            }
+            None => table.insert(open(&self.options, None).await?),
+        };
+        let name = self.spec.name.clone();
+        let latest = table.version().unwrap_or(0);
+        self.report.table_version = latest;
+        metrics::gauge!("sluice_notify_behind_versions", "target" => name.clone())
+            .set(latest.saturating_sub(self.feed.through()) as f64);
+        if latest <= self.feed.through() {
+            return Ok(Step::Idle);
+        }
+        // A bounded step: at most VERSIONS_PER_READ_MAX commits' changes in memory.
+        let upto = latest.min(self.feed.through() + VERSIONS_PER_READ_MAX);
+        let changes = if upto < latest {
+            self.feed
+                .read(&open(&self.options, Some(upto)).await?)
+                .await?
+        } else {
+            self.feed.read(table).await?
+        };
+        for change in &changes {
+            if !self.spec.on.contains(&change.reason) {
+                self.report.skipped += 1;
                 continue;
             }
-            // A bounded step: at most VERSIONS_PER_READ_MAX commits' changes in memory.
-            let upto = latest.min(self.feed.through() + VERSIONS_PER_READ_MAX);
-            let step = if upto < latest {
-                open(&self.options, Some(upto)).await?
-            } else {
-                table.clone()
-            };
-            let changes = self.feed.read(&step).await?;
-            for change in &changes {
-                if !self.spec.on.contains(&change.reason) {
-                    self.report.skipped += 1;
-                    continue;
-                }
-                if !self.deliver(change).await {
-                    return Ok(()); // stopped while the receiver was failing
-                }
+            if !self.deliver(change).await {
+                return Ok(Step::Stopped); // stopped while the receiver was failing
             }
-            self.report.through = self.feed.through();
-            self.options.marks.deliver(&name, self.feed.through());
         }
+        self.report.through = self.feed.through();
+        self.options.marks.deliver(&name, self.feed.through());
+        Ok(Step::Delivered)
     }
 
     /// Delivers `change`, retrying with backoff until the receiver accepts it (`true`) or the

@@ -259,13 +259,14 @@ impl ChangeFeed {
 
     /// Reads the commits after [`Self::through`] up to `table`'s loaded version and returns
     /// the changes of this pipeline's windows, in version order (within a version, in
-    /// address order).
+    /// address order). All or nothing: every commit is read before any is applied, so a
+    /// failed read leaves the feed where it was and the same call can be made again (no
+    /// change is passed over).
     pub async fn read(&mut self, table: &DeltaTable) -> Result<Vec<WindowChange>, NotifyLogError> {
         let current = table.snapshot()?.version();
         let store = table.object_store();
-        let mut changes = Vec::new();
-        while self.through < current {
-            let version = self.through + 1;
+        let mut commits = Vec::with_capacity(current.saturating_sub(self.through) as usize);
+        for version in self.through + 1..=current {
             let Some(bytes) = read_commit(store.as_ref(), version).await? else {
                 return Err(NotifyLogError::Cleaned {
                     version,
@@ -281,6 +282,10 @@ impl ChangeFeed {
                     .map_err(|source| NotifyLogError::BadCommit { version, source })?;
                 actions.push(value);
             }
+            commits.push((version, actions));
+        }
+        let mut changes = Vec::new();
+        for (version, actions) in commits {
             changes.extend(self.apply(version, &actions)?);
             self.through = version;
         }

@@ -11,9 +11,10 @@ use crate::harness::{
     check_every_version, dead_letters, derived_from_raw, derived_rows, dlq_location, grown_values,
     local_root, rows_at, Policy, Run, Script, DERIVED, GROWS_FROM,
 };
+use crate::notified;
 
 async fn enumerate(keyed: bool, policy: Policy) {
-    enumerate_with(keyed, policy, false, false, None, None).await
+    enumerate_with(keyed, policy, false, false, None, None, false).await
 }
 
 async fn enumerate_with(
@@ -23,6 +24,7 @@ async fn enumerate_with(
     grows: bool,
     compact_files_min: Option<usize>,
     retain_ms: Option<i64>,
+    notify: bool,
 ) {
     let mode = format!(
         "{}, {}",
@@ -52,6 +54,10 @@ async fn enumerate_with(
         ", expiring windows past the retention in the run"
     } else {
         ""
+    } + if notify {
+        ", telling a notify target"
+    } else {
+        ""
     };
     assert!(
         keyed || !grows,
@@ -70,6 +76,7 @@ async fn enumerate_with(
         grows,
         compact_files_min,
         retain_ms,
+        notify,
         ..Run::new(keyed)
     };
     let mut dead_expected = script.expected_dead_letters(policy);
@@ -155,6 +162,21 @@ async fn enumerate_with(
     } else {
         Vec::new()
     };
+    if notify {
+        let changes = notified::implied(&oracle_dir).await;
+        let reasons: std::collections::BTreeSet<_> =
+            changes.values().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(
+            reasons,
+            ["complete", "rewritten"].into(),
+            "the script both completes and rewrites windows: {changes:?}"
+        );
+        if let Some(e) =
+            notified::notified_differs(&oracle_dir, &local_options(&run, &oracle_dir)).await
+        {
+            panic!("the oracle's notifications: {e}");
+        }
+    }
     let mut oracle_derived = Vec::new();
     if derived {
         for (name, _, _) in DERIVED {
@@ -194,6 +216,11 @@ async fn enumerate_with(
                         "dead letters differ from one clean run's\n  got      {dead:?}\n  expected {dead_expected:?}"
                     ))
                 } else if let Some(e) = derived_differs(&dir, &oracle_derived).await {
+                    Err(e)
+                } else if let Some(e) = match notify {
+                    true => notified::notified_differs(&dir, &local_options(&run, &dir)).await,
+                    false => None,
+                } {
                     Err(e)
                 } else if grows && grown_values(&dir).await != oracle_grown {
                     Err(format!(
@@ -576,6 +603,15 @@ async fn enumerate_maintenance(keyed: bool, policy: Policy, job: Job) {
     conclude(&mode, k, passed, orphans, &failures, started);
 }
 
+/// Options that reach the table at `dir` through the local store, as the restarted run does.
+fn local_options(run: &Run, dir: &std::path::Path) -> TableOptions {
+    TableOptions {
+        store: Some(local_root()),
+        retry: run.retry,
+        ..TableOptions::new(dir.to_str().expect("utf-8 path"))
+    }
+}
+
 /// A copy of the table at `from` and of its dead-letter table.
 fn copy_table(from: &std::path::Path, to: &std::path::Path) {
     copy_dir(from, to);
@@ -654,17 +690,27 @@ async fn every_crash_point_ends_as_the_clean_run_late_merged_by_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_keyed_by_event_id_with_derived_tables() {
-    enumerate_with(true, Policy::Rewrite, true, false, None, None).await;
+    enumerate_with(true, Policy::Rewrite, true, false, None, None, false).await;
+}
+
+/// The notification bookkeeping inside the enumeration: the target's mark carried by every
+/// writer commit, its delivery after the run and the commit that records it, each crashed
+/// after every store operation. The receiver must end up with exactly the changes the log
+/// implies (each at least once, the same body every time), the record must cover them, and
+/// a drain afterwards must deliver and commit nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_ends_as_the_clean_run_telling_a_notify_target() {
+    enumerate_with(true, Policy::Rewrite, false, false, None, None, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_while_the_schema_grows() {
-    enumerate_with(true, Policy::Rewrite, false, true, None, None).await;
+    enumerate_with(true, Policy::Rewrite, false, true, None, None, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_ends_as_the_clean_run_while_the_schema_grows_in_merge_mode() {
-    enumerate_with(true, Policy::Upsert, false, true, None, None).await;
+    enumerate_with(true, Policy::Upsert, false, true, None, None, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -691,7 +737,16 @@ async fn every_crash_point_of_a_compaction_in_merge_mode_ends_as_the_clean_run()
 async fn every_crash_point_ends_as_the_clean_run_compacting_and_expiring_windows_in_the_run() {
     // Keyed by position, late rows are appended to their windows (files of their own), so
     // the run compacts those windows; a retention of 3 minutes removes the first four.
-    enumerate_with(false, Policy::Rewrite, false, false, Some(1), Some(180_000)).await;
+    enumerate_with(
+        false,
+        Policy::Rewrite,
+        false,
+        false,
+        Some(1),
+        Some(180_000),
+        false,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

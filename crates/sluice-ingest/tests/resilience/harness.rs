@@ -323,6 +323,9 @@ pub struct Run {
     pub compact_files_min: Option<usize>,
     /// Remove, in the run, windows that ended this long before the watermark.
     pub retain_ms: Option<i64>,
+    /// Tell a notify target (see [`crate::notified`]) about every window change: registered
+    /// before the writer's first commit, drained and recorded after the run.
+    pub notify: bool,
 }
 
 /// Derived tables of the script: one row per window, published by swap, at `<table>_sum`.
@@ -416,6 +419,7 @@ impl Run {
             grows: false,
             compact_files_min: None,
             retain_ms: None,
+            notify: false,
         }
     }
 
@@ -493,8 +497,12 @@ impl Run {
             WindowTable::open_or_create(&options, Some(&record_schema), layout(), window_size())
                 .await
                 .map_err(|e| format!("open: {e}"))?;
+        if self.notify {
+            crate::notified::register(&options).await?;
+        }
         let dlq = DeadLetterTable::open_or_create(&TableOptions {
             location: dlq_location(table_dir),
+            notified: Default::default(),
             ..options.clone()
         })
         .await
@@ -541,6 +549,9 @@ impl Run {
             ingester
         };
         let (summary, _) = ingester.run().await.map_err(|e| format!("run: {e}"))?;
+        if self.notify {
+            crate::notified::drain(&options, table_dir).await?;
+        }
         Ok(summary)
     }
 

@@ -5,5 +5,6 @@
 mod crash_points;
 mod harness;
 mod history;
+mod notified;
 mod transient;
 mod zombie;

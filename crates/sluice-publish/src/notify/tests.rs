@@ -90,6 +90,51 @@ async fn first_publications_are_complete_later_ones_rewritten_and_compaction_is_
     );
 }
 
+/// A read that fails part way (here a commit that cannot be read) leaves the feed where it
+/// was: the next read returns every change again, the ones before the failure included, so
+/// a notifier that retries passes nothing over.
+#[tokio::test]
+async fn a_failed_read_leaves_the_feed_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = open(dir.path(), None, None).await;
+    let mut feed = ChangeFeed::after(table.delta_table(), "p").await.unwrap();
+    let before = feed.through();
+    let mut stager = Stager::new(table.store(), "w", StageOptions::default());
+    let (a, b) = (hour("2026-10-03T14:00:00Z"), hour("2026-10-03T15:00:00Z"));
+    let v1 = publish(&mut table, &mut stager, a, 1, 4, 0).await;
+    let v2 = publish(&mut table, &mut stager, b, 1, 6, 10).await;
+    let fresh = crate::open_table(dir.path().to_str().unwrap(), &Default::default(), None)
+        .await
+        .unwrap();
+    let commit = dir.path().join(format!("_delta_log/{v2:020}.json"));
+    let aside = dir.path().join("aside.json");
+    std::fs::rename(&commit, &aside).unwrap();
+    let err = feed.read(&fresh).await.unwrap_err();
+    assert!(
+        matches!(err, NotifyLogError::Cleaned { version, .. } if version == v2),
+        "{err}"
+    );
+    assert_eq!(feed.through(), before, "nothing was applied");
+    std::fs::rename(&aside, &commit).unwrap();
+    assert_eq!(
+        summary(&feed.read(&fresh).await.unwrap()),
+        [
+            (
+                "dt=2026-10-03/hour=14".into(),
+                v1,
+                4,
+                ChangeReason::Complete
+            ),
+            (
+                "dt=2026-10-03/hour=15".into(),
+                v2,
+                6,
+                ChangeReason::Complete
+            ),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn delivery_records_move_forward_only_and_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();

@@ -120,6 +120,36 @@ pub async fn open_table(
     Ok(table)
 }
 
+/// Opens an existing table through `options`' store seam and retries (a reader that follows
+/// a table beside its writer: transient store failures are retried as the writer's are), at
+/// `version` or the latest. Creates nothing, like [`open_table`].
+pub async fn open_table_with(
+    options: &TableOptions,
+    version: Option<u64>,
+) -> Result<DeltaTable, OpenError> {
+    let Some(mut table) = open_table_if_exists(options).await? else {
+        return Err(OpenError::NoTable(options.location.clone()));
+    };
+    if let Some(v) = version {
+        let url = table.table_url().to_string();
+        let latest = table.version().unwrap_or(0);
+        if v > latest {
+            return Err(OpenError::NoVersion {
+                url,
+                version: v,
+                latest,
+            });
+        }
+        if v < latest {
+            table
+                .load_version(v)
+                .await
+                .map_err(|source| OpenError::Delta { url, source })?;
+        }
+    }
+    Ok(table)
+}
+
 /// The table at `options.location` (through its store seam), loaded; `None` when there is
 /// none. Creates nothing.
 pub(crate) async fn open_table_if_exists(

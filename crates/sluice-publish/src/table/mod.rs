@@ -32,7 +32,7 @@ use crate::retry::RetryPolicy;
 use crate::tags;
 use commit::Coverage;
 use contract::ContractDifference;
-pub use location::{location_url, open_table};
+pub use location::{location_url, open_table, open_table_with};
 pub(crate) use location::{missing_local_dir, open_table_if_exists, unloaded_table};
 use schema::{
     all_nullable, kernel_to_arrow, normalized, record_part, signature, with_position_columns,
