@@ -81,12 +81,12 @@ async fn recompute(
         )));
     }
     let started = Instant::now();
-    let w = wire(&settings).await?;
+    let mut w = wire(&settings).await?;
     let attempt = attempt(&settings);
     // Derived queries are checked before anything is recomputed.
     let deriver = open_deriver(
         &settings,
-        &w.table,
+        &mut w.table,
         &w.options,
         &attempt,
         w.config.stage.clone(),

@@ -169,7 +169,7 @@ pub async fn check_contracts(settings: &RunSettings) -> anyhow::Result<()> {
 /// error (exit 2) before anything is ingested.
 pub async fn open_deriver(
     settings: &RunSettings,
-    raw: &WindowTable,
+    raw: &mut WindowTable,
     options: &TableOptions,
     attempt: &str,
     stage: sluice_stage::StageOptions,
@@ -256,7 +256,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         ..sluice_stage::StageOptions::default()
     };
     let Some(mut deriver) =
-        open_deriver(&settings, &raw, &options, &attempt(&settings), stage).await?
+        open_deriver(&settings, &mut raw, &options, &attempt(&settings), stage).await?
     else {
         return Ok(());
     };

@@ -30,18 +30,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         crate::metrics::serve(addr)?;
     }
     let started = Instant::now();
-    let mut notified = Vec::new();
-    let (summary, version, kafka) = match &settings.kafka {
+    let (summary, version, kafka, notified) = match &settings.kafka {
         None => {
             let (s, v, n) = ingest(&settings).await?;
-            notified = n;
-            (s, v, None)
+            (s, v, None, n)
         }
         #[cfg(feature = "kafka")]
         Some(k) => {
-            let (s, version) = ingest_kafka(&settings, k).await?;
+            let (s, version, n) = ingest_kafka(&settings, k).await?;
             let kafka = (s.messages, s.partitions_assigned, s.partitions_revoked);
-            (s.run, version, Some(kafka))
+            (s.run, version, Some(kafka), n)
         }
         #[cfg(not(feature = "kafka"))]
         Some(k) => {
@@ -375,7 +373,11 @@ fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
 async fn ingest_kafka(
     settings: &RunSettings,
     kafka: &crate::args::KafkaSettings,
-) -> anyhow::Result<(sluice_ingest::KafkaSummary, Option<u64>)> {
+) -> anyhow::Result<(
+    sluice_ingest::KafkaSummary,
+    Option<u64>,
+    Vec<sluice_notify::TargetReport>,
+)> {
     use sluice_source::kafka::KafkaOptions;
     let (decode, config) = runner(settings);
     let mut options = table_options(settings, &config, &decode);
@@ -427,7 +429,8 @@ async fn ingest_kafka(
     if stop.signal() == Some(Signal::Terminate) {
         crate::warnings::warn(crate::signals::STOPPED_NOTE);
     }
-    Ok((summary, version))
+    // Notify targets are refused for a Kafka source (see `args`): nothing is told.
+    Ok((summary, version, Vec::new()))
 }
 
 /// How the settings's table is reached (the dead-letter and derived tables use the same options
@@ -479,13 +482,13 @@ pub async fn ingest(
     Option<u64>,
     Vec<sluice_notify::TargetReport>,
 )> {
-    let w = wire(settings).await?;
+    let mut w = wire(settings).await?;
     // Beside the writer: it records what the targets got with its own commits.
     let notifier = crate::notify::start(settings, &w.options).await?;
     let attempt = attempt(settings);
     let deriver = open_deriver(
         settings,
-        &w.table,
+        &mut w.table,
         &w.options,
         &attempt,
         w.config.stage.clone(),

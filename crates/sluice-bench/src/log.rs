@@ -1,6 +1,6 @@
 //! The cost of a long log: publish latency (seal to visible) at table version ~10 against
-//! version N, and restart-to-resume at both, on one local table built by sluice's own
-//! publish path (`sluice_publish::WindowTable`, a checkpoint every
+//! version N, and restart-to-resume at both, on one table (local, or on S3 through a moto
+//! server) built by sluice's own publish path (`sluice_publish::WindowTable`, a checkpoint every
 //! `sluice_publish::CHECKPOINT_INTERVAL_DEFAULT` commits, as `sluice run` creates tables).
 //!
 //! The table holds a bounded set of windows (each publication swaps one of 24 hourly windows),
@@ -20,6 +20,14 @@ use sluice_window::{AddressLayout, EventTime, Window, WindowSize};
 
 use crate::alternatives::BenchError;
 
+/// Where the long log's table lives.
+pub enum LogPlace<'a> {
+    /// A directory under the bench's work directory.
+    Local,
+    /// `s3://<bucket>/log-table` on a moto server.
+    S3(&'a crate::moto::Moto),
+}
+
 /// Publications measured at each end of the log.
 pub(crate) const SAMPLES: usize = 100;
 /// Windows the publications cycle through.
@@ -27,6 +35,8 @@ const WINDOWS: i64 = 24;
 
 /// What [`log_growth`] measured.
 pub struct LogReport {
+    /// Where the table was: `local`, `S3 (moto)`.
+    pub place: &'static str,
     pub versions: u64,
     pub rows_per_window: usize,
     /// Publish latency (stage + commit, until the commit is in the log) near version 10.
@@ -65,26 +75,41 @@ pub fn log_growth(
     versions: u64,
     rows: usize,
     sluice: &Path,
+    place: LogPlace<'_>,
 ) -> Result<LogReport, BenchError> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let table_dir = dir.join("log-table");
-    if table_dir.exists() {
-        std::fs::remove_dir_all(&table_dir)?;
-    }
-    std::fs::create_dir_all(&table_dir)?;
     let empty = dir.join("log-empty-source");
     std::fs::create_dir_all(&empty)?;
     std::fs::write(empty.join("new.ndjson"), b"")?;
-    let location = table_dir
-        .to_str()
-        .ok_or("table path is not UTF-8")?
-        .to_string();
-    // A command of the real binary: process start to exit, median of 3.
+    let (location, options, place_name) = match place {
+        LogPlace::Local => {
+            let table_dir = dir.join("log-table");
+            if table_dir.exists() {
+                std::fs::remove_dir_all(&table_dir)?;
+            }
+            std::fs::create_dir_all(&table_dir)?;
+            let location = table_dir
+                .to_str()
+                .ok_or("table path is not UTF-8")?
+                .to_string();
+            (location, Vec::new(), "local")
+        }
+        LogPlace::S3(moto) => (
+            format!("s3://{}/log-table", moto.bucket),
+            moto.options(),
+            "S3 (moto)",
+        ),
+    };
+    // A command of the real binary (the object store options in its environment): process
+    // start to exit, median of 3.
     let timed = |what: &str, args: &[String]| -> Result<Duration, BenchError> {
         let mut times = Vec::new();
         for _ in 0..3 {
             let started = Instant::now();
-            let out = Command::new(sluice).args(args).output()?;
+            let out = Command::new(sluice)
+                .args(args)
+                .envs(options.iter().map(|(k, v)| (k, v)))
+                .output()?;
             if !out.status.success() {
                 return Err(format!(
                     "sluice {what} failed: {}",
@@ -122,7 +147,10 @@ pub fn log_growth(
             Field::new("ts", DataType::Utf8, true),
         ]));
         let mut table = WindowTable::open_or_create(
-            &TableOptions::new(location.clone()),
+            &TableOptions {
+                storage_options: options.iter().cloned().collect(),
+                ..TableOptions::new(location.clone())
+            },
             Some(&schema),
             AddressLayout::DtHour,
             size,
@@ -166,13 +194,14 @@ pub fn log_growth(
             }
             if v % 1000 == 0 {
                 eprintln!(
-                    "log: version {v} after {:.0} s (last publish {:.1} ms)",
+                    "log ({place_name}): version {v} after {:.0} s (last publish {:.1} ms)",
                     started.elapsed().as_secs_f64(),
                     took.as_secs_f64() * 1e3
                 );
             }
         }
         Ok::<_, BenchError>(LogReport {
+            place: place_name,
             versions,
             rows_per_window: rows,
             early: Latency::of(early),

@@ -21,6 +21,7 @@ mod catchup;
 mod kafka;
 mod log;
 mod measure;
+mod moto;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

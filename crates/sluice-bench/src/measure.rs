@@ -241,16 +241,27 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         let (m, _) = run_once(alternative("m"), format!("pair {pair}"))?;
         metrics_ratios.push(m.as_secs_f64() / c.as_secs_f64());
     }
-    let log = if args.log_versions >= 200 {
-        Some(crate::log::log_growth(
+    let mut logs = Vec::new();
+    if args.log_versions >= 200 {
+        logs.push(crate::log::log_growth(
             &work,
             args.log_versions,
             args.log_window_rows,
             &sluice_bin,
-        )?)
-    } else {
-        None
-    };
+            crate::log::LogPlace::Local,
+        )?);
+        // The same log on S3, when moto is installed (`scripts/servers install`).
+        match crate::moto::start("bench")? {
+            Some(moto) => logs.push(crate::log::log_growth(
+                &work,
+                args.log_versions,
+                args.log_window_rows,
+                &sluice_bin,
+                crate::log::LogPlace::S3(&moto),
+            )?),
+            None => eprintln!("moto is not installed: the long log on S3 is left out"),
+        }
+    }
     let catch_up = if args.many_windows >= 10 {
         Some(crate::catchup::catch_up(
             &sluice_bin,
@@ -274,7 +285,7 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         args.runs,
         &metrics_ratios,
     );
-    if let Some(log) = &log {
+    for log in &logs {
         log_report(&mut report, log);
     }
     if let Some((runs, counts)) = &catch_up {
@@ -514,20 +525,29 @@ fn report(
 fn log_report(r: &mut String, log: &crate::log::LogReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
-    let _ = writeln!(
-        r,
-        "\nA long log: one local table, {} publications (each swaps one of 24 hourly windows with a \
-         {}-row file: 24 active files, one version per publication, a checkpoint every {} as \
-         `sluice run` creates tables). Publish = stage + commit, until the commit is in the log \
-         (seal to visible: a reader listing the log from then on sees it); {} publications at each end. \
-         Restart = `sluice run` over a new empty source, process start to exit (table load, \
-         resume offsets, published windows), median of 3; `sluice status` likewise (reads the \
-         snapshot: the last checkpoint and the commits after it).\n",
-        log.versions,
-        log.rows_per_window,
-        sluice_publish::CHECKPOINT_INTERVAL_DEFAULT,
-        crate::log::SAMPLES
-    );
+    if log.place == "local" {
+        let _ = writeln!(
+            r,
+            "\nA long log: one local table, {} publications (each swaps one of 24 hourly windows with a \
+             {}-row file: 24 active files, one version per publication, a checkpoint every {} as \
+             `sluice run` creates tables). Publish = stage + commit, until the commit is in the log \
+             (seal to visible: a reader listing the log from then on sees it); {} publications at each end. \
+             Restart = `sluice run` over a new empty source, process start to exit (table load, \
+             resume offsets, published windows), median of 3; `sluice status` likewise (reads the \
+             snapshot: the last checkpoint and the commits after it).\n",
+            log.versions,
+            log.rows_per_window,
+            sluice_publish::CHECKPOINT_INTERVAL_DEFAULT,
+            crate::log::SAMPLES
+        );
+    } else {
+        let _ = writeln!(
+            r,
+            "\nThe same long log on {} (moto 5.2.5 on loopback: every store operation an HTTP \
+             request to a Python server), {} publications.\n",
+            log.place, log.versions
+        );
+    }
     let _ = writeln!(
         r,
         "| | at version ~10 | at version ~{} | ratio | target | |",
@@ -580,9 +600,19 @@ pub fn log_only(
         None => std::env::current_exe()?.with_file_name("sluice"),
     };
     std::fs::create_dir_all(dir)?;
-    let log = crate::log::log_growth(dir, versions, rows, &sluice)?;
     let mut r = String::new();
+    let log = crate::log::log_growth(dir, versions, rows, &sluice, crate::log::LogPlace::Local)?;
     log_report(&mut r, &log);
+    if let Some(moto) = crate::moto::start("bench")? {
+        let log = crate::log::log_growth(
+            dir,
+            versions,
+            rows,
+            &sluice,
+            crate::log::LogPlace::S3(&moto),
+        )?;
+        log_report(&mut r, &log);
+    }
     println!("{r}");
     Ok(())
 }

@@ -136,7 +136,7 @@ impl Deriver {
     /// anything is read) and opens or creates each derived table with the query's output.
     pub async fn open(
         specs: Vec<DeriveSpec>,
-        raw: &WindowTable,
+        raw: &mut WindowTable,
         pipeline: &str,
         attempt: &str,
         stage: StageOptions,
@@ -145,9 +145,13 @@ impl Deriver {
         let layout = raw.layout();
         let mut targets = Vec::with_capacity(specs.len());
         for spec in specs {
+            let raw_table = raw
+                .delta_table()
+                .await
+                .map_err(|e| DeriveError::Raw(Box::new(e)))?;
             let output = spec
                 .query
-                .plan(raw.delta_table(), &record, layout.columns())
+                .plan(raw_table, &record, layout.columns())
                 .await?;
             let name = spec.query.name.clone();
             // What the derived table holds: this query over this raw table.
@@ -218,7 +222,11 @@ impl Deriver {
             }
             let changed = match target.recorded {
                 Some(v) if v < raw_version => {
-                    addresses_changed(raw.delta_table(), v, raw_version).await?
+                    let raw_table = raw
+                        .delta_table()
+                        .await
+                        .map_err(|e| DeriveError::Raw(Box::new(e)))?;
+                    addresses_changed(raw_table, v, raw_version).await?
                 }
                 _ => None,
             };
@@ -249,7 +257,7 @@ impl Deriver {
     /// before, and the catch-up recomputes every window of the group.
     pub async fn published(
         &mut self,
-        raw: &WindowTable,
+        raw: &mut WindowTable,
         windows: &[Window],
         raw_version: u64,
         at_ms: i64,
@@ -337,7 +345,7 @@ impl Deriver {
     async fn derive(
         &mut self,
         i: usize,
-        raw: &WindowTable,
+        raw: &mut WindowTable,
         window: Window,
         settles: Option<u64>,
         compare: Compare,
@@ -348,9 +356,13 @@ impl Deriver {
         let address = raw.layout().address(window);
         let label = address.label();
         let pairs: Vec<(&str, &str)> = address.pairs().collect();
+        let raw_table = raw
+            .delta_table()
+            .await
+            .map_err(|e| DeriveError::Raw(Box::new(e)))?;
         let rows = target
             .query
-            .compute(raw.delta_table(), &self.record, &pairs, &target.output)
+            .compute(raw_table, &self.record, &pairs, &target.output)
             .await?;
         self.summary.computed += 1;
         target.dirty = true;
@@ -360,7 +372,15 @@ impl Deriver {
             source,
         };
         if compare == Compare::Yes {
-            let current = read_window(target.table.delta_table(), &pairs, &target.output)
+            let current = target
+                .table
+                .delta_table()
+                .await
+                .map_err(|source| DeriveError::Read {
+                    name: name.clone(),
+                    source: Box::new(source),
+                })?;
+            let current = read_window(current, &pairs, &target.output)
                 .await
                 .map_err(|source| DeriveError::ReadWindow {
                     name: name.clone(),

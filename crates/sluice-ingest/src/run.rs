@@ -686,7 +686,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             self.ledger.committed_txns(c.plan.txns);
         }
         if let Some(d) = self.deriver.as_mut() {
-            d.published(self.publisher.table(), &windows, version, now_ms)
+            d.published(self.publisher.table_mut(), &windows, version, now_ms)
                 .await?;
         }
         self.summary.windows_published += windows.len() as u64;

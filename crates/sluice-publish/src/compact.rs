@@ -337,7 +337,8 @@ impl WindowTable {
             pipeline: pipeline.to_string(),
             shard,
         });
-        let read_version = self.table.snapshot()?.version();
+        self.catch_up().await?;
+        let read_version = self.loaded.snapshot()?.version();
         let how = How {
             fence,
             retries: self.commit_retries,
@@ -347,11 +348,11 @@ impl WindowTable {
             compacted,
             snapshot,
             files: added,
-        }) = compact_files(&self.table, stager, &address, &files, plan, how).await?
+        }) = compact_files(&self.loaded, stager, &address, &files, plan, how).await?
         else {
             return Ok(None);
         };
-        self.table.state = Some(snapshot);
+        self.loaded.state = Some(snapshot);
         if compacted.version != read_version + 1 && self.share.shard.is_none() {
             self.index = None; // retried over other commits: re-read on next use
         }

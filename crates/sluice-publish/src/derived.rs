@@ -102,8 +102,9 @@ impl DerivedTable {
         self.inner.version()
     }
 
-    pub fn delta_table(&self) -> &deltalake::DeltaTable {
-        self.inner.delta_table()
+    /// See [`WindowTable::delta_table`].
+    pub async fn delta_table(&mut self) -> Result<&deltalake::DeltaTable, DeltaTableError> {
+        self.inner.delta_table().await
     }
 
     pub async fn reload(&mut self) -> Result<(), DeltaTableError> {
@@ -235,11 +236,12 @@ impl DerivedTable {
         let txn_actions = self
             .inner
             .txn_actions(&self.pipeline, &txns, p.published_at_ms)?;
-        let snapshot = self.inner.table.snapshot().map_err(delta)?;
-        let read_version = snapshot.version();
+        self.inner.catch_up().await.map_err(delta)?;
         let info = self.info(&p, &address, "merge", n);
+        let snapshot = self.inner.loaded.snapshot().map_err(delta)?;
+        let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txn_actions, Some(info), 0);
-        let result = merge_builder(&self.inner.table, &ctx, df, predicate, properties)
+        let result = merge_builder(&self.inner.loaded, &ctx, df, predicate, properties)
             .when_matched_update(|u| names.iter().fold(u, |u, c| u.update(c.as_str(), source(c))))
             .and_then(|b| {
                 b.when_not_matched_insert(|i| {
@@ -251,7 +253,7 @@ impl DerivedTable {
             .await;
         let (table, metrics) = result.map_err(|e| commit_error(label.clone(), read_version, e))?;
         let committed = table.version() != self.inner.version();
-        self.inner.table = table;
+        self.inner.loaded = table;
         self.inner.index = None;
         if committed {
             self.inner.remember_txns(&self.pipeline, &txns);

@@ -350,10 +350,11 @@ impl WindowTable {
                 })
                 .into_iter()
                 .collect();
-            let read_version = self.table.snapshot()?.version();
+            self.catch_up().await?;
+            let read_version = self.loaded.snapshot()?.version();
             let (version, snapshot) =
-                commit_batch(&self.table, batch, fences, self.commit_retries, at_ms).await?;
-            self.table.state = Some(snapshot);
+                commit_batch(&self.loaded, batch, fences, self.commit_retries, at_ms).await?;
+            self.loaded.state = Some(snapshot);
             if version != read_version + 1 && self.share.shard.is_none() {
                 self.index = None;
             }

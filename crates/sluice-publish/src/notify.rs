@@ -14,8 +14,10 @@
 //! that version again: what was delivered but not recorded is sent again with the same key,
 //! nothing is skipped.
 //!
-//! Sharded tables (several writers, one shard each) are refused for now: there a window is
-//! complete only when every shard has sealed it, which this feed does not follow yet.
+//! In a sharded table (several writers, one shard each) a window is complete only when every
+//! shard holding files has sealed past its end: the feed follows the shards' seals in the
+//! same commits and notifies `complete` at the version whose commit moved the last seal past
+//! it (see `seals`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -28,11 +30,15 @@ use futures::TryStreamExt;
 use serde::Serialize;
 use serde_json::json;
 
-use sluice_window::Shard;
+use sluice_window::{Address, AddressLayout, EventTime, Shard, WindowSize, SHARD_COLUMN};
 
-use crate::listing::{read_commit, ListError};
+use crate::listing::{read_commit, shard_sealed_txn, ListError};
+use crate::table::contract::Contract;
 use crate::table::{app_id, file_of};
 use crate::COMMIT_INFO_KEY;
+use seals::{label_without_shard, micros_of, split_shard, Pending, Seals, WindowKey};
+
+mod seals;
 
 /// The `txn` partition name under which delivery to notify target `target` is recorded
 /// (appId `<pipeline>/.notify/<target>`, version = the last table version delivered).
@@ -138,11 +144,6 @@ pub enum NotifyLogError {
         source: serde_json::Error,
     },
     #[error(
-        "notifications of a sharded table (several writers, one shard each) are not supported \
-         yet: a window there is complete only when every shard has sealed it"
-    )]
-    Sharded,
-    #[error(
         "notify target name {0:?}: use 1 to 64 letters, digits, '_', '-' or '.' (it names \
          the target's bookkeeping in the table)"
     )]
@@ -155,20 +156,35 @@ pub enum NotifyLogError {
     },
 }
 
-/// A file of the table as the feed follows it: its address (sorted partition values) and
-/// its rows.
+/// A file of the table as the feed follows it: its window (sorted partition values without
+/// the shard column), its shard if the table has shards, and its rows.
 #[derive(Debug, Clone)]
 struct FileState {
-    address: Vec<(String, String)>,
+    address: WindowKey,
+    shard: Option<Shard>,
     rows: i64,
 }
 
-/// The active files of a table, by path and summed by address (files, rows), kept current
-/// commit by commit: a commit's windows are classified without walking the whole table.
+impl FileState {
+    fn of(partition_values: &[(String, String)], rows: i64) -> FileState {
+        let (address, shard) = split_shard(partition_values);
+        FileState {
+            address,
+            shard,
+            rows,
+        }
+    }
+}
+
+/// The active files of a table, by path and summed by window (files, rows, over every
+/// shard), kept current commit by commit: a commit's windows are classified without walking
+/// the whole table.
 #[derive(Debug, Default)]
 struct ActiveFiles {
     by_path: HashMap<String, FileState>,
-    by_address: HashMap<Vec<(String, String)>, (usize, i64)>,
+    by_address: HashMap<WindowKey, (usize, i64)>,
+    /// Files per shard (a sharded table).
+    by_shard: BTreeMap<Shard, usize>,
 }
 
 impl ActiveFiles {
@@ -177,6 +193,9 @@ impl ActiveFiles {
         let entry = self.by_address.entry(file.address.clone()).or_default();
         entry.0 += 1;
         entry.1 += file.rows;
+        if let Some(shard) = file.shard {
+            *self.by_shard.entry(shard).or_default() += 1;
+        }
         self.by_path.insert(path, file);
     }
 
@@ -191,6 +210,19 @@ impl ActiveFiles {
                 self.by_address.remove(&file.address);
             }
         }
+        if let Some(shard) = file.shard {
+            if let Some(n) = self.by_shard.get_mut(&shard) {
+                *n -= 1;
+                if *n == 0 {
+                    self.by_shard.remove(&shard);
+                }
+            }
+        }
+    }
+
+    /// The shards that hold files.
+    fn shards(&self) -> impl Iterator<Item = Shard> + '_ {
+        self.by_shard.keys().copied()
     }
 
     /// Files and rows at `address`.
@@ -210,6 +242,9 @@ pub struct ChangeFeed {
     /// The last version whose commit was read.
     through: u64,
     files: ActiveFiles,
+    /// A sharded table's seals and the windows waiting for them; `None` for a table of one
+    /// writer per pipeline, where a window's first publication completes it.
+    seals: Option<Seals>,
 }
 
 impl ChangeFeed {
@@ -230,25 +265,28 @@ impl ChangeFeed {
         let mut files = ActiveFiles::default();
         for view in &views {
             let file = file_of(view);
-            if Shard::of(&file.partition_values).is_some() {
-                return Err(NotifyLogError::Sharded);
-            }
-            let mut address = file.partition_values.clone();
-            address.sort();
             files.add(
                 file.path.clone(),
-                FileState {
-                    address,
-                    rows: file.rows.unwrap_or(0),
-                },
+                FileState::of(&file.partition_values, file.rows.unwrap_or(0)),
             );
         }
+        let sharded = snapshot
+            .metadata()
+            .partition_columns()
+            .iter()
+            .any(|c| c == SHARD_COLUMN);
+        let seals = if sharded {
+            Some(starting_seals(table, pipeline, &files).await?)
+        } else {
+            None
+        };
         Ok(ChangeFeed {
             pipeline: pipeline.to_string(),
             table: table.table_url().to_string(),
             table_id,
             through,
             files,
+            seals,
         })
     }
 
@@ -319,19 +357,23 @@ impl ChangeFeed {
                 else {
                     continue; // compaction, expiry, bookkeeping: no window published
                 };
-                published.insert(address_of_hive_path(&window), (window, start, end));
+                let (key, _) = split_shard(&address_of_hive_path(&window));
+                published.insert(key, (label_without_shard(&window), start, end));
             }
         }
         let held_before: Vec<bool> = published.keys().map(|a| self.files.at(a).0 > 0).collect();
         for action in actions {
-            if let Some(add) = action.get("add") {
+            if let Some(txn) = action.get("txn") {
+                let app = txn.get("appId").and_then(|a| a.as_str());
+                let v = txn.get("version").and_then(|v| v.as_i64());
+                if let (Some(seals), Some(app), Some(v)) = (self.seals.as_mut(), app, v) {
+                    seals.txn(&self.pipeline, app, v);
+                }
+            } else if let Some(add) = action.get("add") {
                 let Some(path) = add.get("path").and_then(|p| p.as_str()) else {
                     continue;
                 };
                 let address = partition_values(add);
-                if Shard::of(&address).is_some() {
-                    return Err(NotifyLogError::Sharded);
-                }
                 let rows = add
                     .get("stats")
                     .and_then(|s| s.as_str())
@@ -339,36 +381,172 @@ impl ChangeFeed {
                     .and_then(|s| s.get("numRecords").and_then(|n| n.as_i64()))
                     .unwrap_or(0);
                 self.files
-                    .add(path.to_string(), FileState { address, rows });
+                    .add(path.to_string(), FileState::of(&address, rows));
             } else if let Some(remove) = action.get("remove") {
                 if let Some(path) = remove.get("path").and_then(|p| p.as_str()) {
                     self.files.remove(path);
                 }
             }
         }
-        let mut changes = Vec::with_capacity(published.len());
-        for ((address, (window, start, end)), held) in published.into_iter().zip(held_before) {
-            let (_, rows) = self.files.at(&address);
-            let reason = if held {
-                ChangeReason::Rewritten
+        let Some(seals) = self.seals.as_mut() else {
+            let mut changes = Vec::with_capacity(published.len());
+            for ((address, (window, start, end)), held) in published.into_iter().zip(held_before) {
+                let reason = if held {
+                    ChangeReason::Rewritten
+                } else {
+                    ChangeReason::Complete
+                };
+                let rows = self.files.at(&address).1;
+                changes.push(self.change(window, start, end, version, rows, reason));
+            }
+            return Ok(changes);
+        };
+        // A sharded table: a complete window published again is rewritten; any other
+        // published window waits for the seals, and every waiting window the seals have now
+        // passed is complete at this version.
+        let mut rewritten = Vec::new();
+        for (key, (label, start, end)) in published {
+            if seals.complete.contains(&key) {
+                rewritten.push((key, label, start, end));
             } else {
-                ChangeReason::Complete
-            };
-            changes.push(WindowChange {
-                table: self.table.clone(),
-                table_id: self.table_id.clone(),
-                pipeline: self.pipeline.clone(),
-                idempotency_key: format!("{}/{window}/{version}", self.table_id),
-                address: window,
-                window_start: start,
-                window_end: end,
+                let end_us = micros_of(&end);
+                seals.pending.insert(
+                    key,
+                    Pending {
+                        label,
+                        start,
+                        end,
+                        end_us,
+                    },
+                );
+            }
+        }
+        let threshold = seals.threshold(self.files.shards());
+        let due: Vec<WindowKey> = seals
+            .pending
+            .iter()
+            .filter(|(key, p)| {
+                self.files.at(key).0 > 0
+                    && matches!((p.end_us, threshold), (Some(end), Some(t)) if end <= t)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        let mut completed = Vec::with_capacity(due.len());
+        for key in due {
+            if let Some(p) = seals.pending.remove(&key) {
+                seals.complete.insert(key.clone());
+                completed.push((key, p));
+            }
+        }
+        // A window whose files are all gone (expired) is forgotten: published again, it
+        // waits for the seals again.
+        let files = &self.files;
+        seals.complete.retain(|key| files.at(key).0 > 0);
+        seals.pending.retain(|key, _| files.at(key).0 > 0);
+        let mut changes: Vec<(WindowKey, WindowChange)> = Vec::new();
+        for (key, label, start, end) in rewritten {
+            let rows = self.files.at(&key).1;
+            let change = self.change(label, start, end, version, rows, ChangeReason::Rewritten);
+            changes.push((key, change));
+        }
+        for (key, p) in completed {
+            let rows = self.files.at(&key).1;
+            let change = self.change(
+                p.label,
+                p.start,
+                p.end,
                 version,
                 rows,
-                reason,
-            });
+                ChangeReason::Complete,
+            );
+            changes.push((key, change));
         }
-        Ok(changes)
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(changes.into_iter().map(|(_, c)| c).collect())
     }
+
+    /// The change of window `label` at `version`.
+    fn change(
+        &self,
+        label: String,
+        start: String,
+        end: String,
+        version: u64,
+        rows: i64,
+        reason: ChangeReason,
+    ) -> WindowChange {
+        WindowChange {
+            table: self.table.clone(),
+            table_id: self.table_id.clone(),
+            pipeline: self.pipeline.clone(),
+            idempotency_key: format!("{}/{label}/{version}", self.table_id),
+            address: label,
+            window_start: start,
+            window_end: end,
+            version,
+            rows,
+            reason,
+        }
+    }
+}
+
+/// A sharded table's seals as `table` holds them, and its windows of `pipeline` sorted into
+/// complete (every shard holding files sealed past the window's end) and pending.
+async fn starting_seals(
+    table: &DeltaTable,
+    pipeline: &str,
+    files: &ActiveFiles,
+) -> Result<Seals, NotifyLogError> {
+    let snapshot = table.snapshot()?;
+    let log_store = table.log_store();
+    let mut seals = Seals::default();
+    for shard in files.shards() {
+        let id = app_id(pipeline, &shard_sealed_txn(shard));
+        if let Some(v) = snapshot
+            .transaction_version(log_store.as_ref(), &id)
+            .await?
+        {
+            seals.seal(shard, v);
+        }
+    }
+    let threshold = seals.threshold(files.shards());
+    let size = Contract::recorded_in(snapshot.metadata().configuration(), pipeline)
+        .and_then(|c| c.get("window").and_then(|w| WindowSize::parse(w).ok()));
+    for key in files.by_address.keys() {
+        let other_pipeline = key
+            .iter()
+            .any(|(k, v)| k == sluice_window::PIPELINE_COLUMN && v != pipeline);
+        let Some(layout) = AddressLayout::of_partition_values(key) else {
+            continue;
+        };
+        let (Ok(start), Ok(address)) = (layout.start_of(key), Address::from_partition_values(key))
+        else {
+            continue;
+        };
+        if other_pipeline {
+            continue;
+        }
+        let end_us = layout
+            .fixed_size()
+            .or(size)
+            .map(|s| start.as_micros().saturating_add(s.as_micros()));
+        if matches!((end_us, threshold), (Some(end), Some(t)) if end <= t) {
+            seals.complete.insert(key.clone());
+        } else {
+            seals.pending.insert(
+                key.clone(),
+                Pending {
+                    label: address.hive_path(),
+                    start: start.to_rfc3339(),
+                    end: end_us
+                        .map(|e| EventTime::from_micros(e).to_rfc3339())
+                        .unwrap_or_default(),
+                    end_us,
+                },
+            );
+        }
+    }
+    Ok(seals)
 }
 
 /// `dt=2026-10-03/hour=14` as sorted partition values (sluice's addresses need no escaping).

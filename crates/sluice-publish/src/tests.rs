@@ -135,7 +135,9 @@ async fn swap_replaces_the_window_and_records_offsets_and_coverage() {
     );
     assert!(reopened.published_windows("q").await.unwrap().is_empty());
 
-    let listing = list_windows(reopened.delta_table()).await.unwrap();
+    let listing = list_windows(reopened.delta_table().await.unwrap())
+        .await
+        .unwrap();
     assert_eq!(listing.len(), 1);
     assert_eq!(listing[0].address, "dt=2026-10-03/hour=14");
     assert_eq!(
@@ -222,7 +224,9 @@ async fn a_group_commit_publishes_each_window_whole_in_one_version() {
         coverage,
         vec![(windows[0], 10), (windows[1], 20), (windows[2], 30)]
     );
-    let listing = list_windows(reopened.delta_table()).await.unwrap();
+    let listing = list_windows(reopened.delta_table().await.unwrap())
+        .await
+        .unwrap();
     let rows_and_versions: Vec<(i64, Option<u64>, usize)> = listing
         .iter()
         .map(|l| (l.rows, l.version, l.publications))
@@ -410,8 +414,8 @@ async fn a_window_of_a_sharded_table_is_complete_when_every_shard_has_sealed_it(
             table
         }
     };
-    let seals = |table: WindowTable| async move {
-        list_windows(table.delta_table())
+    let seals = |mut table: WindowTable| async move {
+        list_windows(table.delta_table().await.unwrap())
             .await
             .unwrap()
             .into_iter()

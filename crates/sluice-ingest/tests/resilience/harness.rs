@@ -493,7 +493,7 @@ impl Run {
             ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
         };
 
-        let table =
+        let mut table =
             WindowTable::open_or_create(&options, Some(&record_schema), layout(), window_size())
                 .await
                 .map_err(|e| format!("open: {e}"))?;
@@ -511,7 +511,7 @@ impl Run {
             Some(
                 Deriver::open(
                     derived_specs(table_dir, &options),
-                    &table,
+                    &mut table,
                     PIPELINE,
                     attempt,
                     StageOptions::default(),

@@ -66,13 +66,10 @@ async fn a_window_of_fifty_small_files_becomes_one_and_no_other_window_is_read()
     // the commits since sees no address whose rows changed.
     let version_before = table.version().unwrap();
     table.reload().await.unwrap();
-    let changed = crate::addresses_changed(
-        table.delta_table(),
-        version_before,
-        table.version().unwrap(),
-    )
-    .await
-    .unwrap();
+    let now = table.version().unwrap();
+    let changed = crate::addresses_changed(table.delta_table().await.unwrap(), version_before, now)
+        .await
+        .unwrap();
     assert_eq!(changed, Some(Default::default()));
     assert_eq!(offsets_at(&mut table, target).await, before);
     assert_eq!(

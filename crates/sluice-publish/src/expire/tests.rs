@@ -75,14 +75,12 @@ async fn expiry_removes_exactly_the_windows_that_ended_before_the_cutoff() {
     table.reload().await.unwrap();
     assert_eq!(table.windows().await.unwrap(), windows[2..].to_vec());
     // The removals change data: a derived table sees both windows change.
-    let changed = crate::addresses_changed(
-        table.delta_table(),
-        version.unwrap(),
-        table.version().unwrap(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let now = table.version().unwrap();
+    let changed =
+        crate::addresses_changed(table.delta_table().await.unwrap(), version.unwrap(), now)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(changed.len(), 2);
 }
 

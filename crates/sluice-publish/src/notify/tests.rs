@@ -20,7 +20,9 @@ async fn first_publications_are_complete_later_ones_rewritten_and_compaction_is_
     let dir = tempfile::tempdir().unwrap();
     let mut table = open(dir.path(), None, None).await;
     let created = table.version().unwrap();
-    let mut feed = ChangeFeed::after(table.delta_table(), "p").await.unwrap();
+    let mut feed = ChangeFeed::after(table.delta_table().await.unwrap(), "p")
+        .await
+        .unwrap();
     let mut stager = Stager::new(table.store(), "w", StageOptions::default());
     let (a, b) = (hour("2026-10-03T14:00:00Z"), hour("2026-10-03T15:00:00Z"));
     let v1 = publish(&mut table, &mut stager, a, 2, 10, 0).await;
@@ -97,7 +99,9 @@ async fn first_publications_are_complete_later_ones_rewritten_and_compaction_is_
 async fn a_failed_read_leaves_the_feed_where_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let mut table = open(dir.path(), None, None).await;
-    let mut feed = ChangeFeed::after(table.delta_table(), "p").await.unwrap();
+    let mut feed = ChangeFeed::after(table.delta_table().await.unwrap(), "p")
+        .await
+        .unwrap();
     let before = feed.through();
     let mut stager = Stager::new(table.store(), "w", StageOptions::default());
     let (a, b) = (hour("2026-10-03T14:00:00Z"), hour("2026-10-03T15:00:00Z"));
@@ -209,4 +213,134 @@ async fn delivery_records_move_forward_only_and_survive_a_reopen() {
         notified_through(&reopened, "p", "no/slash").await,
         Err(NotifyLogError::BadTargetName(_))
     ));
+}
+
+/// A sharded table: a window's first publications wait for the seals; it is `complete` at the
+/// version whose commit moved the last seal of a shard holding files past its end, with the
+/// rows of every shard, and `rewritten` at any later publication of any shard. A feed started
+/// part way sorts the windows it finds the same way.
+#[tokio::test]
+async fn a_sharded_window_is_complete_when_the_last_shard_seals_past_it() {
+    use sluice_window::{Shard, TimeFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let time = |t: &str| TimeFormat::Rfc3339.parse_str(t).unwrap().as_micros();
+    let (w14, w15) = (hour("2026-10-03T14:00:00Z"), hour("2026-10-03T15:00:00Z"));
+    let open_shard =
+        |shard: u32| crate::testing::open_with(dir.path(), None, Some(Shard(shard)), 100);
+    // Shard `shard` publishes `window` with `n` rows, sealed through `through`.
+    let publish = |shard: u32, window: sluice_window::Window, n: i64, first: i64, through: &str| {
+        let through = time(through);
+        async move {
+            let mut table = open_shard(shard).await;
+            let address = table.address(window);
+            let schema = table.file_schema().clone();
+            let mut stager = Stager::new(
+                table.store(),
+                format!("s{shard}at{first}"),
+                StageOptions::default(),
+            );
+            let file = stager
+                .stage(
+                    &address,
+                    &schema,
+                    vec![crate::testing::rows(&schema, first..first + n)],
+                )
+                .await
+                .unwrap();
+            let partition = format!("events/{shard}");
+            table
+                .publish(crate::Publication {
+                    pipeline: "p".into(),
+                    window,
+                    files: vec![file],
+                    replace: crate::Replace::AddLate,
+                    coverage: crate::Coverage {
+                        partition: partition.clone(),
+                        offset: first + n,
+                    },
+                    txns: vec![
+                        (partition, first + n),
+                        (crate::shard_sealed_txn(Shard(shard)), through),
+                    ],
+                    position_ranges: serde_json::json!([]),
+                    published_at_ms: 1_000,
+                })
+                .await
+                .unwrap()
+                .version
+        }
+    };
+    let created = open_shard(4).await.version().unwrap();
+    let at = |v: u64| {
+        let location = dir.path().to_str().unwrap().to_string();
+        async move {
+            crate::open_table(&location, &Default::default(), Some(v))
+                .await
+                .unwrap()
+        }
+    };
+    let mut feed = ChangeFeed::after(&at(created).await, "p").await.unwrap();
+    let h14 = "dt=2026-10-03/hour=14";
+
+    // Shard 4 publishes hour 14 but has not sealed it; shard 3 seals it: shard 4 holds it back.
+    let v1 = publish(4, w14, 2, 0, "2026-10-03T14:59:00Z").await;
+    assert!(feed.read(&at(v1).await).await.unwrap().is_empty());
+    let v2 = publish(3, w14, 3, 0, "2026-10-03T15:00:00Z").await;
+    assert!(feed.read(&at(v2).await).await.unwrap().is_empty());
+    // Shard 4 moves on to hour 15: hour 14 is complete now, with both shards' rows.
+    let v3 = publish(4, w15, 1, 2, "2026-10-03T15:10:00Z").await;
+    let changes = feed.read(&at(v3).await).await.unwrap();
+    assert_eq!(
+        summary(&changes),
+        [(h14.into(), v3, 5, ChangeReason::Complete)]
+    );
+    assert_eq!(
+        changes[0].idempotency_key,
+        format!("{}/{h14}/{v3}", changes[0].table_id)
+    );
+    assert_eq!(
+        (
+            changes[0].window_start.as_str(),
+            changes[0].window_end.as_str()
+        ),
+        ("2026-10-03T14:00:00Z", "2026-10-03T15:00:00Z")
+    );
+    // Late rows of shard 3 rewrite it; hour 15 still waits for shard 3's seal.
+    let v4 = publish(3, w14, 4, 3, "2026-10-03T15:00:00Z").await;
+    assert_eq!(
+        summary(&feed.read(&at(v4).await).await.unwrap()),
+        [(h14.into(), v4, 9, ChangeReason::Rewritten)]
+    );
+
+    // Feeds started part way: at v2 hour 14 waits; at v3 it is complete already.
+    let mut from_v2 = ChangeFeed::after(&at(v2).await, "p").await.unwrap();
+    assert_eq!(
+        summary(&from_v2.read(&at(v4).await).await.unwrap()),
+        [
+            (h14.into(), v3, 5, ChangeReason::Complete),
+            (h14.into(), v4, 9, ChangeReason::Rewritten)
+        ]
+    );
+    let mut from_v3 = ChangeFeed::after(&at(v3).await, "p").await.unwrap();
+    assert_eq!(
+        summary(&from_v3.read(&at(v4).await).await.unwrap()),
+        [(h14.into(), v4, 9, ChangeReason::Rewritten)]
+    );
+    // Shard 3 seals past hour 15 with late rows of hour 14 (it has no rows of hour 15):
+    // hour 15 still waits for shard 4, which then seals it with more rows of it.
+    let v5 = publish(3, w14, 1, 7, "2026-10-03T16:00:00Z").await;
+    assert_eq!(
+        summary(&feed.read(&at(v5).await).await.unwrap()),
+        [(h14.into(), v5, 10, ChangeReason::Rewritten)]
+    );
+    let v6 = publish(4, w15, 1, 3, "2026-10-03T16:05:00Z").await;
+    assert_eq!(
+        summary(&feed.read(&at(v6).await).await.unwrap()),
+        [(
+            "dt=2026-10-03/hour=15".into(),
+            v6,
+            2,
+            ChangeReason::Complete
+        )]
+    );
 }

@@ -46,7 +46,7 @@ async fn status_reads_every_txn_from_the_checkpoint_and_the_commits_after_it() {
         publish(&mut table, &mut stager, w, parts, 10, h * 100).await;
     }
     table.reload().await.unwrap();
-    let delta = table.delta_table();
+    let delta = table.delta_table().await.unwrap();
     let s = status(delta).await.unwrap();
     let checkpoint = s.checkpoint.clone().expect("a checkpoint");
     assert!(checkpoint.commits_since > 0, "{checkpoint:?}");

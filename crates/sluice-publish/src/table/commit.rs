@@ -7,9 +7,7 @@
 
 use std::collections::HashMap;
 
-use deltalake::kernel::transaction::{
-    CommitBuilder, CommitConflictError, CommitProperties, TransactionError,
-};
+use deltalake::kernel::transaction::{CommitConflictError, CommitProperties, TransactionError};
 use deltalake::kernel::{Action, Add, Remove, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::DeltaTableError;
@@ -17,6 +15,7 @@ use serde_json::json;
 use sluice_stage::StagedFile;
 use sluice_window::Window;
 
+use crate::table::land::{checkpoint_at, CommitRequest};
 use crate::table::{address_key, app_id, PublishedFile, WindowTable};
 use crate::{tags, COMMIT_INFO_KEY};
 
@@ -339,9 +338,6 @@ impl WindowTable {
         if grows {
             info["schema_added"] = json!(self.pending_added());
         }
-        let snapshot = self.table.snapshot().map_err(delta)?;
-        let read_version = snapshot.version();
-        let properties = commit_properties(snapshot, c.txns, Some(info), self.commit_retries);
         let overwrite = c.changes.iter().any(|ch| ch.replace == Replace::Window);
         let operation = DeltaOperation::Write {
             mode: if overwrite {
@@ -359,23 +355,25 @@ impl WindowTable {
             ),
             predicate: Some(predicate),
         };
-        let result = CommitBuilder::from(properties)
-            .with_actions(actions)
-            .build(Some(snapshot), self.table.log_store(), operation)
-            .await;
-        let finalized = result.map_err(|e| commit_error(window_label.clone(), read_version, e))?;
-        let version = finalized.version();
+        let landed = self
+            .land(CommitRequest {
+                actions,
+                txns: c.txns,
+                info: Some(info),
+                operation,
+                label: window_label.clone(),
+            })
+            .await?;
+        let (version, read_version) = (landed.version, landed.read_version);
         let labels = [
             ("pipeline", c.pipeline.to_string()),
             ("table", self.url().to_string()),
         ];
         // Versions other writers took first, over which the commit was retried (a sharded
         // table's writers race on every commit), and checkpoints this commit wrote.
-        metrics::counter!("sluice_commit_retries_total", &labels)
-            .increment(finalized.metrics.num_retries);
+        metrics::counter!("sluice_commit_retries_total", &labels).increment(landed.retries);
         metrics::counter!("sluice_checkpoints_total", &labels)
-            .increment(u64::from(finalized.metrics.new_checkpoint_created));
-        self.table.state = Some(finalized.snapshot());
+            .increment(u64::from(landed.checkpoint));
         self.schema_committed();
         if version != read_version + 1 && self.share.shard.is_none() {
             // Retried over other writers' commits: their files are not in the index. (In a
@@ -424,23 +422,22 @@ impl WindowTable {
             info["schema_added"] = json!(self.pending_added());
             actions.push(metadata);
         }
-        let snapshot = self.table.snapshot().map_err(delta)?;
-        let read_version = snapshot.version();
-        let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: None,
             predicate: None,
         };
-        let finalized = CommitBuilder::from(properties)
-            .with_actions(actions)
-            .build(Some(snapshot), self.table.log_store(), operation)
-            .await
-            .map_err(|e| commit_error(what.to_string(), read_version, e))?;
-        let version = finalized.version();
-        self.table.state = Some(finalized.snapshot());
+        let landed = self
+            .land(CommitRequest {
+                actions,
+                txns,
+                info: Some(info),
+                operation,
+                label: what.to_string(),
+            })
+            .await?;
         self.schema_committed();
-        Ok(version)
+        Ok(landed.version)
     }
 
     /// Notes `txns` of `pipeline` as committed (the regression check's reference).
@@ -530,11 +527,23 @@ pub(crate) fn commit_properties(
     info: Option<serde_json::Value>,
     retries: usize,
 ) -> CommitProperties {
+    commit_properties_at(snapshot.version() + 1, snapshot, txns, info, retries)
+}
+
+/// [`commit_properties`] for the commit of version `next` on top of `snapshot`'s table (the
+/// snapshot may be behind this writer's own commits: see [`crate::table::land`]). Expired log
+/// files are cleaned up with the commit that writes a checkpoint, after it.
+pub(crate) fn commit_properties_at(
+    next: u64,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    txns: Vec<Transaction>,
+    info: Option<serde_json::Value>,
+    retries: usize,
+) -> CommitProperties {
     use deltalake::table::config::TablePropertiesExt;
     let config = snapshot.table_config();
     let interval = config.checkpoint_interval().get();
-    let cleanup =
-        config.enable_expired_log_cleanup() && (snapshot.version() + 1).is_multiple_of(interval);
+    let cleanup = config.enable_expired_log_cleanup() && checkpoint_at(next, interval);
     let properties = CommitProperties::default()
         .with_max_retries(retries)
         .with_application_transactions(txns)

@@ -191,7 +191,8 @@ impl WindowTable {
             url: url.clone(),
             source,
         };
-        let snapshot = self.table.snapshot().map_err(delta)?;
+        self.catch_up().await.map_err(delta)?;
+        let snapshot = self.loaded.snapshot().map_err(delta)?;
         let configuration = snapshot.metadata().configuration();
         let recorded = Contract::recorded_in(configuration, pipeline).unwrap_or_default();
         if recorded.covers(given) {
@@ -211,11 +212,11 @@ impl WindowTable {
         let properties = commit_properties(snapshot, Vec::new(), None, 3);
         let committed = CommitBuilder::from(properties)
             .with_actions(vec![Action::Metadata(metadata)])
-            .build(Some(snapshot), self.table.log_store(), operation)
+            .build(Some(snapshot), self.loaded.log_store(), operation)
             .await;
         match committed {
             Ok(finalized) => {
-                self.table.state = Some(finalized.snapshot());
+                self.loaded.state = Some(finalized.snapshot());
                 self.index = None;
                 Ok(())
             }
@@ -223,7 +224,7 @@ impl WindowTable {
                 // Another writer moved the table first (perhaps recording the same contract):
                 // re-read it and check again.
                 self.reload().await.map_err(delta)?;
-                let snapshot = self.table.snapshot().map_err(delta)?;
+                let snapshot = self.loaded.snapshot().map_err(delta)?;
                 check(&url, snapshot.metadata().configuration(), pipeline, given)?;
                 let now = Contract::recorded_in(snapshot.metadata().configuration(), pipeline)
                     .unwrap_or_default();

@@ -183,9 +183,9 @@ pub(crate) fn plain_types_session() -> SessionContext {
 
 impl WindowTable {
     /// The current rows holding any key of `offered` (in the scope's reach: the window's
-    /// address, or the whole table), projected to `columns`. Reads the loaded version.
+    /// address, or the whole table), projected to `columns`. Reads this writer's version.
     pub async fn incumbents(
-        &self,
+        &mut self,
         window: Window,
         scope: MergeScope,
         key_columns: &[String],
@@ -198,11 +198,12 @@ impl WindowTable {
             source,
         };
         let df_error = |e: deltalake::datafusion::error::DataFusionError| delta(e.into());
-        if self.table.version().is_none() || offered.num_rows() == 0 {
+        if self.version().is_none() || offered.num_rows() == 0 {
             return Ok(Vec::new());
         }
+        self.catch_up().await.map_err(delta)?;
         let ctx = plain_types_session();
-        let provider = self.table.table_provider().await.map_err(df_error)?;
+        let provider = self.loaded.table_provider().await.map_err(df_error)?;
         let mut current = ctx.read_table(provider).map_err(df_error)?;
         if scope == MergeScope::Window {
             for (k, v) in address.pairs() {
@@ -276,7 +277,7 @@ impl WindowTable {
         let n = m.rows.num_rows();
         if n == 0 {
             return Ok(Published {
-                version: self.table.version().unwrap_or_default(),
+                version: self.version().unwrap_or_default(),
                 files_removed: 0,
                 files_added: 0,
                 rows: 0,
@@ -322,10 +323,13 @@ impl WindowTable {
             "rows_offered": n,
             "positions": m.position_ranges,
         });
-        let snapshot = self.table.snapshot().map_err(delta)?;
+        // deltalake's MERGE reads and commits through its own snapshot: bring it to this
+        // writer's head first.
+        self.catch_up().await.map_err(delta)?;
+        let snapshot = self.loaded.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
-        let mut builder = merge_builder(&self.table, &ctx, df, predicate, properties);
+        let mut builder = merge_builder(&self.loaded, &ctx, df, predicate, properties);
         if m.action == MergeAction::Upsert {
             builder = builder
                 .when_matched_update(|update| {
@@ -344,8 +348,8 @@ impl WindowTable {
             .map_err(delta)?
             .await;
         let (table, metrics) = result.map_err(|e| commit_error(label.clone(), read_version, e))?;
-        let committed = table.version() != self.table.version();
-        self.table = table;
+        let committed = table.version() != self.loaded.version();
+        self.loaded = table;
         // A MERGE rewrites files anywhere in its reach: rebuild the address index on next use.
         self.index = None;
         if committed {
@@ -354,7 +358,7 @@ impl WindowTable {
             }
         }
         Ok(Published {
-            version: self.table.version().unwrap_or_default(),
+            version: self.version().unwrap_or_default(),
             files_removed: metrics.num_target_files_removed,
             files_added: metrics.num_target_files_added,
             rows: (metrics.num_target_rows_inserted + metrics.num_target_rows_updated) as i64,

@@ -10,6 +10,8 @@
 
 pub(crate) mod commit;
 pub(crate) mod contract;
+mod files;
+pub(crate) mod land;
 mod location;
 pub(crate) mod merge;
 pub(crate) mod schema;
@@ -29,9 +31,10 @@ use sluice_window::{
 };
 
 use crate::retry::RetryPolicy;
-use crate::tags;
 use commit::Coverage;
 use contract::ContractDifference;
+pub use files::active_files;
+pub(crate) use files::file_of;
 pub use location::{location_url, open_table, open_table_with};
 pub(crate) use location::{missing_local_dir, open_table_if_exists, unloaded_table};
 use schema::{
@@ -228,7 +231,14 @@ pub struct PublishedWindow {
 
 /// A Delta table that sluice publishes windows to.
 pub struct WindowTable {
-    pub(crate) table: DeltaTable,
+    /// deltalake's view of the table, at the version it was last loaded or brought to. It
+    /// may be behind this writer's own commits ([`WindowTable::own_head`]): read it through
+    /// [`WindowTable::delta_table`], or after [`WindowTable::catch_up`].
+    pub(crate) loaded: DeltaTable,
+    /// The version of this writer's latest commit, while `loaded` is behind it: commits
+    /// written directly to the log leave deltalake's snapshot where it was, because bringing
+    /// it forward costs a pass over every file of the table (see [`land`]).
+    pub(crate) own_head: Option<u64>,
     pub(crate) url: String,
     /// Which addresses are this writer's.
     pub(crate) share: Share,
@@ -532,7 +542,8 @@ impl WindowTable {
             file_schema
         };
         Ok(WindowTable {
-            table,
+            loaded: table,
+            own_head: None,
             url: url.to_string(),
             share: Share {
                 layout,
@@ -561,7 +572,7 @@ impl WindowTable {
 
     /// An object store rooted at the table root, for staging.
     pub fn store(&self) -> Arc<dyn ObjectStore> {
-        self.table.object_store()
+        self.loaded.object_store()
     }
 
     pub fn url(&self) -> &str {
@@ -587,12 +598,18 @@ impl WindowTable {
         self.share.size
     }
 
+    /// The table's version as this writer knows it: its own latest commit, or the version it
+    /// loaded.
     pub fn version(&self) -> Option<u64> {
-        self.table.version()
+        self.own_head.or(self.loaded.version())
     }
 
-    pub fn delta_table(&self) -> &DeltaTable {
-        &self.table
+    /// deltalake's view of the table at [`WindowTable::version`] (brought forward first if
+    /// this writer's own commits left it behind), for reading the table: SQL, file lists,
+    /// the log.
+    pub async fn delta_table(&mut self) -> Result<&DeltaTable, DeltaTableError> {
+        self.catch_up().await?;
+        Ok(&self.loaded)
     }
 
     /// Re-reads the table state (after a conflict, or to see other writers' commits): its
@@ -601,8 +618,9 @@ impl WindowTable {
     pub async fn reload(&mut self) -> Result<(), DeltaTableError> {
         self.index = None;
         self.schema_change = None;
-        self.table.update_state().await?;
-        self.file_schema = data_file_schema(self.table.snapshot()?)?;
+        self.own_head = None;
+        self.loaded.update_state().await?;
+        self.file_schema = data_file_schema(self.loaded.snapshot()?)?;
         Ok(())
     }
 
@@ -613,8 +631,9 @@ impl WindowTable {
         partitions: &[String],
     ) -> Result<HashMap<String, i64>, DeltaTableError> {
         self.txns.clear();
-        let snapshot = self.table.snapshot()?;
-        let log_store = self.table.log_store();
+        self.catch_up().await?;
+        let snapshot = self.loaded.snapshot()?;
+        let log_store = self.loaded.log_store();
         let lookups = partitions.iter().map(|p| {
             let app_id = app_id(pipeline, p);
             let log_store = log_store.clone();
@@ -642,9 +661,10 @@ impl WindowTable {
     /// The address index, built from the table's file list on first use.
     async fn index(&mut self) -> Result<&mut AddressIndex, DeltaTableError> {
         if self.index.is_none() {
+            self.catch_up().await?;
             let mut index: AddressIndex = HashMap::new();
-            if self.table.version().is_some() {
-                for file in active_files(&self.table).await? {
+            if self.loaded.version().is_some() {
+                for file in active_files(&self.loaded).await? {
                     index
                         .entry(file.partition_values.clone())
                         .or_default()
@@ -690,11 +710,12 @@ impl WindowTable {
 
     /// Every window of `pipeline` in the table (in this writer's shard), with its coverage.
     pub async fn published_windows(
-        &self,
+        &mut self,
         pipeline: &str,
     ) -> Result<Vec<PublishedWindow>, DeltaTableError> {
+        self.catch_up().await?;
         let mut windows: BTreeMap<Window, Coverage> = BTreeMap::new();
-        for file in active_files(&self.table).await? {
+        for file in active_files(&self.loaded).await? {
             let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
                 continue;
             };
@@ -734,15 +755,6 @@ pub(crate) fn data_file_schema(
     kernel_to_arrow(data_fields).map_err(|e| DeltaTableError::Generic(e.to_string()))
 }
 
-/// Every file of the table's loaded version, with sluice's tags.
-pub async fn active_files(table: &DeltaTable) -> Result<Vec<PublishedFile>, DeltaTableError> {
-    let views: Vec<_> = table
-        .get_active_add_actions_by_partitions(&[])
-        .try_collect()
-        .await?;
-    Ok(views.iter().map(file_of).collect())
-}
-
 /// An address as the index keys it: `(column, value)` pairs sorted by column, as
 /// [`PublishedFile::partition_values`].
 pub(crate) fn address_key(address: &Address) -> Vec<(String, String)> {
@@ -770,31 +782,4 @@ pub(crate) fn pipeline_of(
 
 pub(crate) fn app_id(pipeline: &str, partition: &str) -> String {
     format!("{pipeline}/{partition}")
-}
-
-pub(crate) fn file_of(view: &deltalake::kernel::LogicalFileView) -> PublishedFile {
-    #[allow(deprecated)] // the only public way to the add's tags in deltalake 1.1
-    let tags = view.add_action().tags.unwrap_or_default();
-    let tag = |k: &str| tags.get(k).cloned().flatten();
-    let coverage = match (tag(tags::COVERAGE_PARTITION), tag(tags::COVERAGE_OFFSET)) {
-        (Some(partition), Some(offset)) => offset
-            .parse()
-            .ok()
-            .map(|offset| Coverage { partition, offset }),
-        _ => None,
-    };
-    let mut partition_values: Vec<(String, String)> = view
-        .partition_values_map()
-        .into_iter()
-        .map(|(k, v)| (k, v.unwrap_or_default()))
-        .collect();
-    partition_values.sort();
-    PublishedFile {
-        path: view.path().to_string(),
-        size_bytes: view.size(),
-        rows: view.num_records().map(|n| n as i64),
-        partition_values,
-        pipeline: tag(tags::PIPELINE),
-        coverage,
-    }
 }

@@ -46,7 +46,7 @@ impl WindowTable {
         let Some(grown) = &self.schema_change else {
             return Ok(None);
         };
-        let snapshot = self.table.snapshot()?;
+        let snapshot = self.loaded.snapshot()?;
         let metadata = snapshot.metadata().clone();
         let partition_columns = metadata.partition_columns().to_vec();
         let mut fields: Vec<StructField> = {
