@@ -11,7 +11,6 @@
 //! row share a partition.
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,16 +51,11 @@ impl Drop for Broker {
 
 /// The tansu binary `scripts/servers install` puts in the cache (or `SLUICE_TANSU`).
 fn tansu_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("SLUICE_TANSU")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/sluice/tansu/bin/tansu"))
-        })?;
-    path.exists().then_some(path)
+    crate::server::cached_binary("SLUICE_TANSU", "tansu/bin/tansu")
 }
 
 fn start_broker(tansu: &Path) -> Result<Broker, BenchError> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = crate::server::free_port()?;
     let url = format!("tcp://127.0.0.1:{port}");
     let mut child = Command::new(tansu)
         .args([
@@ -75,17 +69,7 @@ fn start_broker(tansu: &Path) -> Result<Broker, BenchError> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait()? {
-            return Err(format!("tansu exited before listening: {status}").into());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            return Err("tansu did not listen within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::server::wait_listening(&mut child, port, "tansu", Duration::from_secs(30))?;
     let broker = Broker {
         child,
         address: format!("127.0.0.1:{port}"),

@@ -22,6 +22,7 @@ mod kafka;
 mod log;
 mod measure;
 mod moto;
+mod server;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

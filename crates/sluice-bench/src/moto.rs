@@ -3,10 +3,9 @@
 //! dropped.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::alternatives::BenchError;
 
@@ -42,38 +41,18 @@ impl Moto {
     }
 }
 
-fn moto_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("SLUICE_MOTO")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/sluice/venv/bin/moto_server"))
-        })?;
-    path.exists().then_some(path)
-}
-
 /// Starts moto with bucket `bucket`; `None` when moto is not installed.
 pub fn start(bucket: &str) -> Result<Option<Moto>, BenchError> {
-    let Some(binary) = moto_binary() else {
+    let Some(binary) = crate::server::cached_binary("SLUICE_MOTO", "venv/bin/moto_server") else {
         return Ok(None);
     };
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = crate::server::free_port()?;
     let mut child = Command::new(binary)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait()? {
-            return Err(format!("moto exited before listening: {status}").into());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            return Err("moto did not listen within 60 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::server::wait_listening(&mut child, port, "moto", Duration::from_secs(60))?;
     let moto = Moto {
         child,
         endpoint: format!("http://127.0.0.1:{port}"),
