@@ -10,6 +10,8 @@ mod e2e;
 mod first_hour;
 #[cfg(feature = "kafka")]
 mod kafka;
+#[cfg(feature = "kafka")]
+mod kafka_end;
 mod late;
 mod maintenance;
 mod merge;

@@ -416,7 +416,9 @@ pub(crate) fn record_fields(file_schema: &SchemaRef) -> SchemaRef {
     ))
 }
 
-/// Appends the position columns to decoded record columns.
+/// The file-schema batch of decoded record columns (named as in `schema`) and their
+/// positions. Columns are placed by name: the position columns are not always last (a
+/// column another tool added to the table, e.g. `ALTER TABLE ADD COLUMNS`, comes after them).
 pub fn with_positions(
     schema: &SchemaRef,
     records: &RecordBatch,
@@ -424,10 +426,36 @@ pub fn with_positions(
     offsets: Vec<i64>,
 ) -> Result<RecordBatch, ArrowError> {
     let n = records.num_rows();
-    let mut columns = records.columns().to_vec();
-    columns.push(Arc::new(
-        deltalake::arrow::array::StringArray::from_iter_values(std::iter::repeat_n(source, n)),
-    ));
-    columns.push(Arc::new(deltalake::arrow::array::Int64Array::from(offsets)));
+    let sources: ArrayRef = Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+        source, n,
+    )));
+    let offsets: ArrayRef = Arc::new(Int64Array::from(offsets));
+    let fields = schema.fields();
+    let k = records.num_columns();
+    let positional = fields.len() == k + 2
+        && fields[k].name() == SOURCE_COLUMN
+        && fields[k + 1].name() == OFFSET_COLUMN
+        && records
+            .schema()
+            .fields()
+            .iter()
+            .zip(fields.iter())
+            .all(|(r, f)| r.name() == f.name());
+    let columns = if positional {
+        let mut columns = records.columns().to_vec();
+        columns.extend([sources, offsets]);
+        columns
+    } else {
+        fields
+            .iter()
+            .map(|f| match f.name().as_str() {
+                SOURCE_COLUMN => Ok(sources.clone()),
+                OFFSET_COLUMN => Ok(offsets.clone()),
+                name => records.column_by_name(name).cloned().ok_or_else(|| {
+                    ArrowError::SchemaError(format!("the decoded rows lack the column {name}"))
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
     RecordBatch::try_new(schema.clone(), columns)
 }

@@ -79,6 +79,8 @@ pub enum KafkaRunError {
     DeadLetters(#[from] sluice_publish::DeadLetterError),
     #[error("the Kafka consumer thread stopped unexpectedly")]
     ConsumerGone,
+    #[error("the run's last publication of partitions {partitions:?} kept failing (commits of other writers conflicted with it, or the run had read its count of messages); their rows after the table's positions are still only in the topic: run again to land them")]
+    EndConflict { partitions: Vec<i32> },
 }
 
 /// One assigned partition: its writer and where its messages stand.
@@ -154,6 +156,8 @@ impl KafkaRun {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
         let mut stoppable = true;
+        // Attempts at the run's end that had to re-read partitions (see `drain_owned`).
+        let mut end_rounds: u32 = 0;
         let ended = loop {
             let event = tokio::select! {
                 // What the consumer handed over goes first: a tick must not find the run idle
@@ -250,6 +254,11 @@ impl KafkaRun {
                         }
                     }
                     if self.max_events.is_some_and(|m| summary.messages >= m) {
+                        let again = self.drain_owned(&mut owned, &consumer).await?;
+                        if !again.is_empty() {
+                            // Re-reading them would take messages past the budget.
+                            return Err(KafkaRunError::EndConflict { partitions: again });
+                        }
                         break true;
                     }
                 }
@@ -276,7 +285,18 @@ impl KafkaRun {
                     if let Some(t) = self.until_idle_ms {
                         let now_ms = clock.now_ms();
                         if joined && now_ms.saturating_sub(last_input_ms) >= t {
-                            break true;
+                            let again = self.drain_owned(&mut owned, &consumer).await?;
+                            if again.is_empty() {
+                                break true;
+                            }
+                            // Partitions to re-read from the table's positions: idle counts
+                            // again from here; a bounded number of times in a row.
+                            end_rounds += 1;
+                            if end_rounds > self.config.restarts_max {
+                                return Err(KafkaRunError::EndConflict { partitions: again });
+                            }
+                            last_input_ms = clock.now_ms();
+                            continue;
                         }
                         let wait_ms = t.max(JOIN_WAIT_MS);
                         if !joined && now_ms.saturating_sub(started_ms) >= wait_ms {
@@ -296,7 +316,16 @@ impl KafkaRun {
         // has them yet, or its commits fence ours: a conflict here means the partition
         // has a new owner, who replays what this process held). The consumer stays in the
         // group meanwhile, so the partitions move only once this is done.
-        let held = owned.into_iter().chain(parked);
+        // (The partitions this process owns were drained already if the run ended by idle
+        // time or count: see `drain_owned`.)
+        let held: Vec<(i32, Owned<'_>)> = if ended {
+            for (_, shard) in owned {
+                summary.run.absorb(shard.ingester.summary());
+            }
+            parked.into_iter().collect()
+        } else {
+            owned.into_iter().chain(parked).collect()
+        };
         for (p, mut shard) in held {
             let result = if ended {
                 shard.ingester.drain().await
@@ -310,9 +339,10 @@ impl KafkaRun {
             };
             match result {
                 Ok(()) => shard.report_lag(&consumer),
-                // Another writer published the partition since this one read the table.
+                // A revoked partition (or a stopped run): its new owner, or the next run,
+                // replays what this process held from the table's position.
                 Err(e) if e.is_conflict() => {
-                    tracing::info!(partition = p, error = %e, "the partition has a new owner: leaving it to them");
+                    tracing::info!(partition = p, error = %e, "the partition's last publication conflicted with another writer's commit: leaving its rows after the table's position to its next owner");
                 }
                 Err(source) => {
                     return Err(KafkaRunError::Partition {
@@ -382,6 +412,7 @@ impl KafkaRun {
     /// After a partition's step: on a resumable failure, rebuilds its writer from the table
     /// and re-reads the partition from the table's position (as a restarted process would);
     /// anything else ends the run.
+    /// Returns whether the partition was rebuilt.
     async fn after_step(
         &self,
         partition: i32,
@@ -389,14 +420,14 @@ impl KafkaRun {
         result: Result<(), IngestError>,
         commits_before: u64,
         consumer: &KafkaConsumer,
-    ) -> Result<(), KafkaRunError> {
+    ) -> Result<bool, KafkaRunError> {
         let restarted = shard
             .restarts
             .after_step(&mut shard.ingester, result, commits_before)
             .await
             .map_err(|source| KafkaRunError::Partition { partition, source })?;
         if !restarted {
-            return Ok(());
+            return Ok(false);
         }
         let from = shard.committed().or(shard.origin);
         shard.next = from;
@@ -407,7 +438,41 @@ impl KafkaRun {
             // Nothing was read yet; the consumer's position is still the start.
             shard.generation -= 1;
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// The run ends (idle, or its count of messages): publishes every window the owned
+    /// partitions hold. Returns the partitions whose publication failed resumably and were
+    /// rebuilt from the table, to be re-read before the run may end.
+    ///
+    /// A conflict here does not mean the partition has a new owner: another shard's commit
+    /// that grew the schema conflicts too, and so does any commit carrying a `txn` of this
+    /// partition's commit. The group still assigns the partition to this process (a
+    /// revocation would have parked it), so it is rebuilt and re-read as a conflict in the
+    /// middle of the run is: leaving it would end a bounded run "idle" with its rows only in
+    /// the topic. If the group did move it, the revocation arrives while the run goes on.
+    async fn drain_owned(
+        &self,
+        owned: &mut HashMap<i32, Owned<'_>>,
+        consumer: &KafkaConsumer,
+    ) -> Result<Vec<i32>, KafkaRunError> {
+        let mut again = Vec::new();
+        for (p, shard) in owned.iter_mut() {
+            let before = shard.ingester.commits();
+            let drained = shard.ingester.drain().await;
+            if let Err(e) = &drained {
+                tracing::info!(partition = *p, error = %e, "the run's last publication of the partition failed: re-reading it from the table's position");
+            }
+            if self
+                .after_step(*p, shard, drained, before, consumer)
+                .await?
+            {
+                again.push(*p);
+            }
+            shard.report_lag(consumer);
+        }
+        again.sort_unstable();
+        Ok(again)
     }
 }
 

@@ -408,3 +408,51 @@ async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
     );
     assert!(table.record_schema().field_with_name("coupon").is_err());
 }
+
+/// A column another tool added to the table (`ALTER TABLE ADD COLUMNS`) comes after the
+/// position columns in the file schema: decoded rows are placed by name, not by position
+/// (by position, the new column's nulls went into `_sluice_source` and every commit failed).
+#[test]
+fn positions_are_placed_by_name_when_a_column_follows_them() {
+    use deltalake::arrow::array::{Float64Array, Int64Array, StringArray};
+    use deltalake::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let file = Arc::new(Schema::new(vec![
+        Field::new("event_id", DataType::Utf8, true),
+        Field::new(sluice_publish::SOURCE_COLUMN, DataType::Utf8, false),
+        Field::new(sluice_publish::OFFSET_COLUMN, DataType::Int64, false),
+        Field::new("coupon", DataType::Float64, true),
+    ]));
+    let records = RecordBatch::try_new(
+        crate::dedupe::record_fields(&file),
+        vec![
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(Float64Array::from(vec![Some(1.5), None])),
+        ],
+    )
+    .unwrap();
+    let batch = crate::dedupe::with_positions(&file, &records, "events/0", vec![7, 9]).unwrap();
+    assert_eq!(batch.schema(), file);
+    let text = |i: usize| {
+        batch
+            .column(i)
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(text(0), ["a", "b"]);
+    assert_eq!(text(1), ["events/0", "events/0"]);
+    let offsets = batch
+        .column(2)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    assert_eq!(offsets.values().to_vec(), [7, 9]);
+    let coupon = batch
+        .column(3)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap();
+    assert_eq!(coupon.iter().collect::<Vec<_>>(), [Some(1.5), None]);
+}
