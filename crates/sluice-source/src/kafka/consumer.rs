@@ -375,6 +375,11 @@ fn poll_loop(
     stop: Arc<AtomicBool>,
 ) {
     let mut generations: HashMap<i32, u64> = HashMap::new();
+    // Seeks not done yet: librdkafka refuses one while the partition's fetcher is not
+    // running (`Local: Erroneous state`) and may time out. Until the seek is done, what is
+    // polled of the partition comes from where it was, not from the offset asked for: it is
+    // dropped, or the caller would take it as the re-read and skip the offsets in between.
+    let mut seeks: HashMap<i32, (i64, u32)> = HashMap::new();
     let mut polled: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
     let mut polled_count = 0usize;
     let mut since = Instant::now();
@@ -390,14 +395,7 @@ fn poll_loop(
                     // Whatever was polled of it is older than the seek.
                     polled.remove(&partition);
                     *generations.entry(partition).or_default() += 1;
-                    if let Err(e) = consumer.seek(
-                        &options.topic,
-                        partition,
-                        Offset::Offset(offset),
-                        Duration::from_secs(10),
-                    ) {
-                        tracing::warn!(partition, offset, error = %e, "seek failed");
-                    }
+                    seeks.insert(partition, (offset, 0));
                 }
                 Command::Commit(offsets) => {
                     let mut tpl = TopicPartitionList::new();
@@ -410,6 +408,26 @@ fn poll_loop(
                 }
             }
         }
+        seeks.retain(|&partition, (offset, failures)| {
+            let sought = consumer.seek(
+                &options.topic,
+                partition,
+                Offset::Offset(*offset),
+                Duration::from_secs(10),
+            );
+            match sought {
+                Ok(()) => false,
+                Err(e) => {
+                    *failures += 1;
+                    if *failures == 1 {
+                        tracing::warn!(partition, offset = *offset, error = %e, "seek failed: retrying it; the partition's messages wait until it is done");
+                    } else {
+                        tracing::debug!(partition, offset = *offset, error = %e, attempt = *failures, "seek failed again");
+                    }
+                    true
+                }
+            }
+        });
         let message = consumer.poll(Duration::from_millis(options.chunk_ms_max.clamp(1, 100)));
         let rebalanced = consumer
             .context()
@@ -422,16 +440,28 @@ fn poll_loop(
             flush(&mut polled, &generations, &mut backlog);
             polled_count = 0;
             for event in rebalanced {
-                if let KafkaEvent::Assigned(ps) = &event {
-                    for (p, _) in ps {
-                        *generations.entry(*p).or_default() += 1;
+                match &event {
+                    KafkaEvent::Assigned(ps) => {
+                        for (p, _) in ps {
+                            *generations.entry(*p).or_default() += 1;
+                            // The assignment starts it at the table's position.
+                            seeks.remove(p);
+                        }
                     }
+                    KafkaEvent::Revoked(ps) => {
+                        for p in ps {
+                            seeks.remove(p);
+                        }
+                    }
+                    _ => {}
                 }
                 backlog.push_back(event);
             }
             paused = None;
         }
         match message {
+            // Fetched before a seek that is not done yet (see `seeks`).
+            Some(Ok(m)) if seeks.contains_key(&m.partition()) => {}
             Some(Ok(m)) if m.topic() == options.topic => {
                 polled
                     .entry(m.partition())
