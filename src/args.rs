@@ -425,11 +425,6 @@ impl RunArgs {
                 "--follow: a Kafka source is always followed (end a run with --until-idle or --max-events)",
             ));
         }
-        if !self.notify.is_empty() {
-            return Err(usage(
-                "--notify-url/--notify-command: notifications are not sent for a Kafka source yet: its windows are written by several shards, and a window is complete only when every shard has sealed it",
-            ));
-        }
         if !self.derive.is_empty() {
             return Err(usage(
                 "--derive: derived tables are not kept for a Kafka source yet: its windows are written by several shards, and a derived window needs all of them (run `sluice derive` over the raw table instead)",

@@ -385,6 +385,9 @@ async fn ingest_kafka(
     options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
     let (table, decoder) = open_raw(settings, &options, decode, None).await?;
     options.shard = None;
+    // The partitions' writers never carry the marks (their commits would conflict on them):
+    // the notifier records what it delivered in commits of its own.
+    let notifier = crate::notify::start(settings, &options, true).await?;
     let run = sluice_ingest::KafkaRun {
         config,
         kafka: KafkaOptions {
@@ -429,8 +432,8 @@ async fn ingest_kafka(
     if stop.signal() == Some(Signal::Terminate) {
         crate::warnings::warn(crate::signals::STOPPED_NOTE);
     }
-    // Notify targets are refused for a Kafka source (see `args`): nothing is told.
-    Ok((summary, version, Vec::new()))
+    let notified = crate::notify::finish(notifier, settings, SystemClock.now_ms()).await?;
+    Ok((summary, version, notified))
 }
 
 /// How the settings's table is reached (the dead-letter and derived tables use the same options
@@ -484,7 +487,7 @@ pub async fn ingest(
 )> {
     let mut w = wire(settings).await?;
     // Beside the writer: it records what the targets got with its own commits.
-    let notifier = crate::notify::start(settings, &w.options).await?;
+    let notifier = crate::notify::start(settings, &w.options, false).await?;
     let attempt = attempt(settings);
     let deriver = open_deriver(
         settings,

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use serde::Deserialize;
 use sluice_notify::{
-    parse_reasons, CommandTarget, HttpTarget, Notifier, NotifierOptions, Target, TargetReport,
-    TargetSpec,
+    parse_reasons, CommandTarget, HttpTarget, Notifier, NotifierOptions, NowMs, Recording, Target,
+    TargetReport, TargetSpec,
 };
 use sluice_publish::{valid_target_name, TableOptions};
 use sluice_window::parse_duration_ms;
@@ -23,6 +23,9 @@ const RETRY_INITIAL_MS: u64 = 500;
 const RETRY_MAX_MS: u64 = 30_000;
 /// A running notifier's pause between looks at the log that found nothing new.
 const POLL_MS: u64 = 200;
+/// How often a notifier beside the writers of a sharded table (a Kafka run) records what it
+/// delivered, in a commit of its own: a restart sends again at most this much.
+const RECORD_EVERY_MS: u64 = 5_000;
 
 /// A `[[notify]]` target of the config file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -119,11 +122,13 @@ fn timeout_ms(t: &NotifyConfig) -> Result<u64, String> {
 }
 
 /// Starts the run's notifier (none without targets). `writer` are the writer's options: the
-/// notifier reads the table through the same store and retries, and its marks
-/// (`TableOptions::notified`) are the ones the writer's commits record.
+/// notifier reads the table through the same store and retries; with `sharded` false its
+/// marks (`TableOptions::notified`) are the ones the writer's commits record, with `sharded`
+/// (the writers of a Kafka run, one per partition) it records them in commits of its own.
 pub async fn start(
     settings: &RunSettings,
     writer: &TableOptions,
+    sharded: bool,
 ) -> anyhow::Result<Option<Notifier>> {
     if settings.notify.is_empty() {
         return Ok(None);
@@ -159,7 +164,24 @@ pub async fn start(
         poll_ms: POLL_MS,
         retry_initial_ms: RETRY_INITIAL_MS,
         retry_max_ms: RETRY_MAX_MS,
-        marks: writer.notified.clone(),
+        // A sharded table's writers must not carry the marks: they would all commit one
+        // `txn` appId, and their commits would conflict with each other (the notifier
+        // records in commits of its own instead).
+        marks: if sharded {
+            Default::default()
+        } else {
+            writer.notified.clone()
+        },
+        recording: if sharded {
+            Recording::OwnCommits {
+                every_ms: RECORD_EVERY_MS,
+                clock: NowMs(std::sync::Arc::new(|| {
+                    chrono::Utc::now().timestamp_millis()
+                })),
+            }
+        } else {
+            Recording::WithWriter
+        },
     };
     let notifier = Notifier::start(options, specs)
         .await

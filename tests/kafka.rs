@@ -35,6 +35,8 @@ struct Scenario<'a> {
     env: Vec<(&'static str, String)>,
     broker: &'a Server,
     events: Events,
+    /// A loopback HTTP receiver every process notifies (`--notify-url hook=…`), if any.
+    hook: Option<&'a crate::notify::Receiver>,
 }
 
 impl Scenario<'_> {
@@ -60,7 +62,7 @@ impl Scenario<'_> {
     fn spawn(&self, name: &str, group: &str, until_idle: &str) -> Child {
         let out = std::fs::File::create(self.dir.join(format!("{name}.out"))).unwrap();
         let err = std::fs::File::create(self.dir.join(format!("{name}.err"))).unwrap();
-        self.command(&[
+        let mut command = self.command(&[
             "run",
             "--source",
             "kafka:events",
@@ -76,17 +78,21 @@ impl Scenario<'_> {
             "event_id",
             "--until-idle",
             until_idle,
-        ])
-        // Assignments, revocations and publications in the log, for a look after a failure.
-        .env(
-            "SLUICE_LOG",
-            std::env::var("SLUICE_TEST_LOG")
-                .unwrap_or_else(|_| "warn,sluice_ingest=info,sluice_source=info".into()),
-        )
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err))
-        .spawn()
-        .expect("sluice run starts")
+        ]);
+        if let Some(hook) = self.hook {
+            command.args(["--notify-url", &format!("hook={}", hook.url)]);
+        }
+        command
+            // Assignments, revocations and publications in the log, for a look after a failure.
+            .env(
+                "SLUICE_LOG",
+                std::env::var("SLUICE_TEST_LOG")
+                    .unwrap_or_else(|_| "warn,sluice_ingest=info,sluice_source=info".into()),
+            )
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .expect("sluice run starts")
     }
 
     /// The schema file the processes and the oracle start from.
@@ -118,11 +124,13 @@ impl Scenario<'_> {
     fn seals(&self) -> std::collections::BTreeMap<String, Vec<(bool, String, bool)>> {
         let out = self.ok(&["windows", "--table", &self.table, "--format", "csv"]);
         let mut lines = out.lines();
-        assert_eq!(
-            lines.next(),
-            Some(
+        // (a notified_<target> column follows when the processes notify a target)
+        let header = lines.next().unwrap_or_default();
+        assert!(
+            header.starts_with(
                 "window,files,rows,version,publications,published_at,sealed,shards_sealed,complete"
-            )
+            ),
+            "{header}"
         );
         let mut seals: std::collections::BTreeMap<String, Vec<_>> = Default::default();
         for line in lines {
@@ -474,6 +482,67 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     wait_for(&mut again, "again", scenario, Duration::from_secs(120));
     assert_eq!(scenario.version(), before, "{}", scenario.output("again"));
     eprintln!("restart with no new events: table version unchanged ({before})");
+
+    if let Some(hook) = scenario.hook {
+        notified_as_the_log_implies(scenario, hook, &seals);
+    }
+}
+
+/// Every process notified the receiver beside its writers (one of them SIGKILLed): the keys
+/// received are exactly those the sharded log implies, each with the same body every time
+/// it was sent; every window but the last (which no shard sealed) was told `complete`, with
+/// the rows of all its shards.
+fn notified_as_the_log_implies(
+    scenario: &Scenario,
+    hook: &crate::notify::Receiver,
+    seals: &std::collections::BTreeMap<String, Vec<(bool, String, bool)>>,
+) {
+    let implied = crate::notify::implied_by_a_sharded_log(Path::new(&scenario.table));
+    let mut received: std::collections::BTreeMap<String, (String, i64)> = Default::default();
+    let accepted = hook.accepted();
+    for r in &accepted {
+        let body = (
+            r.body["reason"].as_str().unwrap().to_string(),
+            r.body["rows"].as_i64().unwrap(),
+        );
+        if let Some(before) = received.insert(r.key.clone(), body.clone()) {
+            assert_eq!(before, body, "{}: the same key with another body", r.key);
+        }
+    }
+    let missing: Vec<_> = implied
+        .keys()
+        .filter(|k| !received.contains_key(*k))
+        .collect();
+    let unexpected: Vec<_> = received
+        .keys()
+        .filter(|k| !implied.contains_key(*k))
+        .collect();
+    assert!(
+        missing.is_empty() && unexpected.is_empty(),
+        "never received: {missing:?}; received but not in the log: {unexpected:?}"
+    );
+    assert_eq!(received, implied);
+    let complete: Vec<&String> = implied
+        .iter()
+        .filter(|(_, (reason, _))| reason == "complete")
+        .map(|(k, _)| k)
+        .collect();
+    // (Twice if a partition that was behind published its first rows after the window was
+    // complete: incomplete again until that shard sealed past it.)
+    for window in seals.keys().take(seals.len() - 1) {
+        let told = complete
+            .iter()
+            .filter(|k| k.contains(&format!("/{window}/")))
+            .count();
+        assert!(told >= 1, "{window} never told complete");
+    }
+    eprintln!(
+        "notifications: {} deliveries of {} keys ({} complete, {} rewritten), as the log implies",
+        accepted.len(),
+        received.len(),
+        complete.len(),
+        received.len() - complete.len()
+    );
 }
 
 /// After a failed comparison: where the events missing from the table sit in the topic, as
@@ -527,8 +596,9 @@ fn where_lost(scenario: &Scenario, oracle: &Path) {
 
 /// A scale-out over a local table, in a directory kept with `SLUICE_KEEP_DIR=1` (the tables
 /// and the processes' logs, for a look after a failure).
-fn scale_out_locally(what: &str, events: Events, count: u64) {
+fn scale_out_locally(what: &str, events: Events, count: u64, notify: bool) {
     let seed = crate::common::seed(what);
+    let hook = notify.then(crate::notify::Receiver::start);
     let mut dir = tempfile::tempdir().unwrap();
     dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
     eprintln!("working in {}", dir.path().display());
@@ -539,13 +609,16 @@ fn scale_out_locally(what: &str, events: Events, count: u64) {
         env: Vec::new(),
         broker: &broker,
         events,
+        hook: hook.as_ref(),
     };
     scale_out(&scenario, count, seed);
 }
 
+/// The processes also notify a loopback receiver (`--notify-url`): a window of the sharded
+/// table is told `complete` once every shard holding files has sealed it.
 #[test]
 fn three_processes_on_six_partitions_equal_one_clean_run_through_a_sigkill() {
-    scale_out_locally("kafka scale-out", Events::Flat, events());
+    scale_out_locally("kafka scale-out", Events::Flat, events(), true);
 }
 
 /// The scale-out with nested events that gain two fields half-way (one top-level, one a new
@@ -558,6 +631,7 @@ fn three_processes_grow_the_schema_of_one_sharded_table_through_a_sigkill() {
         "kafka scale-out, schema growing",
         Events::NestedGrowing,
         events() / 4,
+        false,
     );
 }
 
@@ -583,6 +657,7 @@ fn three_processes_on_six_partitions_equal_one_clean_run_on_s3() {
         env: s3_env(&s3),
         broker: &broker,
         events: Events::Flat,
+        hook: None,
     };
     scale_out(&scenario, events(), seed);
 }

@@ -5,8 +5,9 @@
 //! delivered to its target, delivers every change it is subscribed to (`complete`,
 //! `rewritten`) in version order, retrying a failed delivery with backoff for as long as it
 //! takes, and then raises its target's mark ([`sluice_publish::DeliveredMarks`]). The writer
-//! records the marks in the table with each of its commits, and [`Notifier::finish`] records
-//! them in a commit of their own once the writer is done. So:
+//! records the marks in the table with each of its commits ([`Recording::WithWriter`]; in a
+//! sharded table the notifier records them in commits of its own, [`Recording::OwnCommits`]),
+//! and [`Notifier::finish`] records them in a commit of their own once the writer is done. So:
 //! - every change is delivered at least once, after any crash: a change is only marked
 //!   delivered after its receiver accepted it, and a restart reads the changes after the
 //!   recorded mark again;
@@ -18,6 +19,7 @@
 mod target;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deltalake::DeltaTable;
@@ -58,6 +60,32 @@ pub struct NotifierOptions {
     pub retry_max_ms: u64,
     /// The marks the writer records with its commits (`TableOptions::notified`).
     pub marks: DeliveredMarks,
+    /// Who records the marks while the notifier runs.
+    pub recording: Recording,
+}
+
+/// Who records in the table how far each target has been told, while the notifier runs.
+#[derive(Debug, Clone)]
+pub enum Recording {
+    /// The writer beside the notifier, with each of its commits (`TableOptions::notified`):
+    /// a table of one writer per pipeline, which commits only on the version it read, so a
+    /// commit of the notifier's own would make it lose its race and re-read the table.
+    WithWriter,
+    /// The notifier, in commits of its own, at most once per `every_ms` per target: the
+    /// writers of a sharded table retry their commits over each other's (and over these),
+    /// and a `txn` they all carried would make their commits conflict with each other.
+    OwnCommits { every_ms: u64, clock: NowMs },
+}
+
+/// The caller's clock, in milliseconds since the epoch (the records' `lastUpdated`, and when
+/// the next record is due).
+#[derive(Clone)]
+pub struct NowMs(pub Arc<dyn Fn() -> i64 + Send + Sync>);
+
+impl std::fmt::Debug for NowMs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NowMs")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +205,11 @@ impl Notifier {
                 options: options.clone(),
                 spec,
                 feed,
+                recorded: Recorded {
+                    through,
+                    at_ms: None,
+                    behind: false,
+                },
                 stop: stop_rx.clone(),
                 report: TargetReport {
                     name: name.clone(),
@@ -283,15 +316,31 @@ enum Step {
 fn retryable(e: &NotifyError) -> bool {
     match e {
         NotifyError::Open(_) => true,
-        NotifyError::Log(e) => matches!(e, NotifyLogError::Delta(_) | NotifyLogError::Read(_)),
+        NotifyError::Log(e) => matches!(
+            e,
+            NotifyLogError::Delta(_) | NotifyLogError::Read(_) | NotifyLogError::Record { .. }
+        ),
         NotifyError::Target { source, .. } => retryable(source),
     }
+}
+
+/// What a task recorded itself ([`Recording::OwnCommits`]).
+struct Recorded {
+    /// The version the table records as delivered.
+    through: u64,
+    /// When the task last recorded, by the caller's clock.
+    at_ms: Option<i64>,
+    /// Whether changes were passed (delivered or skipped) since: only then is a record due.
+    /// (A record is a commit the feed reads next; recording every version read would
+    /// record its own records for ever.)
+    behind: bool,
 }
 
 struct TargetTask {
     options: NotifierOptions,
     spec: TargetSpec,
     feed: ChangeFeed,
+    recorded: Recorded,
     stop: watch::Receiver<Option<Stop>>,
     report: TargetReport,
 }
@@ -368,6 +417,7 @@ impl TargetTask {
         metrics::gauge!("sluice_notify_behind_versions", "target" => name.clone())
             .set(latest.saturating_sub(self.feed.through()) as f64);
         if latest <= self.feed.through() {
+            self.record_if_due(table).await?;
             return Ok(Step::Idle);
         }
         // A bounded step: at most VERSIONS_PER_READ_MAX commits' changes in memory.
@@ -390,7 +440,39 @@ impl TargetTask {
         }
         self.report.through = self.feed.through();
         self.options.marks.deliver(&name, self.feed.through());
+        self.recorded.behind |= !changes.is_empty();
+        self.record_if_due(table).await?;
         Ok(Step::Delivered)
+    }
+
+    /// With [`Recording::OwnCommits`]: records the target's mark in a commit of its own when
+    /// changes were passed since the last record and `every_ms` has gone by.
+    async fn record_if_due(&mut self, table: &mut DeltaTable) -> Result<(), NotifyError> {
+        let Recording::OwnCommits { every_ms, clock } = &self.options.recording else {
+            return Ok(());
+        };
+        let now_ms = (clock.0)();
+        let due = self
+            .recorded
+            .at_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= *every_ms as i64);
+        let through = self.feed.through();
+        if due && self.recorded.behind && through > self.recorded.through {
+            record_notified(
+                table,
+                &self.options.pipeline,
+                &self.spec.name,
+                through,
+                now_ms,
+            )
+            .await?;
+            self.recorded = Recorded {
+                through,
+                at_ms: Some(now_ms),
+                behind: false,
+            };
+        }
+        Ok(())
     }
 
     /// Delivers `change`, retrying with backoff until the receiver accepts it (`true`) or the

@@ -16,6 +16,7 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::transaction::TransactionError;
 use deltalake::kernel::{StructType, Transaction};
 use deltalake::operations::create::CreateBuilder;
@@ -125,6 +126,9 @@ impl DeadLetterTable {
             let created = CreateBuilder::new()
                 .with_log_store(table.log_store())
                 .with_columns(kernel.fields().cloned())
+                // Version 0 or nothing: deltalake retries a create that lost its race as a
+                // commit at the next version (a second CREATE, with a new table id).
+                .with_commit_properties(CommitProperties::default().with_max_retries(0))
                 .await;
             table = match created {
                 Ok(t) => t,

@@ -19,7 +19,7 @@
 //! same commits and notifies `complete` at the version whose commit moved the last seal past
 //! it (see `seals`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
@@ -401,48 +401,44 @@ impl ChangeFeed {
             }
             return Ok(changes);
         };
-        // A sharded table: a complete window published again is rewritten; any other
-        // published window waits for the seals, and every waiting window the seals have now
-        // passed is complete at this version.
-        let mut rewritten = Vec::new();
-        for (key, (label, start, end)) in published {
-            if seals.complete.contains(&key) {
-                rewritten.push((key, label, start, end));
-            } else {
-                let end_us = micros_of(&end);
-                seals.pending.insert(
-                    key,
-                    Pending {
-                        label,
-                        start,
-                        end,
-                        end_us,
-                    },
-                );
-            }
+        // A sharded table: a window is complete at a version when every shard holding files
+        // in the table has sealed past its end (the rule of `sluice status`, a function of
+        // the version alone). It is notified `complete` at each version where that becomes
+        // true, and `rewritten` when a commit publishes it while it stays complete. (A shard
+        // whose first files appear lowers the threshold, and windows it has not sealed are
+        // complete again only once it has: a feed started at any version sees the same.)
+        for (key, (label, start, end)) in &published {
+            seals.windows.insert(
+                key.clone(),
+                Pending {
+                    label: label.clone(),
+                    start: start.clone(),
+                    end: end.clone(),
+                    end_us: micros_of(end),
+                },
+            );
         }
+        let files = &self.files;
+        seals.windows.retain(|key, _| files.at(key).0 > 0);
         let threshold = seals.threshold(self.files.shards());
-        let due: Vec<WindowKey> = seals
-            .pending
+        let now: BTreeSet<WindowKey> = seals
+            .windows
             .iter()
-            .filter(|(key, p)| {
-                self.files.at(key).0 > 0
-                    && matches!((p.end_us, threshold), (Some(end), Some(t)) if end <= t)
-            })
+            .filter(|(_, p)| matches!((p.end_us, threshold), (Some(end), Some(t)) if end <= t))
             .map(|(key, _)| key.clone())
             .collect();
-        let mut completed = Vec::with_capacity(due.len());
-        for key in due {
-            if let Some(p) = seals.pending.remove(&key) {
-                seals.complete.insert(key.clone());
-                completed.push((key, p));
+        let before = std::mem::replace(&mut seals.complete, now);
+        let mut rewritten = Vec::new();
+        for (key, (label, start, end)) in published {
+            if before.contains(&key) && seals.complete.contains(&key) {
+                rewritten.push((key, label, start, end));
             }
         }
-        // A window whose files are all gone (expired) is forgotten: published again, it
-        // waits for the seals again.
-        let files = &self.files;
-        seals.complete.retain(|key| files.at(key).0 > 0);
-        seals.pending.retain(|key, _| files.at(key).0 > 0);
+        let completed: Vec<(WindowKey, Pending)> = seals
+            .complete
+            .difference(&before)
+            .filter_map(|key| seals.windows.get(key).map(|p| (key.clone(), p.clone())))
+            .collect();
         let mut changes: Vec<(WindowKey, WindowChange)> = Vec::new();
         for (key, label, start, end) in rewritten {
             let rows = self.files.at(&key).1;
@@ -532,19 +528,18 @@ async fn starting_seals(
             .map(|s| start.as_micros().saturating_add(s.as_micros()));
         if matches!((end_us, threshold), (Some(end), Some(t)) if end <= t) {
             seals.complete.insert(key.clone());
-        } else {
-            seals.pending.insert(
-                key.clone(),
-                Pending {
-                    label: address.hive_path(),
-                    start: start.to_rfc3339(),
-                    end: end_us
-                        .map(|e| EventTime::from_micros(e).to_rfc3339())
-                        .unwrap_or_default(),
-                    end_us,
-                },
-            );
         }
+        seals.windows.insert(
+            key.clone(),
+            Pending {
+                label: address.hive_path(),
+                start: start.to_rfc3339(),
+                end: end_us
+                    .map(|e| EventTime::from_micros(e).to_rfc3339())
+                    .unwrap_or_default(),
+                end_us,
+            },
+        );
     }
     Ok(seals)
 }

@@ -535,3 +535,55 @@ fn a_lost_commit_race_says_another_writer_is_publishing() {
         "{text}"
     );
 }
+
+/// Writers of a sharded table start together and race to create it: the one that loses
+/// opens the winner's table. deltalake retries a create that lost its race as a commit at
+/// the next version, which made a second CREATE (version 1, another table id: notification
+/// keys named the table by one id or the other depending on when a feed started).
+#[tokio::test]
+async fn a_writer_that_loses_the_race_to_create_the_table_opens_the_winners() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let size = WindowSize::parse("1h").unwrap();
+    let location = dir.path().to_str().unwrap().to_string();
+    let options = |shard: u32| TableOptions {
+        location: location.clone(),
+        shard: Some(Shard(shard)),
+        commit_retries: 15,
+        ..TableOptions::new("")
+    };
+    // Shard 1 creates the table between shard 0's look (no table) and its create commit.
+    let winner = options(1);
+    let hook = async move {
+        WindowTable::open_or_create(&winner, Some(&record_schema()), AddressLayout::DtHour, size)
+            .await
+            .unwrap();
+    }
+    .boxed();
+    let store = sluice_faults::FaultStore::with_hook_before_first_commit(
+        Arc::new(object_store::local::LocalFileSystem::new()),
+        hook,
+    );
+    let loser = TableOptions {
+        store: Some(Arc::new(store)),
+        ..options(0)
+    };
+    let mut table =
+        WindowTable::open_or_create(&loser, Some(&record_schema()), AddressLayout::DtHour, size)
+            .await
+            .unwrap();
+    assert_eq!(table.version(), Some(0));
+    let commits: Vec<_> = std::fs::read_dir(dir.path().join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert_eq!(commits, ["00000000000000000000.json"]);
+    let id = |t: &deltalake::DeltaTable| {
+        serde_json::to_value(t.snapshot().unwrap().metadata()).unwrap()["id"].clone()
+    };
+    let reader = crate::open_table(&location, &Default::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(id(table.delta_table().await.unwrap()), id(&reader));
+}

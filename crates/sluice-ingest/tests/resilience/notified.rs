@@ -77,6 +77,7 @@ pub async fn drain(options: &TableOptions, table_dir: &Path) -> Result<TargetRep
         retry_initial_ms: 1,
         retry_max_ms: 10,
         marks: options.notified.clone(),
+        recording: sluice_notify::Recording::WithWriter,
     };
     let spec = TargetSpec {
         name: TARGET.to_string(),

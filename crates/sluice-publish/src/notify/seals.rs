@@ -2,10 +2,14 @@
 //! has sealed past the window's end (its `txn` `<pipeline>/.shard/<n>/sealed_through_us`),
 //! the rule `sluice status` and `sluice windows` apply. In a sharded table each writer
 //! publishes its own part of a window (an address per shard), so a window's first
-//! publication is not its completion: the feed holds it as pending until the slowest shard's
-//! seal passes its end, and notifies it `complete` at that version, with the rows of every
-//! shard. A later publication of a complete window (any shard's late rows, a backfill) is
-//! `rewritten`.
+//! publication is not its completion: the feed notifies it `complete` at the version where
+//! the slowest shard's seal passes its end, with the rows of every shard. A later
+//! publication of a complete window (any shard's late rows, a backfill) is `rewritten`.
+//!
+//! Completeness is the rule applied to each version alone, not a latch: a shard whose first
+//! files appear after a window was complete (a partition that was behind) makes it
+//! incomplete until that shard seals past it, and it is notified `complete` again then. So
+//! the notifications are a function of the log, whatever version a feed started at.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +18,7 @@ use sluice_window::{Shard, SHARD_COLUMN};
 /// A window key: the sorted partition values of its address without the shard column.
 pub(crate) type WindowKey = Vec<(String, String)>;
 
-/// A window published by some shard and not complete yet.
+/// A window of the pipeline with files in the table: its bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Pending {
     /// `dt=2026-10-03/hour=14` (no shard).
@@ -30,8 +34,9 @@ pub(crate) struct Pending {
 pub(crate) struct Seals {
     /// Sealed-through event time (µs) per shard, from this pipeline's `txn`s.
     sealed: BTreeMap<Shard, i64>,
-    pub pending: BTreeMap<WindowKey, Pending>,
-    /// Windows that are complete (notified, or complete when the feed started).
+    /// Every window of the pipeline that has files in the table.
+    pub windows: BTreeMap<WindowKey, Pending>,
+    /// The windows complete at the version read last.
     pub complete: BTreeSet<WindowKey>,
 }
 

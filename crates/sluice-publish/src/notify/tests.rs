@@ -221,12 +221,30 @@ async fn delivery_records_move_forward_only_and_survive_a_reopen() {
 /// part way sorts the windows it finds the same way.
 #[tokio::test]
 async fn a_sharded_window_is_complete_when_the_last_shard_seals_past_it() {
-    use sluice_window::{Shard, TimeFormat};
+    use crate::testing::record_schema;
+    use sluice_window::{AddressLayout, Shard, TimeFormat, WindowSize};
     let dir = tempfile::tempdir().unwrap();
+    let size = WindowSize::parse("1h").unwrap();
     let time = |t: &str| TimeFormat::Rfc3339.parse_str(t).unwrap().as_micros();
     let (w14, w15) = (hour("2026-10-03T14:00:00Z"), hour("2026-10-03T15:00:00Z"));
-    let open_shard =
-        |shard: u32| crate::testing::open_with(dir.path(), None, Some(Shard(shard)), 100);
+    let open_shard = |shard: u32| {
+        let options = crate::TableOptions {
+            location: dir.path().to_str().unwrap().to_string(),
+            shard: Some(Shard(shard)),
+            commit_retries: 15,
+            ..crate::TableOptions::new("")
+        };
+        async move {
+            crate::WindowTable::open_or_create(
+                &options,
+                Some(&record_schema()),
+                AddressLayout::DtHour,
+                size,
+            )
+            .await
+            .unwrap()
+        }
+    };
     // Shard `shard` publishes `window` with `n` rows, sealed through `through`.
     let publish = |shard: u32, window: sluice_window::Window, n: i64, first: i64, through: &str| {
         let through = time(through);
@@ -343,4 +361,23 @@ async fn a_sharded_window_is_complete_when_the_last_shard_seals_past_it() {
             ChangeReason::Complete
         )]
     );
+
+    // Shard 5 (a partition that was behind) publishes its first files, rows of hour 14,
+    // sealed only through 14:30: hours 14 and 15 are not complete at v7 any more (no
+    // notification), and are complete again, with shard 5's rows, when it seals past them.
+    let h15 = "dt=2026-10-03/hour=15";
+    let v7 = publish(5, w14, 2, 0, "2026-10-03T14:30:00Z").await;
+    assert!(feed.read(&at(v7).await).await.unwrap().is_empty());
+    let v8 = publish(5, w15, 1, 2, "2026-10-03T16:00:00Z").await;
+    let expected = [
+        (h14.into(), v8, 12, ChangeReason::Complete),
+        (h15.into(), v8, 3, ChangeReason::Complete),
+    ];
+    assert_eq!(summary(&feed.read(&at(v8).await).await.unwrap()), expected);
+    // Whatever version a feed starts at, it tells the same from there on.
+    for start in [v6, v7] {
+        let mut late = ChangeFeed::after(&at(start).await, "p").await.unwrap();
+        let changes = late.read(&at(v8).await).await.unwrap();
+        assert_eq!(summary(&changes), expected, "a feed started at v{start}");
+    }
 }

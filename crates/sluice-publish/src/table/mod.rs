@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::{StructField, StructType};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::{DeltaTable, DeltaTableError, TableProperty};
@@ -504,6 +505,9 @@ impl WindowTable {
             }
             let created = CreateBuilder::new()
                 .with_log_store(table.log_store())
+                // Version 0 or nothing: deltalake retries a create that lost its race as a
+                // commit at the next version (a second CREATE, with a new table id).
+                .with_commit_properties(CommitProperties::default().with_max_retries(0))
                 // sluice's own properties (`sluice.*`) are not Delta's.
                 .with_raise_if_key_not_exists(false)
                 .with_columns(kernel.fields().cloned())
