@@ -425,11 +425,6 @@ impl RunArgs {
                 "--follow: a Kafka source is always followed (end a run with --until-idle or --max-events)",
             ));
         }
-        if !self.derive.is_empty() {
-            return Err(usage(
-                "--derive: derived tables are not kept for a Kafka source yet: its windows are written by several shards, and a derived window needs all of them (run `sluice derive` over the raw table instead)",
-            ));
-        }
         let start = StartAt::parse(self.start.as_deref().unwrap_or(defaults::START))
             .ok_or_else(|| usage("--start: use earliest or latest"))?;
         let mut client_options = Vec::new();

@@ -236,10 +236,23 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     // Only read: the raw table's contract is not checked or recorded here.
-    let options = TableOptions {
+    let mut options = TableOptions {
         contract: None,
         ..raw_options(&settings)
     };
+    // A Kafka run's table has a shard per partition: read as one of them, derived whole.
+    let derived_options = options.clone();
+    if let Ok(table) = sluice_publish::open_table_with(&options, None).await {
+        let sharded = table.snapshot().is_ok_and(|s| {
+            s.metadata()
+                .partition_columns()
+                .iter()
+                .any(|c| c == sluice_window::SHARD_COLUMN)
+        });
+        if sharded {
+            options.shard = Some(sluice_window::Shard(0));
+        }
+    }
     let mut raw =
         match WindowTable::open_existing(&options, None, settings.layout, settings.window).await {
             Ok(Some(raw)) => raw,
@@ -255,8 +268,14 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         codec: settings.codec,
         ..sluice_stage::StageOptions::default()
     };
-    let Some(mut deriver) =
-        open_deriver(&settings, &mut raw, &options, &attempt(&settings), stage).await?
+    let Some(mut deriver) = open_deriver(
+        &settings,
+        &mut raw,
+        &derived_options,
+        &attempt(&settings),
+        stage,
+    )
+    .await?
     else {
         return Ok(());
     };

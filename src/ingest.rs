@@ -383,8 +383,21 @@ async fn ingest_kafka(
     let mut options = table_options(settings, &config, &decode);
     options.shard = Some(sluice_window::Shard(0));
     options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
-    let (table, decoder) = open_raw(settings, &options, decode, None).await?;
+    let (mut table, decoder) = open_raw(settings, &options, decode, None).await?;
     options.shard = None;
+    // Derived tables have one writer at a time: a process that loses a race re-reads.
+    let derived_options = TableOptions {
+        commit_retries: 0,
+        ..options.clone()
+    };
+    let deriver = open_deriver(
+        settings,
+        &mut table,
+        &derived_options,
+        &attempt(settings),
+        config.stage_options(),
+    )
+    .await?;
     // The partitions' writers never carry the marks (their commits would conflict on them):
     // the notifier records what it delivered in commits of its own.
     let notifier = crate::notify::start(settings, &options, true).await?;
@@ -416,7 +429,7 @@ async fn ingest_kafka(
     drop(table);
     let stop = Stop::on_signal();
     let summary = run
-        .run(&SystemClock, stop.rx.clone())
+        .run_deriving(&SystemClock, stop.rx.clone(), deriver)
         .await
         .context("ingesting from Kafka")?;
     let version = sluice_publish::open_table(&settings.table, &settings.storage_options, None)

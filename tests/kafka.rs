@@ -37,7 +37,14 @@ struct Scenario<'a> {
     events: Events,
     /// A loopback HTTP receiver every process notifies (`--notify-url hook=…`), if any.
     hook: Option<&'a crate::notify::Receiver>,
+    /// Every process keeps the derived table `revenue` (`dir/revenue`).
+    derived: bool,
 }
+
+/// The derived table of the scale-out: revenue per country and window.
+const REVENUE_SQL: &str = "SELECT country, count(*) AS orders, \
+     sum(CAST(round(amount * 100) AS BIGINT)) AS revenue_cents \
+     FROM window WHERE kind = 'purchase' GROUP BY country";
 
 impl Scenario<'_> {
     fn command(&self, args: &[&str]) -> Command {
@@ -81,6 +88,11 @@ impl Scenario<'_> {
         ]);
         if let Some(hook) = self.hook {
             command.args(["--notify-url", &format!("hook={}", hook.url)]);
+        }
+        if self.derived {
+            let table = format!("revenue={}", self.dir.join("revenue").display());
+            let sql = format!("revenue={REVENUE_SQL}");
+            command.args(["--derive", &table, "--derive-sql", &sql]);
         }
         command
             // Assignments, revocations and publications in the log, for a look after a failure.
@@ -476,16 +488,78 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         scenario.ok(&["status", "--table", &scenario.table])
     );
 
-    // A restart with no new events commits nothing.
+    // A restart with no new events commits nothing (to the derived table either).
+    let revenue = dir.join("revenue");
+    let derived_before = scenario.derived.then(|| crate::common::version(&revenue));
     let before = scenario.version();
     let mut again = scenario.spawn("again", "again", "5s");
     wait_for(&mut again, "again", scenario, Duration::from_secs(120));
     assert_eq!(scenario.version(), before, "{}", scenario.output("again"));
+    if let Some(v) = derived_before {
+        let after = crate::common::version(&revenue);
+        assert_eq!(after, v, "{}", scenario.output("again"));
+    }
     eprintln!("restart with no new events: table version unchanged ({before})");
+
+    if scenario.derived {
+        derived_as_the_batch_job(scenario, &seals);
+    }
 
     if let Some(hook) = scenario.hook {
         notified_as_the_log_implies(scenario, hook, &seals);
     }
+}
+
+/// The derived table every process kept beside its writers equals a batch `sluice derive`
+/// of the final raw table, window by window, for every complete window; the last window,
+/// which no shard sealed, is not derived.
+fn derived_as_the_batch_job(
+    scenario: &Scenario,
+    seals: &std::collections::BTreeMap<String, Vec<(bool, String, bool)>>,
+) {
+    let dir = scenario.dir;
+    let batch = dir.join("batch_revenue");
+    let out = scenario.ok(&[
+        "derive",
+        "--table",
+        &scenario.table,
+        "--derive",
+        &format!("revenue={}", batch.display()),
+        "--derive-sql",
+        &format!("revenue={REVENUE_SQL}"),
+        "--from",
+        "2000-01-01",
+        "--to",
+        "2100-01-01",
+    ]);
+    let last = seals.keys().next_back().unwrap();
+    let (dt, hour) = last
+        .split_once('/')
+        .map(|(d, h)| (&d[3..], &h[5..]))
+        .unwrap();
+    let rows = |table: &Path, filter: &str| {
+        let mut rows = crate::common::query_csv(
+            &[("d", table)],
+            &format!("SELECT dt, hour, country, orders, revenue_cents FROM d WHERE {filter}"),
+        );
+        rows.sort();
+        rows
+    };
+    let complete = format!("NOT (dt = '{dt}' AND hour = '{hour}')");
+    let streamed = rows(&dir.join("revenue"), "true");
+    let batched = rows(&batch, &complete);
+    assert!(!batched.is_empty(), "{out}");
+    assert_eq!(
+        streamed, batched,
+        "the stream's derived table equals the batch job's"
+    );
+    let last_batched = rows(&batch, &format!("NOT ({complete})"));
+    eprintln!(
+        "derived: {} rows over {} complete windows equal the batch job's; the last window ({} rows in the batch) not derived while incomplete",
+        streamed.len(),
+        seals.len() - 1,
+        last_batched.len()
+    );
 }
 
 /// Every process notified the receiver beside its writers (one of them SIGKILLed): the keys
@@ -610,6 +684,7 @@ fn scale_out_locally(what: &str, events: Events, count: u64, notify: bool) {
         broker: &broker,
         events,
         hook: hook.as_ref(),
+        derived: notify,
     };
     scale_out(&scenario, count, seed);
 }
@@ -658,6 +733,7 @@ fn three_processes_on_six_partitions_equal_one_clean_run_on_s3() {
         broker: &broker,
         events: Events::Flat,
         hook: None,
+        derived: false,
     };
     scale_out(&scenario, events(), seed);
 }

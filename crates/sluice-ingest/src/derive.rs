@@ -9,8 +9,11 @@
 //! table is new). A recomputed window whose rows equal the published ones is not published,
 //! so a replay, a rerun or a second `sluice derive` commits nothing.
 //!
-//! One writer owns all of a window (no shards yet), so a window is complete, and derived,
-//! as soon as its raw publication commits.
+//! Where one writer owns all of a window, a window is complete, and derived, as soon as its
+//! raw publication commits. In a sharded table (a Kafka run: one writer per partition) a
+//! window is complete once every shard holding files has sealed past it:
+//! [`Deriver::follow_sharded`] derives the windows the raw table's change feed says became
+//! complete or were rewritten while complete.
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;
@@ -18,14 +21,18 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::row::{RowConverter, SortField};
 use sluice_publish::{
-    addresses_changed, Contract, DerivedPublication, DerivedTable, ListError, OpenError,
-    PublishError, TableOptions, WindowTable,
+    addresses_changed, ChangeFeed, Contract, DerivedPublication, DerivedTable, ListError,
+    NotifyLogError, OpenError, PublishError, TableOptions, WindowTable,
 };
 
 use crate::terms;
 use sluice_sql::{read_window, same_rows, DeriveQueryError, DerivedQuery};
 use sluice_stage::{StageError, StageOptions, Stager};
 use sluice_window::{EventTime, Window};
+
+/// Raw versions a sharded table's derived table may lag behind in its record when none of
+/// them changed a window it holds (see [`Deriver::follow_sharded`]).
+const SETTLE_BEHIND_MAX: u64 = 100;
 
 /// One derived table and what the runner knows about it.
 struct Target {
@@ -80,6 +87,8 @@ pub enum DeriveError {
     },
     #[error("reading the raw table's log failed: {0}")]
     RawLog(#[from] ListError),
+    #[error("following the raw table's windows failed: {0}")]
+    Feed(#[from] NotifyLogError),
     #[error("reading the raw table failed: {0}")]
     Raw(Box<deltalake::DeltaTableError>),
     #[error(transparent)]
@@ -111,7 +120,10 @@ impl DeriveError {
                     | PublishError::Delta { .. }
             ),
             DeriveError::Stage(e) => matches!(e, StageError::Store { .. }),
-            DeriveError::Read { .. } | DeriveError::RawLog(_) | DeriveError::Raw(_) => true,
+            DeriveError::Read { .. }
+            | DeriveError::RawLog(_)
+            | DeriveError::Raw(_)
+            | DeriveError::Feed(_) => true,
             _ => false,
         }
     }
@@ -251,6 +263,96 @@ impl Deriver {
         self.settle(at_ms).await
     }
 
+    /// A sharded raw table (the writers of a Kafka run, one per partition): brings every
+    /// derived table up to the raw table's loaded version, deriving only complete windows
+    /// (every shard holding files has sealed past them; the rule of `sluice status` and of
+    /// notifications). What is recomputed is what the raw table's change feed tells since
+    /// the version the derived table settled: each window that became complete, or was
+    /// rewritten while complete; all complete windows for a new derived table (or when that
+    /// part of the raw log is gone). A window whose derived rows are unchanged commits
+    /// nothing, so several processes following one table compute the same windows and only
+    /// the first publishes each; the derived table commits only on the version it read, so
+    /// its settled raw version never goes back (a loser re-reads, see
+    /// [`DeriveError::is_resumable`]).
+    pub async fn follow_sharded(
+        &mut self,
+        raw: &mut WindowTable,
+        pipeline: &str,
+        at_ms: i64,
+    ) -> Result<(), DeriveError> {
+        let Some(raw_version) = raw.version() else {
+            return Ok(());
+        };
+        let raw_error = |e| DeriveError::Raw(Box::new(e));
+        for i in 0..self.targets.len() {
+            let target = &mut self.targets[i];
+            let name = target.query.name.clone();
+            let read = |source| DeriveError::Read {
+                name: name.clone(),
+                source: Box::new(source),
+            };
+            target.table.reload().await.map_err(read)?;
+            target.recorded = target.table.settled_raw_version().await.map_err(read)?;
+            target.settled = target.recorded;
+            if target.recorded.is_some_and(|r| r >= raw_version) {
+                continue;
+            }
+            let current = raw.delta_table().await.map_err(raw_error)?.clone();
+            let changed = match target.recorded {
+                Some(settled) => {
+                    let mut then = current.clone();
+                    match then.load_version(settled).await {
+                        Ok(()) => {
+                            let mut feed = ChangeFeed::after(&then, pipeline).await?;
+                            match feed.read(&current).await {
+                                Ok(changes) => Some(
+                                    changes
+                                        .into_iter()
+                                        .map(|c| (c.address, c.window_start))
+                                        .collect::<Vec<_>>(),
+                                ),
+                                Err(NotifyLogError::Cleaned { .. }) => None,
+                                Err(e) => return Err(e.into()),
+                            }
+                        }
+                        // That part of the log is gone: every complete window.
+                        Err(_) => None,
+                    }
+                }
+                None => None,
+            };
+            let windows = match changed {
+                Some(windows) => windows,
+                None => ChangeFeed::after(&current, pipeline)
+                    .await?
+                    .complete_windows()
+                    .unwrap_or_default(),
+            };
+            let mut starts: Vec<Window> = windows
+                .iter()
+                .filter_map(|(_, start)| {
+                    let t = sluice_window::TimeFormat::Rfc3339.parse_str(start).ok()?;
+                    Window::starting_at(raw.size(), t)
+                })
+                .collect();
+            starts.sort();
+            starts.dedup();
+            tracing::info!(derived = %name, windows = starts.len(), raw_version, settled = ?target.recorded, "deriving the complete windows of a sharded table");
+            for window in starts {
+                self.derive(i, raw, window, None, Compare::Yes, at_ms)
+                    .await?;
+            }
+            let target = &mut self.targets[i];
+            target.settled = Some(raw_version);
+            // Commits that changed no window (a notifier's record, other pipelines) are
+            // settled with the next derived window, or once they pile up: a run that
+            // derived nothing commits nothing, and the next follow reads a bounded log.
+            let behind = raw_version.saturating_sub(target.recorded.unwrap_or(0));
+            target.dirty |= behind >= SETTLE_BEHIND_MAX;
+        }
+        self.settle(at_ms).await
+    }
+
     /// After the raw table committed `raw_version`, changing `windows` (one, or a group
     /// commit's several). The settled raw version is recorded only with the last window's
     /// derived commit: a crash between two of them leaves the table settled at the version
@@ -320,7 +422,7 @@ impl Deriver {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(), DeriveError> {
         let windows: Vec<Window> = raw
-            .windows()
+            .windows_of_every_shard()
             .await
             .map_err(|e| DeriveError::Raw(Box::new(e)))?
             .into_iter()

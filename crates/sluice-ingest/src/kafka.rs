@@ -23,6 +23,7 @@ use sluice_window::Shard;
 use tokio::sync::watch;
 
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
+use crate::derive::{DeriveError, Deriver};
 use crate::instruments::LagUnit;
 use crate::run::{Ingester, Restarts};
 
@@ -79,6 +80,8 @@ pub enum KafkaRunError {
     DeadLetters(#[from] sluice_publish::DeadLetterError),
     #[error("the Kafka consumer thread stopped unexpectedly")]
     ConsumerGone,
+    #[error("keeping the derived tables failed: {0}")]
+    Derive(DeriveError),
     #[error("the run's last publication of partitions {partitions:?} kept failing (commits of other writers conflicted with it, or the run had read its count of messages); their rows after the table's positions are still only in the topic: run again to land them")]
     EndConflict { partitions: Vec<i32> },
 }
@@ -118,7 +121,21 @@ impl KafkaRun {
     pub async fn run(
         &self,
         clock: &dyn Clock,
+        stop: watch::Receiver<bool>,
+    ) -> Result<KafkaSummary, KafkaRunError> {
+        self.run_deriving(clock, stop, None).await
+    }
+
+    /// [`KafkaRun::run`], keeping `deriver`'s derived tables: after the partitions' commits
+    /// (at most once per tick) and at the end, every window of the table that is complete
+    /// (every shard holding files sealed past it) is derived as it became complete or was
+    /// rewritten ([`Deriver::follow_sharded`]). Every process of the group may keep them:
+    /// a derived window is published once, by whichever gets there first.
+    pub async fn run_deriving(
+        &self,
+        clock: &dyn Clock,
         mut stop: watch::Receiver<bool>,
+        mut deriver: Option<Deriver>,
     ) -> Result<KafkaSummary, KafkaRunError> {
         // Create the table (any shard's writer would); the lookup reads positions from it.
         let lookup_table = WindowTable::open_or_create(
@@ -129,6 +146,21 @@ impl KafkaRun {
         )
         .await?;
         DeadLetterTable::open_or_create(&self.dlq).await?;
+        // The raw table as the derived tables read it (any shard's view: it is only read).
+        let mut derive_from = match deriver {
+            Some(_) => Some(
+                WindowTable::open_or_create(
+                    &self.sharded(Shard(0)),
+                    self.record_schema.as_ref(),
+                    self.config.layout,
+                    self.config.window,
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        // A partition committed since the derived tables last followed the raw table.
+        let mut derive_due = deriver.is_some();
         let lookup = TableLookup {
             runtime: tokio::runtime::Handle::current(),
             table: lookup_table,
@@ -247,6 +279,7 @@ impl KafkaRun {
                             .await?;
                         shard.report_lag(&consumer);
                         if shard.ingester.summary().commits > commits {
+                            derive_due = true;
                             consumer.commit_for_monitoring(vec![(
                                 partition,
                                 shard.committed().unwrap_or(0),
@@ -264,8 +297,11 @@ impl KafkaRun {
                 }
                 None => {
                     // Quiet: late batches that are due, pending dead letters, partitions idle
-                    // for the idle timeout.
+                    // for the idle timeout, derived tables behind the raw table.
                     let now_ms = clock.now_ms();
+                    if std::mem::take(&mut derive_due) {
+                        self.follow(&mut deriver, &mut derive_from, now_ms).await?;
+                    }
                     for (p, shard) in owned.iter_mut() {
                         let before = shard.ingester.commits();
                         let idle = self
@@ -279,6 +315,7 @@ impl KafkaRun {
                             shard.ingester.commit_dead_letters().await
                         }
                         .await;
+                        derive_due |= shard.ingester.commits() > before;
                         self.after_step(*p, shard, done, before, &consumer).await?;
                         shard.report_lag(&consumer);
                     }
@@ -354,7 +391,49 @@ impl KafkaRun {
             summary.run.absorb(shard.ingester.summary());
         }
         consumer.stop();
+        if ended {
+            // The derived tables of what this run published.
+            self.follow(&mut deriver, &mut derive_from, clock.now_ms())
+                .await?;
+        }
+        if let Some(d) = &deriver {
+            summary.run.derived = d.summary.clone();
+        }
         Ok(summary)
+    }
+
+    /// Brings the derived tables up to the raw table (see [`Deriver::follow_sharded`]),
+    /// re-reading both after a resumable failure (another process published the same
+    /// derived window or settled first), up to `restarts_max` times in a row.
+    async fn follow(
+        &self,
+        deriver: &mut Option<Deriver>,
+        raw: &mut Option<WindowTable>,
+        now_ms: i64,
+    ) -> Result<(), KafkaRunError> {
+        let (Some(deriver), Some(raw)) = (deriver.as_mut(), raw.as_mut()) else {
+            return Ok(());
+        };
+        let mut failures = 0;
+        loop {
+            let followed = async {
+                raw.reload()
+                    .await
+                    .map_err(|e| DeriveError::Raw(Box::new(e)))?;
+                deriver
+                    .follow_sharded(raw, &self.config.pipeline, now_ms)
+                    .await
+            }
+            .await;
+            match followed {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_resumable() && failures < self.config.restarts_max => {
+                    failures += 1;
+                    tracing::info!(error = %e, attempt = failures, "deriving again from the re-read tables");
+                }
+                Err(e) => return Err(KafkaRunError::Derive(e)),
+            }
+        }
     }
 
     fn sharded(&self, shard: Shard) -> TableOptions {

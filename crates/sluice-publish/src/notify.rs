@@ -295,6 +295,21 @@ impl ChangeFeed {
         self.through
     }
 
+    /// A sharded table's windows of the pipeline that are complete at [`Self::through`]
+    /// (every shard holding files sealed past them), as `(address, window start)`; `None` for
+    /// a table of one writer per pipeline, where every window with files is complete.
+    pub fn complete_windows(&self) -> Option<Vec<(String, String)>> {
+        let seals = self.seals.as_ref()?;
+        Some(
+            seals
+                .complete
+                .iter()
+                .filter_map(|key| seals.windows.get(key))
+                .map(|p| (p.label.clone(), p.start.clone()))
+                .collect(),
+        )
+    }
+
     /// Reads the commits after [`Self::through`] up to `table`'s loaded version and returns
     /// the changes of this pipeline's windows, in version order (within a version, in
     /// address order). All or nothing: every commit is read before any is applied, so a

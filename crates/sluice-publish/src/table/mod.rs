@@ -712,6 +712,26 @@ impl WindowTable {
         Ok(windows)
     }
 
+    /// Every window that has files of this writer's pipeline in any shard, in time order: a
+    /// sharded table's windows whole, as derived tables read them ([`WindowTable::windows`]
+    /// for a table without shards).
+    pub async fn windows_of_every_shard(&mut self) -> Result<Vec<Window>, DeltaTableError> {
+        let every_shard = Share {
+            shard: None,
+            ..self.share.clone()
+        };
+        let mut windows: Vec<Window> = self
+            .index()
+            .await?
+            .iter()
+            .filter(|(_, files)| !files.is_empty())
+            .filter_map(|(key, _)| every_shard.window_of(key))
+            .collect();
+        windows.sort();
+        windows.dedup();
+        Ok(windows)
+    }
+
     /// Every window of `pipeline` in the table (in this writer's shard), with its coverage.
     pub async fn published_windows(
         &mut self,
