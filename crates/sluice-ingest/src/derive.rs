@@ -49,6 +49,20 @@ struct Target {
     dirty: bool,
 }
 
+impl Target {
+    /// Re-reads the derived table and the raw version it records as settled.
+    async fn reread(&mut self) -> Result<(), DeriveError> {
+        let read = |source| DeriveError::Read {
+            name: self.query.name.clone(),
+            source: Box::new(source),
+        };
+        self.table.reload().await.map_err(read)?;
+        self.recorded = self.table.settled_raw_version().await.map_err(read)?;
+        self.settled = self.recorded;
+        Ok(())
+    }
+}
+
 /// Counts for the run summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeriveSummary {
@@ -222,13 +236,7 @@ impl Deriver {
         for i in 0..self.targets.len() {
             let target = &mut self.targets[i];
             let name = target.query.name.clone();
-            let read = |source| DeriveError::Read {
-                name: name.clone(),
-                source: Box::new(source),
-            };
-            target.table.reload().await.map_err(read)?;
-            target.recorded = target.table.settled_raw_version().await.map_err(read)?;
-            target.settled = target.recorded;
+            target.reread().await?;
             if target.recorded == Some(raw_version) {
                 continue;
             }
@@ -287,13 +295,7 @@ impl Deriver {
         for i in 0..self.targets.len() {
             let target = &mut self.targets[i];
             let name = target.query.name.clone();
-            let read = |source| DeriveError::Read {
-                name: name.clone(),
-                source: Box::new(source),
-            };
-            target.table.reload().await.map_err(read)?;
-            target.recorded = target.table.settled_raw_version().await.map_err(read)?;
-            target.settled = target.recorded;
+            target.reread().await?;
             if target.recorded.is_some_and(|r| r >= raw_version) {
                 continue;
             }
