@@ -332,7 +332,11 @@ fn duration_option(flag: &str, text: Option<&str>) -> anyhow::Result<Option<i64>
 }
 
 /// A duration flag's milliseconds: as given, else its default (from [`defaults`]).
-fn duration_or_default(flag: &str, given: &Option<String>, default: &str) -> anyhow::Result<i64> {
+pub(crate) fn duration_or_default(
+    flag: &str,
+    given: &Option<String>,
+    default: &str,
+) -> anyhow::Result<i64> {
     parse_duration_ms(given.as_deref().unwrap_or(default))
         .map_err(|e| usage(format!("{flag}: {e}")))
 }

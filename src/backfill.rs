@@ -38,8 +38,13 @@ pub struct RewriteArgs {
 
 /// The range `[--from, --to)` of a backfill or derive.
 pub fn parse_range(args: &BackfillArgs) -> anyhow::Result<(EventTime, EventTime)> {
-    let from = parse_instant(&args.from).map_err(|e| usage(format!("--from: {e}")))?;
-    let to = parse_instant(&args.to).map_err(|e| usage(format!("--to: {e}")))?;
+    parse_range_of(&args.from, &args.to)
+}
+
+/// The range `[from, to)` given as `--from` and `--to`.
+pub fn parse_range_of(from: &str, to: &str) -> anyhow::Result<(EventTime, EventTime)> {
+    let from = parse_instant(from).map_err(|e| usage(format!("--from: {e}")))?;
+    let to = parse_instant(to).map_err(|e| usage(format!("--to: {e}")))?;
     if to <= from {
         return Err(usage("--to: must be after --from"));
     }

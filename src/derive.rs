@@ -12,7 +12,7 @@ use sluice_publish::{Contract, OpenError, TableOptions, WindowTable};
 use sluice_sql::DerivedQuery;
 
 use crate::args::RunSettings;
-use crate::backfill::{parse_range, BackfillArgs};
+use crate::backfill::parse_range_of;
 use crate::ingest::{attempt, raw_options, SystemClock};
 use crate::usage;
 use sluice_ingest::Clock;
@@ -216,15 +216,46 @@ pub async fn open_deriver(
     }
 }
 
-/// `sluice derive` takes the run options and a range, as `backfill` does.
-pub type DeriveArgs = BackfillArgs;
+/// `sluice derive` takes the run options and a range, as `backfill` does, or `--follow`.
+#[derive(Debug, clap::Args)]
+pub struct DeriveArgs {
+    #[command(flatten)]
+    pub run: crate::args::RunArgs,
+    /// First instant of the range: windows starting at or after it, e.g. 2026-10-03T00:00Z.
+    #[arg(long, required_unless_present = "follow", conflicts_with = "follow")]
+    pub from: Option<String>,
+    /// End of the range (exclusive): windows starting before it.
+    #[arg(long, required_unless_present = "follow", conflicts_with = "follow")]
+    pub to: Option<String>,
+}
 
 /// `sluice derive`: recomputes the derived windows of a range from the raw table and
 /// publishes those whose rows changed (a second run changes nothing). Reads no source.
+/// With `--follow`, keeps the derived tables up to the raw table as it grows (beside the
+/// ingesters), every `--poll-interval`, until SIGINT or SIGTERM.
 pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
-    let (from, to) = parse_range(&args)?;
+    let range = match (&args.from, &args.to) {
+        (Some(from), Some(to)) => Some(parse_range_of(from, to)?),
+        _ => None,
+    };
     let mut run = args.run.merge_config()?;
     run.config = None;
+    let follow_ms = if run.follow {
+        let ms = crate::args::duration_or_default(
+            "--poll-interval",
+            &run.poll_interval,
+            sluice_ingest::defaults::POLL_INTERVAL,
+        )?;
+        if ms < 1 {
+            return Err(usage("--poll-interval: must be at least 1ms"));
+        }
+        Some(ms as u64)
+    } else {
+        None
+    };
+    // Not a followed source: the raw table is what is followed.
+    run.follow = false;
+    run.poll_interval = None;
     // The source is not read; a placeholder satisfies the run options' check.
     run.source.get_or_insert_with(|| "ndjson:-".into());
     // The window size and layout come from the raw table's contract.
@@ -284,6 +315,13 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         ProgressStyle::with_template("derive [{bar:30}] {pos}/{len} windows, {elapsed} elapsed")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    if let Some(poll_ms) = follow_ms {
+        let sharded = options.shard.is_some();
+        return follow_raw(&settings, &mut raw, &mut deriver, sharded, poll_ms, started).await;
+    }
+    let Some((from, to)) = range else {
+        return Err(usage("--from and --to: the range to derive (or --follow)"));
+    };
     let now_ms = SystemClock.now_ms();
     deriver
         .derive_range(&mut raw, from, to, now_ms, &mut |done, total| {
@@ -310,6 +348,64 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         raw.version().map_or("-".into(), |v| v.to_string()),
         s.published,
         s.computed - s.published,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `sluice derive --follow`: every `poll_ms`, re-reads the raw table and brings every derived
+/// table up to it (the windows changed since each settled; in a Kafka table, the windows that
+/// became complete or were rewritten while complete), until SIGINT or SIGTERM. A failure
+/// another writer causes (a derived window published by a run beside it) re-reads the tables,
+/// up to `--restarts-max` times in a row.
+async fn follow_raw(
+    settings: &RunSettings,
+    raw: &mut WindowTable,
+    deriver: &mut Deriver,
+    sharded: bool,
+    poll_ms: u64,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let stop = crate::signals::Stop::on_signal();
+    let mut stopped = stop.rx.clone();
+    let mut failures = 0;
+    let mut rounds: u64 = 0;
+    while !*stopped.borrow() {
+        let now_ms = SystemClock.now_ms();
+        let step = async {
+            raw.reload()
+                .await
+                .map_err(|e| DeriveError::Raw(Box::new(e)))?;
+            if sharded {
+                deriver
+                    .follow_sharded(raw, &settings.pipeline, now_ms)
+                    .await
+            } else {
+                deriver.catch_up(raw, now_ms).await
+            }
+        }
+        .await;
+        match step {
+            Ok(()) => failures = 0,
+            Err(e) if e.is_resumable() && failures < settings.restarts_max => {
+                failures += 1;
+                tracing::warn!(error = %e, attempt = failures, "re-reading the tables and deriving again");
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("following the raw table")),
+        }
+        rounds += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(poll_ms)) => {}
+            _ = stopped.changed() => {}
+        }
+    }
+    let s = &deriver.summary;
+    println!(
+        "sluice derive --follow: {} derived windows recomputed, {} published ({} unchanged), raw table version {}, {rounds} looks at the raw table in {:.2} s; stopped by a signal",
+        s.computed,
+        s.published,
+        s.computed - s.published,
+        raw.version().map_or("-".into(), |v| v.to_string()),
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -80,7 +80,9 @@ enum Command {
     Backfill(Box<backfill::BackfillArgs>),
     /// Recompute the one window containing --at from a bounded source.
     Rewrite(Box<backfill::RewriteArgs>),
-    /// Recompute derived tables' windows in a range from the raw table (the batch rerun).
+    /// Recompute derived tables' windows in a range from the raw table (the batch rerun), or
+    /// with --follow keep them up to the raw table as it grows (beside the ingesters, until
+    /// SIGINT or SIGTERM).
     Derive(Box<derive::DeriveArgs>),
     /// Write a deterministic test stream (duplicates, out-of-order and late events) as NDJSON.
     Generate(demo::GenerateArgs),

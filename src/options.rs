@@ -59,7 +59,13 @@ const SOURCE_ONLY: [&str; 19] = [
 fn not_taken(subcommand: &str) -> Vec<&'static str> {
     match subcommand {
         "backfill" | "rewrite" => STREAM_ONLY.to_vec(),
-        "derive" => STREAM_ONLY.iter().chain(&SOURCE_ONLY).copied().collect(),
+        // `derive --follow` follows the raw table (see `derive_help`).
+        "derive" => STREAM_ONLY
+            .iter()
+            .chain(&SOURCE_ONLY)
+            .filter(|id| !matches!(**id, "follow" | "poll_interval"))
+            .copied()
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -72,10 +78,23 @@ pub fn command() -> Command {
             for id in not_taken(name) {
                 sub = sub.mut_arg(id, |a| a.hide(true));
             }
+            if name == "derive" {
+                sub = derive_help(sub);
+            }
             sub
         });
     }
     command
+}
+
+/// The options `derive` shares with `run` but reads differently: it follows the raw table.
+fn derive_help(sub: Command) -> Command {
+    sub.mut_arg("follow", |a| {
+        a.help("Keep the derived tables up to the raw table as it grows (beside the ingesters), instead of a range; stop with SIGINT/SIGTERM")
+    })
+    .mut_arg("poll_interval", |a| {
+        a.help("With --follow: pause between two looks at the raw table. [default: 1s]")
+    })
 }
 
 /// Parses the process's arguments: clap's errors, and a usage error for an option the

@@ -255,3 +255,116 @@ fn bad_derived_queries_stop_the_run_before_anything_is_ingested() {
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("key column \"kind\" is not an output column"));
 }
+
+/// `sluice derive --follow` beside the ingesters: it keeps a derived table up to a raw table
+/// that grows by two more runs (with late rows), and at the end equals a batch `sluice derive`
+/// of the final raw table; stopped by SIGTERM, it exits 0, and a batch derive over the table
+/// it kept changes nothing.
+#[test]
+fn derive_follow_keeps_a_derived_table_up_to_a_growing_raw_table() {
+    let seed = seed("derive --follow");
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 6_000, 6, seed, 3);
+    let mut files: Vec<_> = std::fs::read_dir(&input)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let raw = dir.path().join("raw");
+    let raw_text = raw.display().to_string();
+    let revenue = dir.path().join("revenue");
+    let ingest = |file: &Path| {
+        let source = format!("ndjson:{}", file.display());
+        ok(&run_args(
+            &source,
+            &raw_text,
+            &["--window", "1h", "--key", "event_id"],
+        ));
+    };
+    ingest(&files[0]);
+    let derive_args = |table: &Path| {
+        vec![
+            "derive".to_string(),
+            "--table".into(),
+            raw_text.clone(),
+            "--derive".into(),
+            format!("revenue={}", table.display()),
+            "--derive-sql".into(),
+            format!("revenue={REVENUE_SQL}"),
+        ]
+    };
+    let follow = Command::new(BIN)
+        .args(derive_args(&revenue))
+        .args(["--follow", "--poll-interval", "100ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each time, until the derived table settles the raw table's last version: the follower
+    // sees the raw table grow twice.
+    let settled = |table: &Path| {
+        commits(table)
+            .values()
+            .flatten()
+            .filter_map(|a| {
+                let txn = a.get("txn")?;
+                txn["appId"]
+                    .as_str()?
+                    .ends_with(sluice_publish::RAW_VERSION_TXN)
+                    .then(|| txn["version"].as_i64().unwrap())
+            })
+            .max()
+    };
+    let wait_settled = || {
+        let raw_version = version(&raw);
+        let waited = std::time::Instant::now();
+        while settled(&revenue) != Some(raw_version) {
+            assert!(
+                waited.elapsed() < Duration::from_secs(60),
+                "seed {seed}: the derived table settled {:?}, the raw table is at {raw_version}",
+                settled(&revenue)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_settled();
+    for file in &files[1..] {
+        ingest(file);
+        wait_settled();
+    }
+    unsafe { libc::kill(follow.id() as i32, libc::SIGTERM) };
+    let out = follow.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("sluice derive --follow:"), "{stdout}");
+
+    // The batch job over the final raw table.
+    let batch = dir.path().join("batch_revenue");
+    let range = ["--from", "2000-01-01", "--to", "2100-01-01"];
+    let mut args = derive_args(&batch);
+    args.extend(range.map(String::from));
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let columns = "dt, hour, country, orders, revenue_cents";
+    let followed = derived_rows(&revenue, columns);
+    assert!(!followed.is_empty());
+    assert_eq!(
+        followed,
+        derived_rows(&batch, columns),
+        "seed {seed}: derive --follow equals the batch job"
+    );
+    // The table it kept is exact: a batch derive over it publishes nothing.
+    let mut again = derive_args(&revenue);
+    again.extend(range.map(String::from));
+    let before = version(&revenue);
+    let out = ok(&again.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains(" 0 published"), "{out}");
+    assert_eq!(version(&revenue), before);
+    eprintln!(
+        "derive --follow: {} rows kept beside 3 runs, equal to the batch job; {stdout}",
+        followed.len()
+    );
+}
