@@ -310,7 +310,7 @@ impl Deriver {
                                 Ok(changes) => Some(
                                     changes
                                         .into_iter()
-                                        .map(|c| (c.address, c.window_start))
+                                        .map(|c| c.window_start)
                                         .collect::<Vec<_>>(),
                                 ),
                                 Err(NotifyLogError::Cleaned { .. }) => None,
@@ -332,7 +332,7 @@ impl Deriver {
             };
             let mut starts: Vec<Window> = windows
                 .iter()
-                .filter_map(|(_, start)| {
+                .filter_map(|start| {
                     let t = sluice_window::TimeFormat::Rfc3339.parse_str(start).ok()?;
                     Window::starting_at(raw.size(), t)
                 })

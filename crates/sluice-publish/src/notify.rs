@@ -295,17 +295,17 @@ impl ChangeFeed {
         self.through
     }
 
-    /// A sharded table's windows of the pipeline that are complete at [`Self::through`]
-    /// (every shard holding files sealed past them), as `(address, window start)`; `None` for
-    /// a table of one writer per pipeline, where every window with files is complete.
-    pub fn complete_windows(&self) -> Option<Vec<(String, String)>> {
+    /// The starts (RFC 3339) of a sharded table's windows of the pipeline that are complete
+    /// at [`Self::through`] (every shard holding files sealed past them); `None` for a table
+    /// of one writer per pipeline, where every window with files is complete.
+    pub fn complete_windows(&self) -> Option<Vec<String>> {
         let seals = self.seals.as_ref()?;
         Some(
             seals
                 .complete
                 .iter()
                 .filter_map(|key| seals.windows.get(key))
-                .map(|p| (p.label.clone(), p.start.clone()))
+                .map(|p| p.start.clone())
                 .collect(),
         )
     }

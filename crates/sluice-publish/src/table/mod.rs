@@ -696,20 +696,8 @@ impl WindowTable {
     /// Every window that has files in this writer's share of the table, in time order;
     /// addresses that are not windows of this table's layout and size are left out.
     pub async fn windows(&mut self) -> Result<Vec<Window>, DeltaTableError> {
-        let keys: Vec<Vec<(String, String)>> = self
-            .index()
-            .await?
-            .iter()
-            .filter(|(_, files)| !files.is_empty())
-            .map(|(key, _)| key.clone())
-            .collect();
-        let mut windows: Vec<Window> = keys
-            .iter()
-            .filter_map(|key| self.share.window_of(key))
-            .collect();
-        windows.sort();
-        windows.dedup();
-        Ok(windows)
+        let share = self.share.clone();
+        self.windows_in(&share).await
     }
 
     /// Every window that has files of this writer's pipeline in any shard, in time order: a
@@ -720,12 +708,17 @@ impl WindowTable {
             shard: None,
             ..self.share.clone()
         };
+        self.windows_in(&every_shard).await
+    }
+
+    /// Every window with files in `share` of the table, in time order.
+    async fn windows_in(&mut self, share: &Share) -> Result<Vec<Window>, DeltaTableError> {
         let mut windows: Vec<Window> = self
             .index()
             .await?
             .iter()
             .filter(|(_, files)| !files.is_empty())
-            .filter_map(|(key, _)| every_shard.window_of(key))
+            .filter_map(|(key, _)| share.window_of(key))
             .collect();
         windows.sort();
         windows.dedup();
