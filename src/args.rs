@@ -317,6 +317,23 @@ pub struct KafkaSettings {
     pub max_events: Option<u64>,
 }
 
+#[cfg(feature = "kafka")]
+impl KafkaSettings {
+    /// How the source crate reaches and reads the topic.
+    pub fn options(&self) -> sluice_source::kafka::KafkaOptions {
+        use sluice_source::kafka::KafkaOptions;
+        KafkaOptions {
+            brokers: self.brokers.clone(),
+            topic: self.topic.clone(),
+            group: self.group.clone(),
+            start: self.start,
+            client_options: self.client_options.clone(),
+            chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
+            chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
+        }
+    }
+}
+
 /// Validated --follow options.
 #[derive(Debug, Clone, Copy)]
 pub struct FollowSettings {

@@ -85,6 +85,18 @@ async fn recompute(
             "--follow: {what} reads a bounded source; use it with run"
         )));
     }
+    if let Some(kafka) = &settings.kafka {
+        return recompute_kafka(&settings, kafka, from, to, what).await;
+    }
+    let (decode, config) = crate::ingest::runner(&settings);
+    if crate::ingest::table_is_sharded(&crate::ingest::table_options(&settings, &config, &decode))
+        .await
+    {
+        return Err(usage(format!(
+            "--source ndjson: the table at {} is a Kafka table, whose rows are kept per topic partition (a shard each); an NDJSON file does not say which partition each line came from, so its windows cannot be recomputed from it: {what} it from its topic (--source kafka:TOPIC --brokers HOST:PORT)",
+            settings.table
+        )));
+    }
     let started = Instant::now();
     let mut w = wire(&settings).await?;
     let attempt = attempt(&settings);
@@ -162,6 +174,137 @@ async fn recompute(
     Ok(())
 }
 
+/// A backfill or rewrite of a Kafka table from its topic: each partition's retained messages
+/// recomputed into its shard ([`sluice_ingest::KafkaBackfill`]).
+#[cfg(feature = "kafka")]
+async fn recompute_kafka(
+    settings: &RunSettings,
+    kafka: &crate::args::KafkaSettings,
+    from: EventTime,
+    to: EventTime,
+    what: &str,
+) -> anyhow::Result<()> {
+    use sluice_publish::TableOptions;
+    let stream_only = [
+        ("--until-idle", kafka.until_idle_ms.is_some()),
+        ("--idle-timeout", kafka.idle_timeout_ms.is_some()),
+        ("--max-events", kafka.max_events.is_some()),
+    ];
+    if let Some((flag, _)) = stream_only.iter().find(|(_, given)| *given) {
+        return Err(usage(format!(
+            "{flag}: a {what} reads every partition of the topic to where it ended when the {what} began"
+        )));
+    }
+    let started = Instant::now();
+    let (decode, config) = crate::ingest::runner(settings);
+    let mut options = crate::ingest::table_options(settings, &config, &decode);
+    options.shard = Some(sluice_window::Shard(0));
+    options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
+    let (mut raw, decoder) = crate::ingest::open_raw(settings, &options, decode, None).await?;
+    options.shard = None;
+    let derived_options = TableOptions {
+        commit_retries: 0,
+        ..options.clone()
+    };
+    let attempt = attempt(settings);
+    // Derived queries are checked before anything is recomputed.
+    let deriver = open_deriver(
+        settings,
+        &mut raw,
+        &derived_options,
+        &attempt,
+        config.stage_options(),
+    )
+    .await?;
+    let backfill = sluice_ingest::KafkaBackfill {
+        config,
+        kafka: kafka.options(),
+        table: options,
+        record_schema: Some(decoder.schema().clone()),
+        decoder,
+        attempt,
+    };
+    let clock = SystemClock;
+    let mut bar = Progress::new(what);
+    let summary = backfill
+        .run(from, to, what == "rewrite", &clock, &mut |p| bar.show(p))
+        .await
+        .with_context(|| {
+            format!(
+                "{what} of [{}, {}) from topic {}",
+                from.to_rfc3339(),
+                to.to_rfc3339(),
+                kafka.topic
+            )
+        })?;
+    bar.finish();
+    let derived = match deriver {
+        Some(mut d) => {
+            let mut failures = 0;
+            loop {
+                raw.reload().await.context("re-reading the raw table")?;
+                match d
+                    .follow_sharded(&mut raw, &settings.pipeline, clock.now_ms())
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(e) if e.is_resumable() && failures < settings.restarts_max => {
+                        failures += 1;
+                        tracing::info!(error = %e, attempt = failures, "deriving again from the re-read tables");
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context("recomputing the derived tables"))
+                    }
+                }
+            }
+            format!(
+                "; {} derived windows recomputed, {} published",
+                d.summary.computed, d.summary.published
+            )
+        }
+        None => String::new(),
+    };
+    let b = &summary.backfill;
+    if settings.json {
+        let json = serde_json::json!({
+            "from": from.to_rfc3339(),
+            "to": to.to_rfc3339(),
+            "windows_republished": b.windows_published,
+            "windows_unchanged": b.windows_unchanged,
+            "rows_in_range": b.rows,
+            "rows_outside": b.outside,
+            "rejected": b.rejected,
+            "rejected_by_reason": b.rejections.by_reason,
+            "table_version": b.last_version,
+            "partitions": summary.partitions,
+            "messages": summary.messages,
+            "seconds": started.elapsed().as_secs_f64(),
+        });
+        println!("{json}");
+    } else {
+        let read = format!(
+            "; {} messages of {} partitions of {}{derived}",
+            summary.messages, summary.partitions, kafka.topic
+        );
+        print_summary(b, from, to, what, &read, started);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "kafka"))]
+async fn recompute_kafka(
+    _settings: &RunSettings,
+    kafka: &crate::args::KafkaSettings,
+    _from: EventTime,
+    _to: EventTime,
+    _what: &str,
+) -> anyhow::Result<()> {
+    Err(usage(format!(
+        "--source kafka:{}: this sluice was built without Kafka support (the `kafka` cargo feature)",
+        kafka.topic
+    )))
+}
+
 fn print_summary(
     summary: &sluice_ingest::BackfillSummary,
     from: EventTime,
@@ -211,10 +354,14 @@ impl Progress {
     fn show(&mut self, p: BackfillProgress) {
         let (phase, done, total) = match p {
             BackfillProgress::Read { bytes, total } => ("reading", bytes, total),
+            BackfillProgress::Messages { read, total } => ("reading", read, total),
             BackfillProgress::Published { done, total } => ("publishing", done, total),
         };
+        let messages = matches!(p, BackfillProgress::Messages { .. });
         if self.phase != Some(phase) {
-            let template = if phase == "reading" {
+            let template = if messages {
+                "{prefix} {msg:<10} [{bar:30}] {pos}/{len} messages {per_sec} eta {eta}"
+            } else if phase == "reading" {
                 "{prefix} {msg:<10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
             } else {
                 "{prefix} {msg:<10} [{bar:30}] {pos}/{len} windows, {elapsed} elapsed"

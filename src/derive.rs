@@ -273,16 +273,8 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     };
     // A Kafka run's table has a shard per partition: read as one of them, derived whole.
     let derived_options = options.clone();
-    if let Ok(table) = sluice_publish::open_table_with(&options, None).await {
-        let sharded = table.snapshot().is_ok_and(|s| {
-            s.metadata()
-                .partition_columns()
-                .iter()
-                .any(|c| c == sluice_window::SHARD_COLUMN)
-        });
-        if sharded {
-            options.shard = Some(sluice_window::Shard(0));
-        }
+    if crate::ingest::table_is_sharded(&options).await {
+        options.shard = Some(sluice_window::Shard(0));
     }
     let mut raw =
         match WindowTable::open_existing(&options, None, settings.layout, settings.window).await {

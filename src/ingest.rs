@@ -260,7 +260,7 @@ pub async fn resolve(args: RunArgs) -> anyhow::Result<RunSettings> {
 /// Opens the raw table (sluice_ingest::open_raw: created with the schema file's schema, or
 /// else one inferred from `infer_from`, once the decode options are known to fit it), with
 /// the decoder for its record schema; its errors named after the flags that cause them.
-async fn open_raw(
+pub(crate) async fn open_raw(
     settings: &RunSettings,
     options: &TableOptions,
     decode: DecodeOptions,
@@ -324,7 +324,7 @@ pub fn open_error(e: OpenError, table: &str) -> anyhow::Error {
 }
 
 /// The decode options and the runner's configuration of a run.
-fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
+pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
     let decode = DecodeOptions {
         time_field: settings.time_field.clone(),
         time: settings.time.clone(),
@@ -378,7 +378,6 @@ async fn ingest_kafka(
     Option<u64>,
     Vec<sluice_notify::TargetReport>,
 )> {
-    use sluice_source::kafka::KafkaOptions;
     let (decode, config) = runner(settings);
     let mut options = table_options(settings, &config, &decode);
     options.shard = Some(sluice_window::Shard(0));
@@ -403,15 +402,7 @@ async fn ingest_kafka(
     let notifier = crate::notify::start(settings, &options, true).await?;
     let run = sluice_ingest::KafkaRun {
         config,
-        kafka: KafkaOptions {
-            brokers: kafka.brokers.clone(),
-            topic: kafka.topic.clone(),
-            group: kafka.group.clone(),
-            start: kafka.start,
-            client_options: kafka.client_options.clone(),
-            chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
-            chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
-        },
+        kafka: kafka.options(),
         dlq: TableOptions {
             location: settings.dlq.clone(),
             contract: None,
@@ -602,4 +593,18 @@ fn with_progress_bar<'a, L: sluice_source::ReplayLog>(
         bar.finish_and_clear();
     });
     ingester.with_progress(tx)
+}
+
+/// Whether the table at `options` is a Kafka run's (a `shard` partition column: a shard per
+/// topic partition); `false` if there is no table there yet.
+pub async fn table_is_sharded(options: &TableOptions) -> bool {
+    match sluice_publish::open_table_with(options, None).await {
+        Ok(table) => table.snapshot().is_ok_and(|s| {
+            s.metadata()
+                .partition_columns()
+                .iter()
+                .any(|c| c == sluice_window::SHARD_COLUMN)
+        }),
+        Err(_) => false,
+    }
 }

@@ -9,7 +9,8 @@ use clap::{ArgMatches, Args, Command, CommandFactory, FromArgMatches};
 
 use crate::Cli;
 
-/// Options of `sluice run` that a bounded recomputation from files does not take.
+/// Options of `sluice run` that a bounded recomputation does not take (a Kafka backfill takes
+/// the first three).
 const STREAM_ONLY: [&str; 19] = [
     "brokers",
     "group",
@@ -58,7 +59,13 @@ const SOURCE_ONLY: [&str; 19] = [
 /// The options each subcommand does not take.
 fn not_taken(subcommand: &str) -> Vec<&'static str> {
     match subcommand {
-        "backfill" | "rewrite" => STREAM_ONLY.to_vec(),
+        // A recomputation from a topic reads it with --brokers (and --kafka-option; --group
+        // names its client, never joined).
+        "backfill" | "rewrite" => STREAM_ONLY
+            .iter()
+            .filter(|id| !matches!(**id, "brokers" | "group" | "kafka_options"))
+            .copied()
+            .collect(),
         // `derive --follow` follows the raw table (see `derive_help`).
         "derive" => STREAM_ONLY
             .iter()

@@ -11,6 +11,8 @@ mod first_hour;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(feature = "kafka")]
+mod kafka_backfill;
+#[cfg(feature = "kafka")]
 mod kafka_end;
 mod late;
 mod maintenance;

@@ -190,6 +190,7 @@ fn implied_by_the_log(table: &Path) -> BTreeMap<String, (String, i64)> {
 /// end; it is `complete` at each version where that becomes true, and `rewritten` at each
 /// version whose commit publishes it while it stays complete. Keys name the window without
 /// its shard; rows are the window's over every shard.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub(crate) fn implied_by_a_sharded_log(table: &Path) -> BTreeMap<String, (String, i64)> {
     let commits = commits(table);
     let table_id = table_id(&commits);

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
 use sluice_publish::{Coverage, WindowTable};
-use sluice_source::{LineDecoder, NdjsonSource};
+use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
 use sluice_stage::Stager;
 use sluice_window::{EventTime, Window};
 
@@ -42,6 +42,8 @@ pub struct BackfillSummary {
 pub enum BackfillProgress {
     /// Bytes read of the source's total.
     Read { bytes: u64, total: u64 },
+    /// Messages read of those to read (a Kafka backfill).
+    Messages { read: u64, total: u64 },
     /// Windows published (or left unchanged) of those in range with rows.
     Published { done: u64, total: u64 },
 }
@@ -56,6 +58,84 @@ pub enum BackfillProgress {
 pub async fn backfill(
     config: &IngestConfig,
     source: &NdjsonSource,
+    decoder: &LineDecoder,
+    table: WindowTable,
+    from: EventTime,
+    to: EventTime,
+    force: bool,
+    attempt: String,
+    clock: &dyn Clock,
+    progress: &mut dyn FnMut(BackfillProgress),
+) -> Result<(BackfillSummary, WindowTable), IngestError> {
+    let mut input = NdjsonInput {
+        source,
+        reader: source.reader(&HashMap::new(), config.chunk_bytes)?,
+        bytes: 0,
+        total: source.files().iter().map(|f| f.len).sum(),
+    };
+    recompute(
+        config, &mut input, decoder, table, from, to, force, attempt, clock, progress,
+    )
+    .await
+}
+
+/// A bounded input a backfill reads to its end: its chunks in order, the source partition
+/// names of their files, and the position after all of it (the coverage of every window the
+/// backfill publishes).
+pub(crate) trait BackfillInput {
+    /// The next chunk; `None` at the end of the input.
+    async fn next_chunk(&mut self) -> Result<Option<Chunk>, IngestError>;
+    /// The source partition name of `file` (a chunk's file ordinal).
+    fn name(&self, file: u32) -> String;
+    /// The position after the whole input.
+    fn end(&self) -> Coverage;
+    /// How much of it was read, for a progress bar.
+    fn progress(&self) -> BackfillProgress;
+}
+
+/// The files of an NDJSON source, from their beginnings.
+struct NdjsonInput<'a> {
+    source: &'a NdjsonSource,
+    reader: NdjsonReader,
+    bytes: u64,
+    total: u64,
+}
+
+impl BackfillInput for NdjsonInput<'_> {
+    async fn next_chunk(&mut self) -> Result<Option<Chunk>, IngestError> {
+        let chunk = self.reader.next_chunk()?;
+        self.bytes += chunk.as_ref().map_or(0, |c| c.data.len() as u64);
+        Ok(chunk)
+    }
+
+    fn name(&self, file: u32) -> String {
+        self.source
+            .name(file)
+            .map_or_else(|| "?".to_string(), |n| n.to_string())
+    }
+
+    fn end(&self) -> Coverage {
+        let last = self.source.files().last().expect("a source has a file");
+        Coverage {
+            partition: last.name.to_string(),
+            offset: last.len as i64,
+        }
+    }
+
+    fn progress(&self) -> BackfillProgress {
+        BackfillProgress::Read {
+            bytes: self.bytes,
+            total: self.total,
+        }
+    }
+}
+
+/// [`backfill`] over any bounded input, into `table` (a shard of it, for a Kafka
+/// partition's input).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn recompute(
+    config: &IngestConfig,
+    input: &mut impl BackfillInput,
     decoder: &LineDecoder,
     mut table: WindowTable,
     from: EventTime,
@@ -81,9 +161,7 @@ pub async fn backfill(
     let mut publisher = Publisher::new(policy, table, None, stager);
     decoder.set_schema(publisher.adopt_table_schema())?;
     let mut buffers = Buffers::new(config.flush_bytes_max);
-    let total: u64 = source.files().iter().map(|f| f.len).sum();
-    let mut reader = source.reader(&HashMap::new(), config.chunk_bytes)?;
-    while let Some(chunk) = reader.next_chunk()? {
+    while let Some(chunk) = input.next_chunk().await? {
         let decoded = decoder.decode(&chunk)?;
         if !decoded.added.is_empty() {
             // New fields: the table grows by them with the first window published.
@@ -95,10 +173,7 @@ pub async fn backfill(
         }
         summary.bytes += chunk.data.len() as u64;
         summary.rejected += decoded.rejects.len() as u64;
-        let name = source
-            .name(decoded.file)
-            .cloned()
-            .unwrap_or_else(|| "?".into());
+        let name = input.name(decoded.file);
         for r in &decoded.rejects {
             summary.rejections.count(
                 &name,
@@ -136,17 +211,10 @@ pub async fn backfill(
                 buffers.add_part(window, part);
             }
         }
-        progress(BackfillProgress::Read {
-            bytes: summary.bytes,
-            total,
-        });
+        progress(input.progress());
     }
 
-    let last = source.files().last().expect("a source has a file");
-    let coverage = Coverage {
-        partition: last.name.to_string(),
-        offset: last.len as i64,
-    };
+    let coverage = input.end();
     let covered: HashMap<Window, Coverage> = publisher
         .table_mut()
         .published_windows(&config.pipeline)

@@ -169,6 +169,9 @@ pub enum IngestError {
     Arrow(#[from] ArrowError),
     #[error("the reader thread stopped unexpectedly")]
     ReaderGone,
+    #[cfg(feature = "kafka")]
+    #[error(transparent)]
+    KafkaRead(Box<sluice_source::kafka::BoundedReadError>),
     #[error("merge mode needs a natural key (--key): rows keyed by position cannot be upserted")]
     MergeNeedsKey,
     #[error("the records need new columns ({added}), but a MERGE across the table (--merge-scope table) cannot add columns; use --merge-scope window, or --schema-evolution reject or ignore")]

@@ -53,6 +53,8 @@ mod follow;
 mod instruments;
 #[cfg(feature = "kafka")]
 mod kafka;
+#[cfg(feature = "kafka")]
+mod kafka_backfill;
 mod ledger;
 mod ndjson;
 mod open;
@@ -73,6 +75,8 @@ pub use instruments::{describe_metrics, LagUnit, RunLabels};
 pub use kafka::{
     KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,
 };
+#[cfg(feature = "kafka")]
+pub use kafka_backfill::{KafkaBackfill, KafkaBackfillError, KafkaBackfillSummary};
 pub use open::{field_names, open_raw, run_contract, terms, OpenRawError, RawTableSpec};
 pub use run::{Ingester, RunProgress};
 

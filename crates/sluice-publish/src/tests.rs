@@ -81,7 +81,7 @@ async fn swap_replaces_the_window_and_records_offsets_and_coverage() {
     assert_eq!((v1.version, v1.files_removed, v1.rows), (1, 0, 3));
 
     let second = stager
-        .stage(&address, &schema, vec![rows(&table, 5, 0)])
+        .stage(&address, &schema, vec![rows(&table, 5, 7)])
         .await
         .unwrap();
     let v2 = table
@@ -134,6 +134,14 @@ async fn swap_replaces_the_window_and_records_offsets_and_coverage() {
         }]
     );
     assert!(reopened.published_windows("q").await.unwrap().is_empty());
+    // The lowest source offset of the window's rows, from the files' statistics (a Kafka
+    // backfill's retention check): the published file holds offsets 7..12.
+    let first = reopened.first_offsets("p").await.unwrap();
+    assert_eq!(
+        first.into_iter().collect::<Vec<_>>(),
+        vec![(window, Some(7))]
+    );
+    assert!(reopened.first_offsets("q").await.unwrap().is_empty());
 
     let listing = list_windows(reopened.delta_table().await.unwrap())
         .await

@@ -1,11 +1,14 @@
 //! The table's files as sluice reads them: with their tags (pipeline, coverage).
 
+use std::collections::BTreeMap;
+
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
+use sluice_window::Window;
 
 use crate::table::commit::Coverage;
-use crate::table::PublishedFile;
-use crate::tags;
+use crate::table::{PublishedFile, PublishedWindow, WindowTable};
+use crate::{tags, OFFSET_COLUMN};
 
 /// Every file of the table's loaded version, with sluice's tags.
 pub async fn active_files(table: &DeltaTable) -> Result<Vec<PublishedFile>, DeltaTableError> {
@@ -40,5 +43,75 @@ pub(crate) fn file_of(view: &deltalake::kernel::LogicalFileView) -> PublishedFil
         partition_values,
         pipeline: tag(tags::PIPELINE),
         coverage,
+    }
+}
+
+impl WindowTable {
+    /// Every window of `pipeline` in the table (in this writer's shard), with its coverage.
+    pub async fn published_windows(
+        &mut self,
+        pipeline: &str,
+    ) -> Result<Vec<PublishedWindow>, DeltaTableError> {
+        self.catch_up().await?;
+        let mut windows: BTreeMap<Window, Coverage> = BTreeMap::new();
+        for file in active_files(&self.loaded).await? {
+            let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
+                continue;
+            };
+            if p != pipeline {
+                continue;
+            }
+            let Some(window) = self.share.window_of(&file.partition_values) else {
+                continue;
+            };
+            windows
+                .entry(window)
+                .and_modify(|c| {
+                    if coverage > *c {
+                        *c = coverage.clone();
+                    }
+                })
+                .or_insert(coverage);
+        }
+        Ok(windows
+            .into_iter()
+            .map(|(window, coverage)| PublishedWindow { window, coverage })
+            .collect())
+    }
+
+    /// The lowest source offset among the rows of each window of `pipeline` (in this
+    /// writer's shard), from the files' Delta statistics (`minValues`); `None` for a window
+    /// with a file that has none. What a backfill from a source that no longer holds every
+    /// event (a Kafka topic past its retention) checks before it replaces a window.
+    pub async fn first_offsets(
+        &mut self,
+        pipeline: &str,
+    ) -> Result<BTreeMap<Window, Option<i64>>, DeltaTableError> {
+        self.catch_up().await?;
+        let views: Vec<_> = self
+            .loaded
+            .get_active_add_actions_by_partitions(&[])
+            .try_collect()
+            .await?;
+        let mut first: BTreeMap<Window, Option<i64>> = BTreeMap::new();
+        for view in &views {
+            let file = file_of(view);
+            if file.pipeline.as_deref() != Some(pipeline) {
+                continue;
+            }
+            let Some(window) = self.share.window_of(&file.partition_values) else {
+                continue;
+            };
+            let offset = view
+                .stats()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+                .and_then(|s| s["minValues"][OFFSET_COLUMN].as_i64());
+            let entry = first.entry(window).or_insert(offset);
+            *entry = match (*entry, offset) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                _ => None,
+            };
+        }
+        Ok(first)
     }
 }

@@ -16,7 +16,7 @@ mod location;
 pub(crate) mod merge;
 pub(crate) mod schema;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -723,38 +723,6 @@ impl WindowTable {
         windows.sort();
         windows.dedup();
         Ok(windows)
-    }
-
-    /// Every window of `pipeline` in the table (in this writer's shard), with its coverage.
-    pub async fn published_windows(
-        &mut self,
-        pipeline: &str,
-    ) -> Result<Vec<PublishedWindow>, DeltaTableError> {
-        self.catch_up().await?;
-        let mut windows: BTreeMap<Window, Coverage> = BTreeMap::new();
-        for file in active_files(&self.loaded).await? {
-            let (Some(p), Some(coverage)) = (file.pipeline.as_deref(), file.coverage) else {
-                continue;
-            };
-            if p != pipeline {
-                continue;
-            }
-            let Some(window) = self.share.window_of(&file.partition_values) else {
-                continue;
-            };
-            windows
-                .entry(window)
-                .and_modify(|c| {
-                    if coverage > *c {
-                        *c = coverage.clone();
-                    }
-                })
-                .or_insert(coverage);
-        }
-        Ok(windows
-            .into_iter()
-            .map(|(window, coverage)| PublishedWindow { window, coverage })
-            .collect())
     }
 }
 

@@ -18,7 +18,11 @@
 //! (`consumer.rs`) is built with the `kafka` cargo feature (on by default).
 
 #[cfg(feature = "kafka")]
+mod bounded;
+#[cfg(feature = "kafka")]
 mod consumer;
+#[cfg(feature = "kafka")]
+pub use bounded::{partition_bounds, BoundedReadError, PartitionBounds, PartitionReader};
 #[cfg(feature = "kafka")]
 pub use consumer::*;
 
