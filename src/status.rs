@@ -27,6 +27,10 @@ pub struct StatusArgs {
     /// Object store option, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
+    /// Also count the objects and bytes under _delta_log/ (lists the whole log: on S3 a
+    /// request per thousand objects).
+    #[arg(long)]
+    pub log_size: bool,
 }
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
@@ -37,9 +41,16 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     };
     let storage = parse_storage_options(&args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
-    let status = sluice_publish::status(&table)
+    let mut status = sluice_publish::status(&table)
         .await
         .with_context(|| format!("reading the status of {}", args.table))?;
+    if args.log_size {
+        let (objects, bytes) = sluice_publish::log_size(&table)
+            .await
+            .with_context(|| format!("listing the log of {}", args.table))?;
+        status.log.objects = Some(objects);
+        status.log.bytes = Some(bytes);
+    }
     let dlq = args
         .dlq
         .clone()
@@ -144,12 +155,16 @@ fn text(
         human_bytes(s.bytes)
     ));
     line(format!(
-        "log       {} objects, {}; oldest commit {}; {}",
-        s.log.objects,
-        human_bytes(s.log.bytes as i64),
+        "log       {} commits, oldest {}{}; {}",
+        s.log.commits,
         s.log
             .oldest_commit
             .map_or("-".to_string(), |v| v.to_string()),
+        match (s.log.objects, s.log.bytes) {
+            (Some(objects), Some(bytes)) =>
+                format!("; {objects} objects, {}", human_bytes(bytes as i64)),
+            _ => String::new(),
+        },
         match &s.checkpoint {
             Some(c) => format!(
                 "last checkpoint at version {} ({} commits since)",

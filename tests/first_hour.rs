@@ -418,7 +418,7 @@ fn output_formats_logs_and_commands_follow_the_conventions() {
     let help = ok(&["backfill", "--help"]);
     let lists = |flag: &str| help.lines().any(|l| l.trim_start().starts_with(flag));
     assert!(
-        lists("--from") && !lists("--follow") && !lists("--brokers"),
+        lists("--from") && !lists("--follow") && !lists("--until-idle") && lists("--brokers"),
         "{help}"
     );
     let out = sluice(&[

@@ -68,7 +68,24 @@ fn status_agrees_with_the_table_read_back() {
     assert_eq!(s["dead_letters"][pipeline]["malformed_json"], torn, "{s}");
     assert_eq!(s["last_commit"]["sluice"], "publish", "{s}");
     assert!(s["checkpoint"]["version"].as_u64().is_some(), "{s}");
-    assert!(s["log"]["objects"].as_u64().unwrap() > 2, "{s}");
+    assert_eq!(s["log"]["oldest_commit"], 0, "{s}");
+    assert_eq!(
+        s["log"]["commits"].as_u64(),
+        s["version"].as_u64().map(|v| v + 1),
+        "{s}"
+    );
+    assert!(s["log"]["objects"].is_null(), "{s}");
+    let sized: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        "--table",
+        t,
+        "--format",
+        "json",
+        "--log-size",
+    ]))
+    .expect("one JSON object");
+    assert!(sized["log"]["objects"].as_u64().unwrap() > 2, "{sized}");
+    assert!(sized["log"]["bytes"].as_u64().unwrap() > 0, "{sized}");
 
     // For people: the same figures, a line each.
     let text = ok(&["status", "--table", t]);

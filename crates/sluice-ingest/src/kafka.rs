@@ -36,6 +36,13 @@ pub const JOIN_WAIT_MS: i64 = 60_000;
 /// over commits that do not conflict with it (see `TableOptions::commit_retries`).
 pub const SHARD_COMMIT_RETRIES: usize = 15;
 
+/// At the end of a run, how many times `restarts_max` the derived tables are brought up to
+/// the raw table after lost races with other processes of the group (see `KafkaRun::follow`).
+pub const END_DERIVE_ATTEMPTS_PER_RESTART: u32 = 4;
+
+/// The pause before the n-th attempt of the end of a run's derivation: n times this.
+const END_DERIVE_PAUSE_MS: u64 = 25;
+
 /// The default [`KafkaRun::tick_ms`].
 pub const TICK_MS_DEFAULT: u64 = 200;
 
@@ -300,7 +307,9 @@ impl KafkaRun {
                     // for the idle timeout, derived tables behind the raw table.
                     let now_ms = clock.now_ms();
                     if std::mem::take(&mut derive_due) {
-                        self.follow(&mut deriver, &mut derive_from, now_ms).await?;
+                        derive_due = !self
+                            .follow(&mut deriver, &mut derive_from, now_ms, false)
+                            .await?;
                     }
                     for (p, shard) in owned.iter_mut() {
                         let before = shard.ingester.commits();
@@ -393,7 +402,7 @@ impl KafkaRun {
         consumer.stop();
         if ended {
             // The derived tables of what this run published.
-            self.follow(&mut deriver, &mut derive_from, clock.now_ms())
+            self.follow(&mut deriver, &mut derive_from, clock.now_ms(), true)
                 .await?;
         }
         if let Some(d) = &deriver {
@@ -402,17 +411,27 @@ impl KafkaRun {
         Ok(summary)
     }
 
-    /// Brings the derived tables up to the raw table (see [`Deriver::follow_sharded`]),
-    /// re-reading both after a resumable failure (another process published the same
-    /// derived window or settled first), up to `restarts_max` times in a row.
+    /// Brings the derived tables up to the raw table (see [`Deriver::follow_sharded`]);
+    /// returns whether it did. Every process of the group derives, and a derived commit that
+    /// finds the derived table moved (another process published a window or settled first)
+    /// is a lost race, not a fault: during the run it is left for the next tick (the tables
+    /// are re-read then; ingestion never waits on it); at the run's `end` it is retried over
+    /// re-read tables, each time after a longer pause (the processes of a group often end
+    /// together), up to [`END_DERIVE_ATTEMPTS_PER_RESTART`] times `restarts_max`.
     async fn follow(
         &self,
         deriver: &mut Option<Deriver>,
         raw: &mut Option<WindowTable>,
         now_ms: i64,
-    ) -> Result<(), KafkaRunError> {
+        end: bool,
+    ) -> Result<bool, KafkaRunError> {
         let (Some(deriver), Some(raw)) = (deriver.as_mut(), raw.as_mut()) else {
-            return Ok(());
+            return Ok(true);
+        };
+        let attempts_max = if end {
+            self.config.restarts_max.max(1) * END_DERIVE_ATTEMPTS_PER_RESTART
+        } else {
+            1
         };
         let mut failures = 0;
         loop {
@@ -426,10 +445,21 @@ impl KafkaRun {
             }
             .await;
             match followed {
-                Ok(()) => return Ok(()),
-                Err(e) if e.is_resumable() && failures < self.config.restarts_max => {
+                Ok(()) => return Ok(true),
+                Err(e) if e.is_resumable() => {
                     failures += 1;
+                    if failures >= attempts_max && !end {
+                        tracing::info!(error = %e, "deriving again at the next tick, from the re-read tables");
+                        return Ok(false);
+                    }
+                    if failures >= attempts_max {
+                        return Err(KafkaRunError::Derive(e));
+                    }
                     tracing::info!(error = %e, attempt = failures, "deriving again from the re-read tables");
+                    tokio::time::sleep(Duration::from_millis(
+                        END_DERIVE_PAUSE_MS * u64::from(failures),
+                    ))
+                    .await;
                 }
                 Err(e) => return Err(KafkaRunError::Derive(e)),
             }

@@ -116,7 +116,10 @@ impl DeadLetterTable {
             url: url_text.clone(),
             source,
         };
-        if table.verify_deltatable_existence().await.map_err(delta)? {
+        if crate::table::location::table_exists(&table)
+            .await
+            .map_err(delta)?
+        {
             table.load().await.map_err(delta)?;
         } else {
             let kernel: StructType = dead_letter_schema()
@@ -134,7 +137,10 @@ impl DeadLetterTable {
                 Ok(t) => t,
                 // Another writer created it first: use theirs.
                 Err(e) => {
-                    if !table.verify_deltatable_existence().await.map_err(delta)? {
+                    if !crate::table::location::table_exists(&table)
+                        .await
+                        .map_err(delta)?
+                    {
                         return Err(delta(e).into());
                     }
                     table.load().await.map_err(delta)?;

@@ -62,8 +62,8 @@ pub use notify::{
 };
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use status::{
-    read_txns, status, CheckpointStatus, LastCommit, LogStatus, PipelineStatus, StatusError,
-    TableStatus, Txn, WindowFiles,
+    log_size, read_txns, status, CheckpointStatus, LastCommit, LogStatus, PipelineStatus,
+    StatusError, TableStatus, Txn, WindowFiles,
 };
 pub use table::commit::{
     Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,

@@ -89,11 +89,14 @@ pub struct CheckpointStatus {
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LogStatus {
-    /// Objects under `_delta_log/`: commits, checkpoints, `_last_checkpoint`.
-    pub objects: usize,
-    pub bytes: u64,
     /// The oldest commit the log still holds (time travel reaches back to it).
     pub oldest_commit: Option<u64>,
+    /// Commit files the log holds: from the oldest to the table's version.
+    pub commits: u64,
+    /// Objects under `_delta_log/` (commits, checkpoints, `_last_checkpoint`) and their
+    /// bytes: only when asked for ([`log_size`]), as counting them lists the whole log.
+    pub objects: Option<usize>,
+    pub bytes: Option<u64>,
 }
 
 /// One pipeline's share of the table.
@@ -177,7 +180,13 @@ pub async fn status(table: &DeltaTable) -> Result<TableStatus, StatusError> {
         pipelines.push(pipeline_status(&pipeline, &windows, &txns, contract));
     }
     let last_commit = last_commit(store.as_ref(), version).await?;
-    let log = log_status(store.as_ref()).await?;
+    let oldest_commit = oldest_commit(store.as_ref(), version).await?;
+    let log = LogStatus {
+        oldest_commit,
+        commits: oldest_commit.map_or(0, |o| version - o + 1),
+        objects: None,
+        bytes: None,
+    };
     Ok(TableStatus {
         table: table.table_url().to_string(),
         version,
@@ -443,9 +452,44 @@ async fn last_commit(
     }))
 }
 
-async fn log_status(store: &dyn ObjectStore) -> Result<LogStatus, StatusError> {
+/// The oldest commit file the log holds, below or at `version`: the log's cleanup removes
+/// commits from the oldest up, so the commits present are one run ending at `version`, found
+/// by a binary search of `HEAD`s (about log2(version) requests, never a listing of the log).
+async fn oldest_commit(store: &dyn ObjectStore, version: u64) -> Result<Option<u64>, StatusError> {
+    let exists = |v: u64| async move {
+        let path = format!("_delta_log/{v:020}.json");
+        match store.head(&Path::from(path.as_str())).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(source) => Err(StatusError::Store { path, source }),
+        }
+    };
+    if exists(0).await? {
+        return Ok(Some(0));
+    }
+    if !exists(version).await? {
+        return Ok(None);
+    }
+    // exists(lo) is false, exists(hi) is true.
+    let (mut lo, mut hi) = (0, version);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if exists(mid).await? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(Some(hi))
+}
+
+/// The objects under the table's `_delta_log/` and their bytes: a listing of the whole log
+/// (on S3 a request per thousand objects), so `sluice status` counts them only when asked
+/// (`--log-size`).
+pub async fn log_size(table: &DeltaTable) -> Result<(usize, u64), StatusError> {
     let prefix = Path::from("_delta_log");
-    let objects: Vec<_> = store
+    let objects: Vec<_> = table
+        .object_store()
         .list(Some(&prefix))
         .try_collect()
         .await
@@ -453,18 +497,7 @@ async fn log_status(store: &dyn ObjectStore) -> Result<LogStatus, StatusError> {
             path: "_delta_log/".into(),
             source,
         })?;
-    let oldest_commit = objects
-        .iter()
-        .filter_map(|o| {
-            let name = o.location.filename()?;
-            name.strip_suffix(".json")?.parse::<u64>().ok()
-        })
-        .min();
-    Ok(LogStatus {
-        objects: objects.len(),
-        bytes: objects.iter().map(|o| o.size).sum(),
-        oldest_commit,
-    })
+    Ok((objects.len(), objects.iter().map(|o| o.size).sum()))
 }
 
 async fn read_bytes(

@@ -80,7 +80,27 @@ async fn status_reads_every_txn_from_the_checkpoint_and_the_commits_after_it() {
         s.last_commit.as_ref().unwrap().sluice.as_deref(),
         Some("publish")
     );
-    assert!(s.log.objects > 9 && s.log.oldest_commit == Some(0));
+    assert_eq!((s.log.oldest_commit, s.log.commits), (Some(0), 10));
+    assert_eq!((s.log.objects, s.log.bytes), (None, None));
+    let (objects, bytes) = log_size(delta).await.unwrap();
+    assert!(objects > 10 && bytes > 0, "{objects} {bytes}");
+
+    // The log's cleanup removes the oldest commits: the oldest left is found (without a
+    // listing), for each number of commits removed below the checkpoint.
+    for removed in 1..=6u64 {
+        let commit = dir
+            .path()
+            .join(format!("_delta_log/{:020}.json", removed - 1));
+        std::fs::remove_file(commit).unwrap();
+        let mut reopened = table_at(dir.path(), None).await;
+        reopened.reload().await.unwrap();
+        let s = status(reopened.delta_table().await.unwrap()).await.unwrap();
+        assert_eq!(
+            (s.log.oldest_commit, s.log.commits),
+            (Some(removed), 10 - removed),
+            "{removed} removed"
+        );
+    }
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deltalake::logstore::{object_store_factories, StorageConfig};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use url::Url;
 
 use crate::local::LocalListing;
@@ -100,7 +100,7 @@ pub async fn open_table(
         .with_storage_options(storage_options.clone())
         .build()
         .map_err(delta)?;
-    if !table.verify_deltatable_existence().await.map_err(delta)? {
+    if !table_exists(&table).await.map_err(delta)? {
         return Err(OpenError::NoTable(location.to_string()));
     }
     table.load().await.map_err(delta)?;
@@ -163,7 +163,7 @@ pub(crate) async fn open_table_if_exists(
         url: url.to_string(),
         source,
     };
-    if !table.verify_deltatable_existence().await.map_err(delta)? {
+    if !table_exists(&table).await.map_err(delta)? {
         return Ok(None);
     }
     table.load().await.map_err(delta)?;
@@ -186,4 +186,25 @@ pub fn location_url(location: &str) -> Result<Url, OpenError> {
     let absolute =
         std::path::absolute(&path).map_err(|_| OpenError::Location(location.to_string()))?;
     Url::from_directory_path(absolute).map_err(|()| OpenError::Location(location.to_string()))
+}
+
+/// Whether a Delta table is at `table`'s location, in one or two `HEAD` requests for nearly
+/// every table: its `_last_checkpoint` (any table past its first checkpoint), else its first
+/// commit (a young table). Only a log with neither (its first commits cleaned up and no
+/// `_last_checkpoint`, which no writer leaves) is listed, as deltalake's own check always
+/// does: `verify_deltatable_existence` lists `_delta_log/`, whose first page on S3 is a
+/// thousand keys, on every open, a cost growing with the table's history.
+pub(crate) async fn table_exists(table: &DeltaTable) -> Result<bool, DeltaTableError> {
+    let store = table.log_store().object_store(None);
+    for probe in [
+        "_delta_log/_last_checkpoint",
+        "_delta_log/00000000000000000000.json",
+    ] {
+        match store.head(&object_store::path::Path::from(probe)).await {
+            Ok(_) => return Ok(true),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    table.verify_deltatable_existence().await
 }

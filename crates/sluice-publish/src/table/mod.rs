@@ -12,7 +12,7 @@ pub(crate) mod commit;
 pub(crate) mod contract;
 mod files;
 pub(crate) mod land;
-mod location;
+pub(crate) mod location;
 pub(crate) mod merge;
 pub(crate) mod schema;
 
@@ -374,7 +374,7 @@ impl WindowTable {
             url: url_text.clone(),
             source,
         };
-        let exists = table.verify_deltatable_existence().await.map_err(delta)?;
+        let exists = location::table_exists(&table).await.map_err(delta)?;
         if !exists && !create {
             return Err(OpenError::NoTable(url_text));
         }
@@ -529,7 +529,7 @@ impl WindowTable {
                     // Another writer created it first (the writers of a sharded table start
                     // together): open theirs, checked like any existing table.
                     let (theirs, _) = unloaded_table(options)?;
-                    if !theirs.verify_deltatable_existence().await.map_err(delta)? {
+                    if !location::table_exists(&theirs).await.map_err(delta)? {
                         return Err(delta(e));
                     }
                     return Box::pin(Self::open_or_create_with(
