@@ -84,6 +84,10 @@ fn client(options: &KafkaOptions) -> Result<BaseConsumer, BoundedReadError> {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
+        // An offset the partition no longer holds (retention deleted it while the backfill
+        // read) is an error, never a jump to the partition's end: reading fewer messages
+        // than the range holds would recompute windows with rows missing.
+        .set("auto.offset.reset", "error")
         .set("queued.max.messages.kbytes", "16384");
     for (k, v) in &options.client_options {
         config.set(k, v);
