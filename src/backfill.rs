@@ -138,8 +138,30 @@ async fn recompute(
         }
         None => String::new(),
     };
+    report(
+        &settings,
+        &summary,
+        (from, to),
+        what,
+        serde_json::json!({}),
+        &derived,
+        started,
+    )
+}
+
+/// Prints a recomputation's summary line (or its JSON object, with `extra`'s fields added;
+/// `detail` ends the line), and fails with exit 3 when every line of the source was rejected.
+fn report(
+    settings: &RunSettings,
+    summary: &sluice_ingest::BackfillSummary,
+    (from, to): (EventTime, EventTime),
+    what: &str,
+    extra: serde_json::Value,
+    detail: &str,
+    started: Instant,
+) -> anyhow::Result<()> {
     if settings.json {
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "from": from.to_rfc3339(),
             "to": to.to_rfc3339(),
             "windows_republished": summary.windows_published,
@@ -151,9 +173,12 @@ async fn recompute(
             "table_version": summary.last_version,
             "seconds": started.elapsed().as_secs_f64(),
         });
+        if let (Some(json), serde_json::Value::Object(extra)) = (json.as_object_mut(), extra) {
+            json.extend(extra);
+        }
         println!("{json}");
     } else {
-        print_summary(&summary, from, to, what, &derived, started);
+        print_summary(summary, from, to, what, detail, started);
     }
     if summary.rows + summary.outside == 0 && summary.rejected > 0 {
         let first = summary
@@ -264,31 +289,19 @@ async fn recompute_kafka(
         }
         None => String::new(),
     };
-    let b = &summary.backfill;
-    if settings.json {
-        let json = serde_json::json!({
-            "from": from.to_rfc3339(),
-            "to": to.to_rfc3339(),
-            "windows_republished": b.windows_published,
-            "windows_unchanged": b.windows_unchanged,
-            "rows_in_range": b.rows,
-            "rows_outside": b.outside,
-            "rejected": b.rejected,
-            "rejected_by_reason": b.rejections.by_reason,
-            "table_version": b.last_version,
-            "partitions": summary.partitions,
-            "messages": summary.messages,
-            "seconds": started.elapsed().as_secs_f64(),
-        });
-        println!("{json}");
-    } else {
-        let read = format!(
-            "; {} messages of {} partitions of {}{derived}",
-            summary.messages, summary.partitions, kafka.topic
-        );
-        print_summary(b, from, to, what, &read, started);
-    }
-    Ok(())
+    let read = format!(
+        "; {} messages of {} partitions of {}{derived}",
+        summary.messages, summary.partitions, kafka.topic
+    );
+    report(
+        settings,
+        &summary.backfill,
+        (from, to),
+        what,
+        serde_json::json!({"partitions": summary.partitions, "messages": summary.messages}),
+        &read,
+        started,
+    )
 }
 
 #[cfg(not(feature = "kafka"))]
