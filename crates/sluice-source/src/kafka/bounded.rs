@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -76,22 +75,12 @@ pub struct PartitionBounds {
 }
 
 fn client(options: &KafkaOptions) -> Result<BaseConsumer, BoundedReadError> {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", &options.brokers)
-        // Never joined nor committed to: assign() reads without the group.
-        .set("group.id", &options.group)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false")
-        // An offset the partition no longer holds (retention deleted it while the backfill
-        // read) is an error, never a jump to the partition's end: reading fewer messages
-        // than the range holds would recompute windows with rows missing.
-        .set("auto.offset.reset", "error")
-        .set("queued.max.messages.kbytes", "16384");
-    for (k, v) in &options.client_options {
-        config.set(k, v);
-    }
+    // The group is never joined nor committed to: assign() reads without it. An offset the
+    // partition no longer holds (retention deleted it while the backfill read) is an error,
+    // never a jump to the partition's end: reading fewer messages than the range holds would
+    // recompute windows with rows missing.
+    let config =
+        super::consumer::client_config(options, &[("auto.offset.reset", "error".to_string())]);
     config.create().map_err(|source| BoundedReadError::Create {
         brokers: options.brokers.clone(),
         source: Box::new(source),

@@ -68,6 +68,27 @@ pub enum KafkaSourceError {
     Thread,
 }
 
+/// The client settings every sluice consumer shares (the table keeps the offsets: nothing is
+/// committed or stored by librdkafka; fetched but not yet handed over is bounded per
+/// partition), then `own`, then the user's `--kafka-option`s, which override both.
+pub(super) fn client_config(options: &KafkaOptions, own: &[(&str, String)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &options.brokers)
+        .set("group.id", &options.group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("queued.max.messages.kbytes", "16384");
+    for (k, v) in own {
+        config.set(*k, v);
+    }
+    for (k, v) in &options.client_options {
+        config.set(k, v);
+    }
+    config
+}
+
 /// Requests from the caller to the consumer thread.
 enum Command {
     Seek { partition: i32, offset: i64 },
@@ -116,30 +137,24 @@ impl KafkaConsumer {
             lookup: Mutex::new(lookup),
             pending: Mutex::new(Vec::new()),
         };
-        let mut config = ClientConfig::new();
-        config
-            .set("bootstrap.servers", &options.brokers)
-            .set("group.id", &options.group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "false")
-            .set(
-                "auto.offset.reset",
-                match options.start {
-                    StartAt::Earliest => "earliest",
-                    StartAt::Latest => "latest",
-                },
-            )
-            .set("session.timeout.ms", "6000")
-            // Incremental rebalances: members keep their partitions (and this process its
-            // unpublished state) when others join or leave; eager ones revoke everything.
-            .set("partition.assignment.strategy", "cooperative-sticky")
-            // Fetched but not yet handed over, per partition: bounds memory while paused.
-            .set("queued.max.messages.kbytes", "16384")
-            .set("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string());
-        for (k, v) in &options.client_options {
-            config.set(k, v);
-        }
+        let start = match options.start {
+            StartAt::Earliest => "earliest",
+            StartAt::Latest => "latest",
+        };
+        let config = client_config(
+            &options,
+            &[
+                ("auto.offset.reset", start.to_string()),
+                ("session.timeout.ms", "6000".to_string()),
+                // Incremental rebalances: members keep their partitions (and this process its
+                // unpublished state) when others join or leave; eager ones revoke everything.
+                (
+                    "partition.assignment.strategy",
+                    "cooperative-sticky".to_string(),
+                ),
+                ("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string()),
+            ],
+        );
         let consumer: BaseConsumer<Rebalancer> =
             config
                 .create_with_context(context)
