@@ -199,6 +199,11 @@ fn summary_json(
         "ignored_fields": s.ignored_fields,
         "bytes": s.bytes,
         "seconds": secs,
+        "busy_seconds": s
+            .busy_us
+            .iter()
+            .map(|(phase, us)| (phase.to_string(), serde_json::json!(*us as f64 / 1e6)))
+            .collect::<serde_json::Map<String, serde_json::Value>>(),
     })
 }
 

@@ -424,3 +424,58 @@ fn a_metrics_address_in_use_ends_the_run_before_it_reads() {
         "nothing is written before the endpoint is up"
     );
 }
+
+/// `--format json` says where the run's time went (`busy_seconds`): every phase by name; the
+/// phases this run did took time, the ones it did not (no rewrite read anything
+/// back) took none; and a phase that runs on one thread (decode on the reader's, route and
+/// commit on the runner's) cannot have been busy longer than the run lasted.
+#[test]
+fn a_json_summary_says_where_the_run_spent_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = crate::common::input(dir.path(), 20_000, 3, seed("busy"), 2);
+    let source = format!("ndjson:{}", input.display());
+    let table = dir.path().join("table");
+    let t = table.to_str().unwrap();
+    // In order, without late rows: no window is republished, so nothing is read back.
+    let args = crate::common::run_args(
+        &source,
+        t,
+        &["--key", "event_id", "--late", "drop", "--format", "json"],
+    );
+    let out = crate::common::ok(&args);
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let seconds = summary["seconds"].as_f64().unwrap();
+    let busy = summary["busy_seconds"].as_object().unwrap();
+    let mut phases: Vec<&str> = busy.keys().map(String::as_str).collect();
+    phases.sort_unstable();
+    assert_eq!(
+        phases,
+        [
+            "commit",
+            "decode",
+            "dedupe",
+            "encode",
+            "read_back",
+            "route",
+            "stats",
+            "upload"
+        ],
+        "{summary}"
+    );
+    let of = |phase: &str| busy[phase].as_f64().unwrap();
+    for phase in [
+        "decode", "route", "dedupe", "encode", "stats", "upload", "commit",
+    ] {
+        assert!(of(phase) > 0.0, "{phase}: {summary}");
+    }
+    for phase in ["decode", "route", "commit"] {
+        assert!(
+            of(phase) <= seconds,
+            "{phase} longer than the run: {summary}"
+        );
+    }
+    // Late rows were dead-lettered, no part was flushed: no publication read anything back.
+    assert_eq!(of("read_back"), 0.0, "{summary}");
+    let rows: u64 = scalar(&table, "SELECT COUNT(*) FROM t").parse().unwrap();
+    assert!(rows > 0, "{summary}");
+}

@@ -13,7 +13,8 @@
 //! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested;
 //! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead;
 //! (k) is `sluice run` over the same events produced to a local Kafka-protocol topic (tansu),
-//! beside (p), a plain consumer reading that topic: the broker's ceiling.
+//! beside (p), a plain consumer reading that topic: the broker's ceiling. (c) runs a few more
+//! times with `--format json`, whose `busy_seconds` say where its time goes.
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
@@ -23,6 +24,7 @@ mod log;
 mod measure;
 mod moto;
 mod server;
+mod split;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

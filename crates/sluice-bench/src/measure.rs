@@ -241,6 +241,32 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         let (m, _) = run_once(alternative("m"), format!("pair {pair}"))?;
         metrics_ratios.push(m.as_secs_f64() / c.as_secs_f64());
     }
+    // Where (c)'s time goes, from its own report.
+    let split = {
+        let c = alternative("c");
+        let out = work.join("out-split");
+        let input = input.clone();
+        let fresh = || -> Result<(), BenchError> {
+            for dir in [out.clone(), PathBuf::from(format!("{}_dlq", out.display()))] {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)?;
+                }
+            }
+            Ok(())
+        };
+        fresh()?;
+        let split = crate::split::busy_split(
+            || {
+                // Each run lands in a new table (the one before is removed first).
+                let _ = fresh();
+                (c.command)(&input, &out)
+            },
+            args.runs,
+            &work.join("split.log"),
+        )?;
+        fresh()?;
+        split
+    };
     let mut logs = Vec::new();
     if args.log_versions >= 200 {
         logs.push(crate::log::log_growth(
@@ -285,6 +311,7 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         args.runs,
         &metrics_ratios,
     );
+    crate::split::report(&mut report, &split);
     for log in &logs {
         log_report(&mut report, log);
     }
@@ -355,10 +382,22 @@ fn input_size(dir: &Path) -> Result<(u64, u64), BenchError> {
 
 /// Runs `command` to completion; its wall time and peak resident set (KiB, from `wait4`).
 /// Output goes to `log`, shown if the command fails.
-pub(crate) fn run_measured(
-    mut command: Command,
-    log: &Path,
-) -> Result<(Duration, u64), BenchError> {
+pub(crate) fn run_measured(command: Command, log: &Path) -> Result<(Duration, u64), BenchError> {
+    let usage = run_usage(command, log)?;
+    Ok((usage.wall, usage.rss_kib))
+}
+
+/// What one process used.
+pub(crate) struct Usage {
+    pub wall: Duration,
+    /// Peak resident set, KiB.
+    pub rss_kib: u64,
+    /// User plus system CPU time.
+    pub cpu: Duration,
+}
+
+/// As [`run_measured`], with the process's CPU time too.
+pub(crate) fn run_usage(mut command: Command, log: &Path) -> Result<Usage, BenchError> {
     let out = std::fs::File::create(log)?;
     command
         .stdin(Stdio::null())
@@ -381,7 +420,14 @@ pub(crate) fn run_measured(
         let text = std::fs::read_to_string(log).unwrap_or_default();
         return Err(format!("{command:?} failed (status {status}):\n{text}").into());
     }
-    Ok((wall, usage.ru_maxrss as u64))
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    Ok(Usage {
+        wall,
+        rss_kib: usage.ru_maxrss as u64,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+    })
 }
 
 fn report(

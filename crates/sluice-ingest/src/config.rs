@@ -316,6 +316,9 @@ pub struct RunSummary {
     /// Events far ahead of the stream (the clock-skew guard): they did not move the
     /// watermark, and their windows were published on their own.
     pub ahead: u64,
+    /// Microseconds the run's threads were busy in each phase (`sluice_stage::Phase`, by
+    /// name, in the phases' order), summed over threads: where the run's time went.
+    pub busy_us: Vec<(&'static str, u64)>,
 }
 
 impl RunSummary {
@@ -349,6 +352,12 @@ impl RunSummary {
         self.rejections.absorb(&s.rejections);
         self.duplicates_kept += s.duplicates_kept;
         self.duplicates_capped |= s.duplicates_capped;
+        for &(phase, us) in &s.busy_us {
+            match self.busy_us.iter_mut().find(|(p, _)| *p == phase) {
+                Some((_, total)) => *total += us,
+                None => self.busy_us.push((phase, us)),
+            }
+        }
     }
 }
 

@@ -230,14 +230,6 @@ pub(crate) fn absent_rows(
     take_record_batch(offered, &UInt32Array::from(keep))
 }
 
-/// `batches` as one batch of `schema`, rows in order.
-pub(crate) fn concat_rows(
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-) -> Result<RecordBatch, ArrowError> {
-    concat_aligned(schema, batches)
-}
-
 /// The top-level columns [`drop_losers`] needs from the table's current rows (a nested key
 /// or time field needs its whole top-level struct).
 pub fn incumbent_columns(key: &KeySpec) -> Vec<String> {

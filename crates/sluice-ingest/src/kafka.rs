@@ -236,19 +236,19 @@ impl KafkaRun {
                             }
                             stale => {
                                 if let Some(old) = stale {
-                                    summary.run.absorb(old.ingester.summary());
+                                    summary.run.absorb(&old.ingester.summary_with_busy());
                                 }
                                 opened += 1;
                                 self.open_partition(p, opened, clock).await?
                             }
                         };
                         if let Some(old) = owned.insert(p, shard) {
-                            summary.run.absorb(old.ingester.summary());
+                            summary.run.absorb(&old.ingester.summary_with_busy());
                         }
                     }
                     for (p, old) in parked.drain() {
                         tracing::info!(partition = p, "revoked: dropped its unpublished state");
-                        summary.run.absorb(old.ingester.summary());
+                        summary.run.absorb(&old.ingester.summary_with_busy());
                     }
                 }
                 Some(KafkaEvent::Revoked(partitions)) => {
@@ -366,7 +366,7 @@ impl KafkaRun {
         // time or count: see `drain_owned`.)
         let held: Vec<(i32, Owned<'_>)> = if ended {
             for (_, shard) in owned {
-                summary.run.absorb(shard.ingester.summary());
+                summary.run.absorb(&shard.ingester.summary_with_busy());
             }
             parked.into_iter().collect()
         } else {
@@ -397,7 +397,7 @@ impl KafkaRun {
                     })
                 }
             }
-            summary.run.absorb(shard.ingester.summary());
+            summary.run.absorb(&shard.ingester.summary_with_busy());
         }
         consumer.stop();
         if ended {

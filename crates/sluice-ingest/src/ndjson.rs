@@ -4,6 +4,7 @@
 
 use sluice_publish::WindowTable;
 use sluice_source::{Chunk, Decoded, NdjsonSource};
+use sluice_stage::Phase;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{IngestError, RunSummary};
@@ -85,12 +86,13 @@ impl Ingester<'_, NdjsonSource> {
         let (tx, mut rx) = mpsc::channel::<Item>(config.chunks_in_flight_max.max(1));
         let mut reader = self.log().reader(self.cursors(), config.chunk_bytes)?;
         let mut decoder = self.decoder().clone();
+        let busy = self.busy().clone();
         let thread = std::thread::Builder::new()
             .name("sluice-reader".into())
             .spawn(move || loop {
                 let item = match reader.next_chunk() {
-                    Ok(Some(chunk)) => decoder
-                        .decode(&chunk)
+                    Ok(Some(chunk)) => busy
+                        .time(Phase::Decode, || decoder.decode(&chunk))
                         .map(|d| (d, chunk))
                         .map_err(IngestError::from),
                     Ok(None) => return,

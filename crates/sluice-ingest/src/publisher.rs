@@ -13,9 +13,12 @@ use sluice_publish::{
     Coverage, DeadLetter, DeadLetterTable, MergeAction, MergePublication, MergeScope, Publication,
     Published, Replace, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
-use sluice_stage::{StageError, StageSlot, StagedFile, Stager};
+use sluice_stage::{Phase, StageError, StageSlot, StagedFile, Stager};
 use sluice_window::{Address, Window};
 
+mod merge;
+
+use self::merge::MergeKind;
 use crate::buffer::{read_rows, Part, WindowBuffer};
 use crate::config::{IngestConfig, IngestError, LatePolicy, PublishMode};
 use crate::dedupe::{
@@ -188,8 +191,8 @@ impl Publisher {
                 count: self.dead_pending.len(),
             });
         };
-        dlq.append(&self.policy.pipeline, &self.dead_pending, through, now_ms)
-            .await?;
+        let append = dlq.append(&self.policy.pipeline, &self.dead_pending, through, now_ms);
+        self.stager.busy().time_async(Phase::Commit, append).await?;
         self.dead_pending.clear();
         Ok(true)
     }
@@ -300,18 +303,21 @@ impl Publisher {
             || self.is_merge(republish)
     }
 
-    /// Whether a publication takes the MERGE path (see [`Publisher::publish`]).
+    /// Whether a publication takes deltalake's MERGE, which commits on its own: merge mode
+    /// in table scope (a window-scope merge is published by swap: [`merge`]).
     fn is_merge(&self, republish: bool) -> bool {
-        // With new columns a window-scope MERGE is published as a swap (see below).
-        self.merges(republish) && !self.table.schema_change_pending()
+        self.merges(republish) && matches!(self.policy.mode, PublishMode::Merge(MergeScope::Table))
     }
 
-    /// Whether the policy publishes a window by MERGE: merge mode, or late rows merged.
+    /// Whether the policy merges a window into the table's rows: merge mode, or late rows
+    /// merged.
     ///
-    /// Every publication in merge mode, a window's first included: files a MERGE wrote carry
-    /// no coverage, so after a restart the table does not tell which windows a MERGE
-    /// published, and a "first" publication by swap would replace rows published before it
-    /// (the SIGKILL soak in merge mode lost them when first publications were swaps).
+    /// Every publication in merge mode, a window's first included: files an earlier MERGE
+    /// wrote carry no coverage, so after a restart coverage does not tell which windows were
+    /// published, and a "first" publication that replaced the window would lose rows
+    /// published before it (the SIGKILL soak in merge mode lost them when first publications
+    /// were swaps decided by coverage). Whether the window holds rows is read from the table
+    /// instead ([`merge`]).
     fn merges(&self, republish: bool) -> bool {
         matches!(
             (self.policy.mode, &self.policy.key),
@@ -350,73 +356,46 @@ impl Publisher {
         let intermediates = |buffer: &WindowBuffer| -> Vec<StagedFile> {
             buffer.parts.iter().map(|p| p.file.clone()).collect()
         };
-        if merge && self.table.schema_change_pending() {
-            // deltalake's MERGE cannot carry the new columns (it would write metadata of
-            // its own, with a new table id): in window scope the same rows are published by
-            // a swap of the window, with the new columns' metadata in its commit.
-            if let Some((MergeScope::Table, _)) = upsert {
+        if merge && !matches!(upsert, Some((MergeScope::Table, _))) {
+            let kind = match upsert {
+                Some(_) => MergeKind::Upsert,
+                None => MergeKind::InsertAbsent,
+            };
+            return self
+                .merge_by_swap(window, &address, buffer, republish, plan, kind)
+                .await;
+        }
+        if let Some((scope, key)) = upsert.filter(|_| merge) {
+            // Table scope: a key may move to another window, which only a MERGE expresses.
+            if self.table.schema_change_pending() {
+                // deltalake's MERGE cannot carry the new columns (it would write metadata of
+                // its own, with a new table id).
                 return Err(IngestError::MergeCannotGrow {
                     added: self.table.pending_added().join(", "),
                 });
             }
-            let parts = intermediates(&buffer);
-            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-            let offered = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
-            let mut current = self.current_rows(&address).await?;
-            let rows = match upsert {
-                // Every key's winner among the window's rows and the offered ones: what
-                // the upsert would leave (the winner rule is the MERGE's).
-                Some(_) => {
-                    current.push(offered);
-                    unique_rows(&schema, &current, self.policy.key.as_ref())?
-                }
-                // Insert-if-absent: the window's rows, and the offered rows of absent keys.
-                None => {
-                    let absent =
-                        crate::dedupe::absent_rows(&offered, &current, &self.policy.key_columns())?;
-                    current.push(absent);
-                    crate::dedupe::concat_rows(&schema, &current)?
-                }
-            };
-            let file = self.stager.stage(&address, &schema, vec![rows]).await?;
-            let pending = Pending::staged(window, republish, file, Replace::Window, parts, plan);
-            self.join_group(pending, buffer_bytes);
-            return Ok(None);
-        }
-        if merge {
             debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
             let parts = intermediates(&buffer);
             let version_before = self.table.version();
             let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-            let rows = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
-            let (rows, action, scope) = match upsert {
-                Some((scope, key)) => {
-                    let incumbents = self
-                        .table
-                        .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
-                        .await?;
-                    (
-                        drop_losers(&rows, &incumbents, &key)?,
-                        MergeAction::Upsert,
-                        scope,
-                    )
-                }
-                None => (rows, MergeAction::InsertAbsent, MergeScope::Window),
-            };
-            let published = self
+            let rows = self.unique(&schema, &inputs)?;
+            let incumbents = self
                 .table
-                .merge(MergePublication {
-                    pipeline: self.policy.pipeline.clone(),
-                    window,
-                    action,
-                    scope,
-                    rows,
-                    key_columns: self.policy.key_columns(),
-                    txns: plan.txns.clone(),
-                    position_ranges: plan.position_ranges.clone(),
-                    published_at_ms: plan.now_ms,
-                })
+                .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
                 .await?;
+            let busy = self.stager.busy().clone();
+            let merging = self.table.merge(MergePublication {
+                pipeline: self.policy.pipeline.clone(),
+                window,
+                action: MergeAction::Upsert,
+                scope,
+                rows: drop_losers(&rows, &incumbents, &key)?,
+                key_columns: self.policy.key_columns(),
+                txns: plan.txns.clone(),
+                position_ranges: plan.position_ranges.clone(),
+                published_at_ms: plan.now_ms,
+            });
+            let published = busy.time_async(Phase::Commit, merging).await?;
             self.delete_intermediates(parts).await;
             return Ok(Some(Committed {
                 window,
@@ -432,7 +411,7 @@ impl Publisher {
             // keys is in the window yet, else the window is rewritten with them.
             let parts = intermediates(&buffer);
             let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-            let mut unique = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
+            let mut unique = self.unique(&schema, &inputs)?;
             let mut replace = Replace::Window;
             if self.keys_absent(&address, &unique).await? {
                 // The rewrite would keep every published row and add these: adding them as
@@ -442,7 +421,7 @@ impl Publisher {
             } else {
                 let mut inputs = self.current_rows(&address).await?;
                 inputs.push(unique);
-                unique = unique_rows(&schema, &inputs, self.policy.key.as_ref())?;
+                unique = self.unique(&schema, &inputs)?;
             }
             let file = self.stager.stage(&address, &schema, vec![unique]).await?;
             let pending = Pending::staged(window, republish, file, replace, parts, plan);
@@ -547,7 +526,9 @@ impl Publisher {
             })
             .collect();
         let version_before = self.table.version();
-        let published = self.table.publish_group(publications).await?;
+        let busy = self.stager.busy().clone();
+        let commit = self.table.publish_group(publications);
+        let published = busy.time_async(Phase::Commit, commit).await?;
         let mut committed = Vec::with_capacity(group.len());
         for (pending, published) in group.into_iter().zip(published) {
             self.delete_intermediates(pending.intermediates).await;
@@ -605,6 +586,19 @@ impl Publisher {
                 tracing::warn!(path = %part.path, error = %e, "could not delete an intermediate part");
             }
         }
+    }
+
+    /// `inputs` deduped by the run's row key (or by source position), timed as
+    /// [`Phase::Dedupe`].
+    fn unique(
+        &self,
+        schema: &SchemaRef,
+        inputs: &[RecordBatch],
+    ) -> Result<RecordBatch, IngestError> {
+        let key = self.policy.key.as_ref();
+        self.stager
+            .busy()
+            .time(Phase::Dedupe, || unique_rows(schema, inputs, key))
     }
 
     /// The rows the table holds at `address`.

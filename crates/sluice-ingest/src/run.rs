@@ -12,7 +12,7 @@ use deltalake::arrow::datatypes::SchemaRef;
 use serde_json::json;
 use sluice_publish::{Coverage, DeadLetter, DeadLetterTable, WindowTable};
 use sluice_source::{Chunk, Decoded, LineDecoder, ReplayLog, RAW_BYTES_MAX};
-use sluice_stage::{align_batch, Stager};
+use sluice_stage::{align_batch, Busy, Phase, Stager};
 use sluice_window::Window;
 
 use crate::buffer::WindowBuffer;
@@ -51,6 +51,8 @@ pub struct Ingester<'a, L: ReplayLog> {
     progress: Option<tokio::sync::watch::Sender<RunProgress>>,
     /// The run's metrics (no-ops unless the process installed a recorder).
     instruments: Instruments,
+    /// Where the run's time goes, by phase (shared with its stager and reader thread).
+    busy: Busy,
 }
 
 /// How far a run has got: input bytes read, records decoded, windows published.
@@ -82,7 +84,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         if let Some(key) = &config.key {
             decoder.set_key(key.columns.clone())?;
         }
-        let stager = Stager::new(table.store(), attempt, config.stage_options());
+        let busy = Busy::new();
+        let stager =
+            Stager::new(table.store(), attempt, config.stage_options()).with_busy(busy.clone());
         let ledger = Ledger::new(&log, table.shard());
         let declared = decoder.schema().clone();
         let state = WindowState::resumed(
@@ -119,6 +123,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             duplicates: None,
             progress: None,
             instruments,
+            busy,
         };
         if ingester.config.key.is_none() {
             ingester.duplicates = Some(Default::default());
@@ -302,7 +307,28 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     /// Ends the run, handing back the table.
     pub(crate) fn finish(self) -> (RunSummary, WindowTable) {
-        (self.summary, self.publisher.into_table())
+        (self.summary_with_busy(), self.publisher.into_table())
+    }
+
+    /// The run's busy time so far, by phase (see [`RunSummary::busy_us`]).
+    pub(crate) fn busy_us(&self) -> Vec<(&'static str, u64)> {
+        self.busy
+            .split()
+            .into_iter()
+            .map(|(phase, secs)| (phase.name(), (secs * 1e6).round() as u64))
+            .collect()
+    }
+
+    /// The summary so far with its busy time (a Kafka run sums its shards' summaries).
+    pub(crate) fn summary_with_busy(&self) -> RunSummary {
+        let mut summary = self.summary.clone();
+        summary.busy_us = self.busy_us();
+        summary
+    }
+
+    /// The run's busy-time counters, for a thread of its own (the reader's) to add to.
+    pub(crate) fn busy(&self) -> &Busy {
+        &self.busy
     }
 
     /// Re-reads the tables and resumes from them, exactly as a restarted process would: what
@@ -321,7 +347,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     /// receives, such as a Kafka partition).
     #[cfg(feature = "kafka")]
     pub(crate) async fn take_chunk(&mut self, chunk: &Chunk) -> Result<(), IngestError> {
-        let decoded = self.decoder.decode(chunk)?;
+        let decoded = self
+            .busy
+            .time(Phase::Decode, || self.decoder.decode(chunk))?;
         self.count_bytes(chunk.data.len() as u64);
         self.take(decoded, chunk).await
     }
@@ -340,7 +368,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         if decoded.batch.schema().fields() != record_fields(self.publisher.file_schema()).fields() {
             self.grow(&decoded)?;
         }
+        let routing = std::time::Instant::now();
         self.route(decoded, chunk, &name)?;
+        self.busy.add(Phase::Route, routing.elapsed());
         while let Some((window, batches)) = self.state.take_largest() {
             for part in self.publisher.stage_parts(window, batches).await? {
                 self.state.add_part(window, part);

@@ -6,6 +6,7 @@
 //! so every attempt writes new names and a file is never overwritten: an attempt that dies
 //! leaves orphans for `gc`, never a torn file that a published version points at.
 
+mod busy;
 pub mod schema;
 mod stats;
 
@@ -24,6 +25,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use sluice_window::Address;
 
+pub use busy::{Busy, Phase};
 pub use schema::{align_all, align_batch, extends, union, SchemaConflict};
 pub use stats::file_stats;
 
@@ -118,6 +120,7 @@ pub struct Stager {
     options: StageOptions,
     props: WriterProperties,
     next_part: u64,
+    busy: Busy,
 }
 
 impl Stager {
@@ -144,7 +147,18 @@ impl Stager {
             options,
             props,
             next_part: 0,
+            busy: Busy::default(),
         }
+    }
+
+    /// Counts this stager's work (dedupe, encode, stats, upload, read back) into `busy`.
+    pub fn with_busy(mut self, busy: Busy) -> Self {
+        self.busy = busy;
+        self
+    }
+
+    pub fn busy(&self) -> &Busy {
+        &self.busy
     }
 
     pub fn attempt(&self) -> &str {
@@ -183,12 +197,14 @@ impl Stager {
             store: self.store.clone(),
             path: self.next_path(address),
             props: self.props.clone(),
+            busy: self.busy.clone(),
         }
     }
 
     /// Reads a staged or published data file back (for dedupe and rewrites).
     pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
-        read_parquet(self.store.as_ref(), path).await
+        let read = read_parquet(self.store.as_ref(), path);
+        self.busy.time_async(Phase::ReadBack, read).await
     }
 
     /// Reads only the top-level `columns` of a file (in the file's column order).
@@ -197,7 +213,8 @@ impl Stager {
         path: &str,
         columns: &[String],
     ) -> Result<Vec<RecordBatch>, StageError> {
-        read_projected(self.store.as_ref(), path, Some(columns.to_vec())).await
+        let read = read_projected(self.store.as_ref(), path, Some(columns.to_vec()));
+        self.busy.time_async(Phase::ReadBack, read).await
     }
 
     /// Deletes a staged file that will never be published. A missing file is not an error.
@@ -221,12 +238,14 @@ pub struct StageSlot {
     store: Arc<dyn ObjectStore>,
     path: String,
     props: WriterProperties,
+    busy: Busy,
 }
 
 impl StageSlot {
     /// Reads a staged or published data file of the same table back.
     pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
-        read_parquet(self.store.as_ref(), path).await
+        let read = read_parquet(self.store.as_ref(), path);
+        self.busy.time_async(Phase::ReadBack, read).await
     }
 
     /// Computes the rows with `compute` (dedupe, say) and encodes them, on one blocking
@@ -237,29 +256,42 @@ impl StageSlot {
         F: FnOnce() -> Result<Vec<RecordBatch>, E> + Send + 'static,
         E: From<StageError> + Send + 'static,
     {
-        let StageSlot { store, path, props } = self;
+        let StageSlot {
+            store,
+            path,
+            props,
+            busy,
+        } = self;
         let encode_path = path.clone();
+        let timed = busy.clone();
         let (bytes, rows, stats) = tokio::task::spawn_blocking(move || {
+            let busy = timed;
             let encode = |source| StageError::Encode {
                 path: encode_path.clone(),
                 source,
             };
-            let batches = align_all(&compute()?, &schema)
-                .map_err(|e| encode(ParquetError::ArrowError(e.to_string())))?;
-            let stats = file_stats(&schema, &batches);
+            let computed = busy.time(Phase::Dedupe, compute)?;
+            let encoded = busy.time(Phase::Encode, || {
+                let batches = align_all(&computed, &schema)
+                    .map_err(|e| encode(ParquetError::ArrowError(e.to_string())))?;
+                drop(computed);
+                let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))
+                    .map_err(encode)?;
+                for batch in &batches {
+                    writer.write(batch).map_err(encode)?;
+                }
+                Ok::<_, StageError>((batches, writer.into_inner().map_err(encode)?))
+            });
+            let (batches, bytes) = encoded?;
+            let stats = busy.time(Phase::Stats, || file_stats(&schema, &batches));
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            let mut writer =
-                ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(encode)?;
-            for batch in &batches {
-                writer.write(batch).map_err(encode)?;
-            }
-            let bytes = writer.into_inner().map_err(encode)?;
             Ok::<_, E>((Bytes::from(bytes), rows as i64, stats))
         })
         .await
         .map_err(StageError::from)??;
         let size_bytes = bytes.len() as i64;
-        put_new(store.as_ref(), &path, PutPayload::from_bytes(bytes)).await?;
+        let put = put_new(store.as_ref(), &path, PutPayload::from_bytes(bytes));
+        busy.time_async(Phase::Upload, put).await?;
         Ok(StagedFile {
             path,
             size_bytes,
