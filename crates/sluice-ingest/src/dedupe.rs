@@ -50,23 +50,33 @@ pub fn dedupe(
     let key_columns = columns_named(&all, &key.columns)?;
     let converter = key_converter(&key_columns)?;
     let rows = converter.convert_columns(&key_columns)?;
-    let times = event_times(&all, key)?;
+    // Times are read for colliding keys only (duplicate deliveries, late rows).
+    let time_of = event_time_reader(&all, key)?;
     let (sources, offsets) = position_columns(schema, &all)?;
     let position = |i: usize| (sources.value(i), offsets.value(i));
+    let n = all.num_rows();
     let mut winners: HashMap<&[u8], usize, FixedState> =
-        HashMap::with_capacity_and_hasher(all.num_rows(), fixed_state());
-    for i in 0..all.num_rows() {
-        let k = rows.row(i);
-        winners
-            .entry(k.data())
-            .and_modify(|w| {
-                if key_winner((times[i], &position(i)), (times[*w], &position(*w))) {
-                    *w = i;
+        HashMap::with_capacity_and_hasher(n, fixed_state());
+    // Whether row i is its key's winner so far: the kept rows come out in index order.
+    let mut winning = vec![true; n];
+    for i in 0..n {
+        match winners.entry(rows.row(i).data()) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(i);
+            }
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                let w = *slot.get();
+                if key_winner((time_of(i), &position(i)), (time_of(w), &position(w))) {
+                    slot.insert(i);
+                    winning[w] = false;
+                } else {
+                    winning[i] = false;
                 }
-            })
-            .or_insert(i);
+            }
+        }
     }
-    let mut keep: Vec<usize> = winners.into_values().collect();
+    drop(winners);
+    let mut keep: Vec<usize> = (0..n).filter(|&i| winning[i]).collect();
     sort_by_position(&mut keep, &sources, &offsets);
     let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
     take_record_batch(&all, &indices)
@@ -363,9 +373,19 @@ fn position_columns(
 /// Event times of every row; rows whose time no longer parses sort first (they were checked
 /// on decode, so this only happens for rows written by another tool).
 fn event_times(batch: &RecordBatch, key: &KeySpec) -> Result<Vec<EventTime>, ArrowError> {
+    let time_of = event_time_reader(batch, key)?;
+    Ok((0..batch.num_rows()).map(time_of).collect())
+}
+
+/// Reads the event time of a row of `batch` on demand ([`EventTime::MIN`] where it has
+/// none): dedupe needs the times of colliding keys only, a few percent of the rows.
+fn event_time_reader<'b>(
+    batch: &'b RecordBatch,
+    key: &'b KeySpec,
+) -> Result<impl Fn(usize) -> EventTime + 'b, ArrowError> {
     let column = column_at(batch, &key.time_field)?;
     let t = &key.time;
-    let at = |i: usize| -> Option<EventTime> {
+    let at = move |i: usize| -> Option<EventTime> {
         if column.is_null(i) {
             return None;
         }
@@ -391,9 +411,7 @@ fn event_times(batch: &RecordBatch, key: &KeySpec) -> Result<Vec<EventTime>, Arr
             _ => None,
         }
     };
-    Ok((0..batch.num_rows())
-        .map(|i| at(i).unwrap_or(EventTime::MIN))
-        .collect())
+    Ok(move |i: usize| at(i).unwrap_or(EventTime::MIN))
 }
 
 /// The record fields of a file schema (without the position columns).

@@ -407,7 +407,7 @@ impl Chunk {
         std::iter::from_fn(move || {
             while at < self.data.len() {
                 let rest = &self.data[at..];
-                let len = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
+                let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
                 let line = &rest[..len];
                 if let Some(offsets) = &self.message_offsets {
                     let offset = *offsets.get(k)?;

@@ -27,7 +27,7 @@ use sluice_window::Address;
 
 pub use busy::{Busy, Phase};
 pub use schema::{align_all, align_batch, extends, union, SchemaConflict};
-pub use stats::file_stats;
+pub use stats::{file_stats, file_stats_from_footer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
@@ -136,6 +136,9 @@ impl Stager {
         };
         let mut props = WriterProperties::builder()
             .set_compression(compression)
+            // Exact column chunk statistics: the file's Delta statistics are taken from them
+            // (`file_stats_from_footer`), and a truncated bound is no bound.
+            .set_statistics_truncate_length(None)
             .set_max_row_group_row_count(Some(options.row_group_rows_max.max(1)));
         for column in &options.plain_columns {
             props = props.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false);
@@ -280,10 +283,15 @@ impl StageSlot {
                 for batch in &batches {
                     writer.write(batch).map_err(encode)?;
                 }
-                Ok::<_, StageError>((batches, writer.into_inner().map_err(encode)?))
+                let footer = writer.finish().map_err(encode)?;
+                // Finished: the footer is written and flushed into the buffer.
+                let bytes = std::mem::take(writer.inner_mut());
+                Ok::<_, StageError>((batches, bytes, footer))
             });
-            let (batches, bytes) = encoded?;
-            let stats = busy.time(Phase::Stats, || file_stats(&schema, &batches));
+            let (batches, bytes, footer) = encoded?;
+            let stats = busy.time(Phase::Stats, || {
+                file_stats_from_footer(&schema, &batches, &footer)
+            });
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
             Ok::<_, E>((Bytes::from(bytes), rows as i64, stats))
         })

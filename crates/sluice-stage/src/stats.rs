@@ -1,5 +1,6 @@
-//! Delta file statistics (`numRecords`, `minValues`, `maxValues`, `nullCount`), computed from
-//! the Arrow batches a file is written from.
+//! Delta file statistics (`numRecords`, `minValues`, `maxValues`, `nullCount`): the bounds
+//! taken from the Parquet footer the writer produced (its column chunk statistics), or computed
+//! from the Arrow batches a file is written from; both give the same JSON.
 //!
 //! Readers skip files with them, so a wrong bound loses rows in queries. Where a bound cannot
 //! be exact it is left out: strings longer than 32 characters have no max (a truncated max
@@ -11,27 +12,70 @@ use deltalake::arrow::datatypes::{
     DataType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
     SchemaRef,
 };
+use deltalake::parquet::file::metadata::ParquetMetaData;
+use deltalake::parquet::file::statistics::Statistics;
 use serde_json::{json, Map, Value};
 
 const STRING_PREFIX_CHARS: usize = 32;
 
-/// The statistics JSON of a file made of `batches`.
+/// The statistics JSON of a file made of `batches`, its bounds computed from the rows.
 pub fn file_stats(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
+    stats_json(schema, batches, |i, kind| {
+        let columns: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
+        bounds(kind, &columns)
+    })
+}
+
+/// The same statistics as [`file_stats`], for a file written from `batches` whose Parquet
+/// footer is `footer`: the bounds are the footer's column chunk statistics, which the
+/// Parquet writer computed while encoding, instead of a second pass over the rows. (Null
+/// counts are the arrays' own, kept by Arrow.) The writer must not truncate statistics
+/// (`statistics_truncate_length` `None`): a bound here is exact or absent.
+pub fn file_stats_from_footer(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    footer: &ParquetMetaData,
+) -> String {
+    let descr = footer.file_metadata().schema_descr();
+    // Top-level columns stored as one leaf (nested ones have no bounds).
+    let leaf_of = |name: &str| {
+        (0..descr.num_columns()).find(|&j| {
+            let column = descr.column(j);
+            let parts = column.path().parts();
+            parts.len() == 1 && parts[0] == name
+        })
+    };
+    stats_json(schema, batches, |i, kind| {
+        let leaf = leaf_of(schema.field(i).name())?;
+        let chunks: Vec<&Statistics> = footer
+            .row_groups()
+            .iter()
+            .map(|rg| rg.column(leaf).statistics())
+            .collect::<Option<Vec<_>>>()?;
+        footer_bounds(kind, &chunks)
+    })
+}
+
+/// The statistics JSON of `batches`, with bounds from `bounds_of(column index, type)`.
+fn stats_json(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    bounds_of: impl Fn(usize, &DataType) -> Option<(Value, Option<Value>)>,
+) -> String {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let mut mins = Map::new();
     let mut maxs = Map::new();
     let mut nulls = Map::new();
     for (i, field) in schema.fields().iter().enumerate() {
-        let columns: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
         if matches!(
             field.data_type(),
             DataType::Struct(_) | DataType::List(_) | DataType::Map(..)
         ) {
             continue;
         }
-        let null_count: usize = columns.iter().map(|c| c.null_count()).sum();
+        let null_count: usize = batches.iter().map(|b| b.column(i).null_count()).sum();
         nulls.insert(field.name().clone(), json!(null_count));
-        if let Some((lo, hi)) = bounds(field.data_type(), &columns) {
+        if let Some((lo, hi)) = bounds_of(i, field.data_type()) {
             mins.insert(field.name().clone(), lo);
             if let Some(hi) = hi {
                 maxs.insert(field.name().clone(), hi);
@@ -81,11 +125,7 @@ fn bounds(kind: &DataType, columns: &[&dyn Array]) -> Option<(Value, Option<Valu
                     }
                 }
             }
-            if lo.is_finite() && hi.is_finite() {
-                Some((json!(lo), Some(json!(hi))))
-            } else {
-                None
-            }
+            finite_pair(lo, hi)
         }};
     }
     match kind {
@@ -115,15 +155,99 @@ fn bounds(kind: &DataType, columns: &[&dyn Array]) -> Option<(Value, Option<Valu
                     hi = Some(hi.map_or(v, |h| h.max(v)));
                 }
             }
-            let lo = lo?;
-            let hi = hi?;
-            // A prefix is a valid lower bound; a truncated upper bound is not.
-            let lo: String = lo.chars().take(STRING_PREFIX_CHARS).collect();
-            let hi = (hi.chars().count() <= STRING_PREFIX_CHARS).then(|| json!(hi));
-            Some((json!(lo), hi))
+            Some(text_bounds(lo?, hi?))
         }
         _ => None,
     }
+}
+
+/// `(min, max)` of a column from its chunks' Parquet statistics, under the rules of
+/// [`bounds`]; `None` where a chunk's bound is inexact or the type has none.
+fn footer_bounds(kind: &DataType, chunks: &[&Statistics]) -> Option<(Value, Option<Value>)> {
+    /// The least and greatest of the chunks' bounds, by `less`; `None` if no chunk has one
+    /// (every value null) or one is inexact.
+    fn extremes<T: Clone>(
+        chunks: impl Iterator<Item = Option<(T, T, bool)>>,
+        less: impl Fn(&T, &T) -> bool,
+    ) -> Option<Option<(T, T)>> {
+        let mut out: Option<(T, T)> = None;
+        for chunk in chunks {
+            let Some((lo, hi, exact)) = chunk else {
+                continue;
+            };
+            if !exact {
+                return None;
+            }
+            out = Some(match out {
+                None => (lo, hi),
+                Some((l, h)) => (
+                    if less(&lo, &l) { lo } else { l },
+                    if less(&h, &hi) { hi } else { h },
+                ),
+            });
+        }
+        Some(out)
+    }
+    macro_rules! values {
+        ($variant:ident) => {
+            extremes(
+                chunks.iter().map(|c| match c {
+                    Statistics::$variant(v) => match (v.min_opt(), v.max_opt()) {
+                        (Some(lo), Some(hi)) => {
+                            Some((lo.clone(), hi.clone(), v.min_is_exact() && v.max_is_exact()))
+                        }
+                        _ => None,
+                    },
+                    // Another physical type than the column's: no bounds.
+                    _ => Some((Default::default(), Default::default(), false)),
+                }),
+                |a, b| a < b,
+            )?
+        };
+    }
+    match kind {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 => {
+            let (lo, hi) = values!(Int32)?;
+            Some((json!(lo), Some(json!(hi))))
+        }
+        DataType::Int64 => {
+            let (lo, hi) = values!(Int64)?;
+            Some((json!(lo), Some(json!(hi))))
+        }
+        DataType::Date32 => {
+            let (lo, hi) = values!(Int32)?;
+            Some((json!(date_text(lo)?), Some(json!(date_text(hi)?))))
+        }
+        // Parquet's float statistics leave NaN out, as `bounds` does.
+        DataType::Float32 => {
+            let (lo, hi) = values!(Float)?;
+            finite_pair(f64::from(lo), f64::from(hi))
+        }
+        DataType::Float64 => {
+            let (lo, hi) = values!(Double)?;
+            finite_pair(lo, hi)
+        }
+        DataType::Utf8 => {
+            let (lo, hi) = values!(ByteArray)?;
+            let lo = std::str::from_utf8(lo.data()).ok()?;
+            let hi = std::str::from_utf8(hi.data()).ok()?;
+            Some(text_bounds(lo, hi))
+        }
+        _ => None,
+    }
+}
+
+/// Float bounds, absent unless both are finite (as in [`bounds`]).
+fn finite_pair(lo: f64, hi: f64) -> Option<(Value, Option<Value>)> {
+    (lo.is_finite() && hi.is_finite()).then(|| (json!(lo), Some(json!(hi))))
+}
+
+/// String bounds: a prefix of the least is a valid lower bound; a truncated greatest is no
+/// upper bound, so a long one is left out.
+fn text_bounds(lo: &str, hi: &str) -> (Value, Option<Value>) {
+    let lo: String = lo.chars().take(STRING_PREFIX_CHARS).collect();
+    let hi = (hi.chars().count() <= STRING_PREFIX_CHARS).then(|| json!(hi));
+    (json!(lo), hi)
 }
 
 /// `YYYY-MM-DD` of a day count since 1970-01-01 (days-to-civil).

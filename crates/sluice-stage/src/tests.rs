@@ -138,3 +138,129 @@ async fn a_taken_name_is_an_error_and_never_overwritten() {
         next.path
     );
 }
+
+mod footer_stats {
+    //! The Delta statistics taken from a staged file's Parquet footer are the ones computed
+    //! from its rows, whatever the values: nulls, NaN and infinities, empty, long and
+    //! multi-byte strings, several row groups, every value null.
+
+    use deltalake::arrow::array::{Float32Array, Int32Array, Int8Array, TimestampMicrosecondArray};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("i8", DataType::Int8, true),
+            Field::new("i32", DataType::Int32, true),
+            Field::new("i64", DataType::Int64, true),
+            Field::new("f32", DataType::Float32, true),
+            Field::new("f64", DataType::Float64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("d", DataType::Date32, true),
+            Field::new(
+                "ts",
+                DataType::Timestamp(deltalake::arrow::datatypes::TimeUnit::Microsecond, None),
+                true,
+            ),
+        ]))
+    }
+
+    fn float() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            4 => any::<f64>().prop_map(Some),
+            1 => Just(Some(f64::NAN)),
+            1 => Just(Some(f64::INFINITY)),
+            1 => Just(Some(-0.0)),
+            1 => Just(None),
+        ]
+    }
+
+    fn text() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            3 => "[a-c]{0,3}".prop_map(Some),
+            2 => "[a-zé€😀]{0,40}".prop_map(Some),
+            1 => Just(None),
+        ]
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn rows() -> impl Strategy<
+        Value = Vec<(
+            Option<i8>,
+            Option<i32>,
+            Option<i64>,
+            Option<f64>,
+            Option<f64>,
+            Option<String>,
+            Option<i32>,
+            Option<i64>,
+        )>,
+    > {
+        proptest::collection::vec(
+            (
+                proptest::option::of(any::<i8>()),
+                proptest::option::of(any::<i32>()),
+                prop_oneof![Just(None), any::<i64>().prop_map(Some)],
+                float(),
+                float(),
+                text(),
+                proptest::option::of(-700_000i32..2_900_000),
+                proptest::option::of(any::<i64>()),
+            ),
+            0..40,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn footer_stats_equal_row_stats(rows in rows(), row_group in 1usize..12) {
+            let schema = schema();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int8Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                    Arc::new(Int32Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                    Arc::new(Int64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+                    Arc::new(Float32Array::from(
+                        rows.iter().map(|r| r.3.map(|v| v as f32)).collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Float64Array::from(rows.iter().map(|r| r.4).collect::<Vec<_>>())),
+                    Arc::new(StringArray::from(
+                        rows.iter().map(|r| r.5.clone()).collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Date32Array::from(rows.iter().map(|r| r.6).collect::<Vec<_>>())),
+                    Arc::new(TimestampMicrosecondArray::from(
+                        rows.iter().map(|r| r.7).collect::<Vec<_>>(),
+                    )),
+                ],
+            )
+            .unwrap();
+            // Two batches, so the file has rows of both in its row groups.
+            let cut = batch.num_rows() / 2;
+            let batches = vec![batch.slice(0, cut), batch.slice(cut, batch.num_rows() - cut)];
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let staged = runtime.block_on(async {
+                let options = StageOptions {
+                    row_group_rows_max: row_group,
+                    ..StageOptions::default()
+                };
+                let mut stager = Stager::new(Arc::new(InMemory::new()), "p", options);
+                let staged = stager.stage(&hour_14(), &schema, batches.clone()).await.unwrap();
+                let back = stager.read(&staged.path).await.unwrap();
+                let rows: usize = back.iter().map(RecordBatch::num_rows).sum();
+                assert_eq!(rows, batch.num_rows());
+                staged
+            });
+            let from_footer: serde_json::Value = serde_json::from_str(&staged.stats).unwrap();
+            let from_rows: serde_json::Value =
+                serde_json::from_str(&file_stats(&schema, &batches)).unwrap();
+            prop_assert_eq!(from_footer, from_rows);
+        }
+    }
+}
