@@ -48,6 +48,12 @@ impl WindowBuffer {
     pub fn total_bytes(&self) -> usize {
         self.bytes + self.parts_bytes
     }
+
+    /// The files of the parts staged so far (intermediates: deleted once the window's
+    /// publication has its rows in other files).
+    pub fn part_files(&self) -> Vec<StagedFile> {
+        self.parts.iter().map(|p| p.file.clone()).collect()
+    }
 }
 
 /// All open windows' buffers and the memory they hold.

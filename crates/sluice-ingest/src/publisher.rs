@@ -10,8 +10,8 @@
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{
-    Coverage, DeadLetter, DeadLetterTable, MergeAction, MergePublication, MergeScope, Publication,
-    Published, Replace, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
+    Coverage, DeadLetter, DeadLetterTable, MergeScope, Publication, Published, Replace,
+    WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
 use sluice_stage::{Phase, StageError, StageSlot, StagedFile, Stager};
 use sluice_window::{Address, Window};
@@ -22,8 +22,7 @@ use self::merge::MergeKind;
 use crate::buffer::{read_rows, Part, WindowBuffer};
 use crate::config::{IngestConfig, IngestError, LatePolicy, PublishMode};
 use crate::dedupe::{
-    any_key_in, dedupe, dedupe_by_position, drop_losers, incumbent_columns, record_fields,
-    split_by_key, KeySpec, KEY_BUCKETS,
+    any_key_in, dedupe, dedupe_by_position, record_fields, split_by_key, KeySpec, KEY_BUCKETS,
 };
 
 /// How a run publishes, fixed for the run.
@@ -304,7 +303,8 @@ impl Publisher {
     }
 
     /// Whether a publication takes deltalake's MERGE, which commits on its own: merge mode
-    /// in table scope (a window-scope merge is published by swap: [`merge`]).
+    /// in table scope (a window-scope merge is published by swap: [`merge`]). The same
+    /// dispatch as [`Publisher::publish`].
     fn is_merge(&self, republish: bool) -> bool {
         self.merges(republish) && matches!(self.policy.mode, PublishMode::Merge(MergeScope::Table))
     }
@@ -347,69 +347,28 @@ impl Publisher {
         self.finish_staging().await?;
         let address = self.table.address(window);
         let schema = self.file_schema.clone();
-        let upsert = match (self.policy.mode, &self.policy.key) {
-            (PublishMode::Merge(scope), Some(key)) => Some((scope, key.clone())),
-            _ => None,
-        };
-        let merge = self.merges(republish);
         let buffer_bytes = buffer.total_bytes();
-        let intermediates = |buffer: &WindowBuffer| -> Vec<StagedFile> {
-            buffer.parts.iter().map(|p| p.file.clone()).collect()
-        };
-        if merge && !matches!(upsert, Some((MergeScope::Table, _))) {
-            let kind = match upsert {
-                Some(_) => MergeKind::Upsert,
-                None => MergeKind::InsertAbsent,
+        if self.merges(republish) {
+            return match (self.policy.mode, self.policy.key.clone()) {
+                (PublishMode::Merge(MergeScope::Table), Some(key)) => {
+                    self.merge_table_scope(window, buffer, republish, plan, key)
+                        .await
+                }
+                (PublishMode::Merge(MergeScope::Window), Some(_)) => {
+                    self.merge_by_swap(window, &address, buffer, republish, plan, MergeKind::Upsert)
+                        .await
+                }
+                _ => {
+                    let kind = MergeKind::InsertAbsent;
+                    self.merge_by_swap(window, &address, buffer, republish, plan, kind)
+                        .await
+                }
             };
-            return self
-                .merge_by_swap(window, &address, buffer, republish, plan, kind)
-                .await;
-        }
-        if let Some((scope, key)) = upsert.filter(|_| merge) {
-            // Table scope: a key may move to another window, which only a MERGE expresses.
-            if self.table.schema_change_pending() {
-                // deltalake's MERGE cannot carry the new columns (it would write metadata of
-                // its own, with a new table id).
-                return Err(IngestError::MergeCannotGrow {
-                    added: self.table.pending_added().join(", "),
-                });
-            }
-            debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
-            let parts = intermediates(&buffer);
-            let version_before = self.table.version();
-            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-            let rows = self.unique(&schema, &inputs)?;
-            let incumbents = self
-                .table
-                .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
-                .await?;
-            let busy = self.stager.busy().clone();
-            let merging = self.table.merge(MergePublication {
-                pipeline: self.policy.pipeline.clone(),
-                window,
-                action: MergeAction::Upsert,
-                scope,
-                rows: drop_losers(&rows, &incumbents, &key)?,
-                key_columns: self.policy.key_columns(),
-                txns: plan.txns.clone(),
-                position_ranges: plan.position_ranges.clone(),
-                published_at_ms: plan.now_ms,
-            });
-            let published = busy.time_async(Phase::Commit, merging).await?;
-            self.delete_intermediates(parts).await;
-            return Ok(Some(Committed {
-                window,
-                landed: version_before != Some(published.version),
-                plan,
-                published,
-                republish,
-                merge,
-            }));
         }
         if republish {
             // Dedupe by row key; the late rows are added as one more file when none of their
             // keys is in the window yet, else the window is rewritten with them.
-            let parts = intermediates(&buffer);
+            let parts = buffer.part_files();
             let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
             let mut unique = self.unique(&schema, &inputs)?;
             let mut replace = Replace::Window;

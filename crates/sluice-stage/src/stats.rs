@@ -164,45 +164,45 @@ fn bounds(kind: &DataType, columns: &[&dyn Array]) -> Option<(Value, Option<Valu
 /// `(min, max)` of a column from its chunks' Parquet statistics, under the rules of
 /// [`bounds`]; `None` where a chunk's bound is inexact or the type has none.
 fn footer_bounds(kind: &DataType, chunks: &[&Statistics]) -> Option<(Value, Option<Value>)> {
-    /// The least and greatest of the chunks' bounds, by `less`; `None` if no chunk has one
-    /// (every value null) or one is inexact.
-    fn extremes<T: Clone>(
-        chunks: impl Iterator<Item = Option<(T, T, bool)>>,
-        less: impl Fn(&T, &T) -> bool,
-    ) -> Option<Option<(T, T)>> {
+    /// The least and greatest of the chunks' bounds. `bounds_of` gives a chunk's exact
+    /// `(min, max)`, `Some(None)` for a chunk without values (every one null: its statistics
+    /// carry no bound, exact or not), `None` when its bounds are unknown: then the column has
+    /// none.
+    fn extremes<'s, T: PartialOrd + 's>(
+        chunks: &[&'s Statistics],
+        bounds_of: impl Fn(&'s Statistics) -> Option<Option<(T, T)>>,
+    ) -> Option<(T, T)> {
         let mut out: Option<(T, T)> = None;
         for chunk in chunks {
-            let Some((lo, hi, exact)) = chunk else {
+            let Some((lo, hi)) = bounds_of(chunk)? else {
                 continue;
             };
-            if !exact {
-                return None;
-            }
             out = Some(match out {
                 None => (lo, hi),
-                Some((l, h)) => (
-                    if less(&lo, &l) { lo } else { l },
-                    if less(&h, &hi) { hi } else { h },
-                ),
+                Some((l, h)) => (if lo < l { lo } else { l }, if h < hi { hi } else { h }),
             });
         }
-        Some(out)
+        out
+    }
+    /// A chunk's exact `(min, max)`; `Some(None)` without values; `None` if inexact.
+    fn exact<T>(lo: Option<T>, hi: Option<T>, exact: bool) -> Option<Option<(T, T)>> {
+        match lo.zip(hi) {
+            Some(pair) if exact => Some(Some(pair)),
+            Some(_) => None,
+            None => Some(None),
+        }
     }
     macro_rules! values {
         ($variant:ident) => {
-            extremes(
-                chunks.iter().map(|c| match c {
-                    Statistics::$variant(v) => match (v.min_opt(), v.max_opt()) {
-                        (Some(lo), Some(hi)) => {
-                            Some((lo.clone(), hi.clone(), v.min_is_exact() && v.max_is_exact()))
-                        }
-                        _ => None,
-                    },
-                    // Another physical type than the column's: no bounds.
-                    _ => Some((Default::default(), Default::default(), false)),
-                }),
-                |a, b| a < b,
-            )?
+            extremes(chunks, |c| match c {
+                Statistics::$variant(v) => exact(
+                    v.min_opt().copied(),
+                    v.max_opt().copied(),
+                    v.min_is_exact() && v.max_is_exact(),
+                ),
+                // Another physical type than the column's: no bounds.
+                _ => None,
+            })
         };
     }
     match kind {
@@ -228,10 +228,18 @@ fn footer_bounds(kind: &DataType, chunks: &[&Statistics]) -> Option<(Value, Opti
             finite_pair(lo, hi)
         }
         DataType::Utf8 => {
-            let (lo, hi) = values!(ByteArray)?;
-            let lo = std::str::from_utf8(lo.data()).ok()?;
-            let hi = std::str::from_utf8(hi.data()).ok()?;
-            Some(text_bounds(lo, hi))
+            let (lo, hi) = extremes(chunks, |c| match c {
+                Statistics::ByteArray(v) => exact(
+                    v.min_bytes_opt(),
+                    v.max_bytes_opt(),
+                    v.min_is_exact() && v.max_is_exact(),
+                ),
+                _ => None,
+            })?;
+            Some(text_bounds(
+                std::str::from_utf8(lo).ok()?,
+                std::str::from_utf8(hi).ok()?,
+            ))
         }
         _ => None,
     }

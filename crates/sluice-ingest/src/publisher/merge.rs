@@ -1,5 +1,6 @@
-//! Window-scope merges published by swap: `--mode merge` with the default `--merge-scope
-//! window`, and late rows merged (`--late merge`, insert-if-absent).
+//! Merges: window-scope merges published by swap (`--mode merge` with the default
+//! `--merge-scope window`, and late rows merged, `--late merge`, insert-if-absent), and
+//! table-scope upserts by deltalake's MERGE.
 //!
 //! In window scope the winner of every key is decided in Rust (the rule of every dedupe,
 //! `sluice_window::key_winner`), and a MERGE would read the window's rows anyway: so the
@@ -29,14 +30,14 @@
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::error::ArrowError;
-use sluice_publish::{Published, Replace};
-use sluice_stage::StagedFile;
+use sluice_publish::{MergeAction, MergePublication, MergeScope, Published, Replace};
+use sluice_stage::Phase;
 use sluice_window::{Address, Window};
 
 use super::{Committed, Pending, Plan, Publisher};
 use crate::buffer::{read_rows, WindowBuffer};
 use crate::config::IngestError;
-use crate::dedupe::{absent_rows, any_key_in, drop_losers, incumbent_columns};
+use crate::dedupe::{absent_rows, any_key_in, drop_losers, incumbent_columns, KeySpec};
 
 /// How a window-scope merge is published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +69,7 @@ impl Publisher {
             return Ok(None);
         }
         let schema = self.file_schema.clone();
-        let parts: Vec<StagedFile> = buffer.parts.iter().map(|p| p.file.clone()).collect();
+        let parts = buffer.part_files();
         let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
         let offered = self.unique(&schema, &inputs)?;
         drop(inputs);
@@ -121,6 +122,62 @@ impl Publisher {
         let pending = Pending::staged(window, republish, file, replace, parts, plan);
         self.join_group(pending, buffer_bytes);
         Ok(None)
+    }
+}
+
+impl Publisher {
+    /// Publishes `window`'s rows by one deltalake MERGE upserting on `key` across the whole
+    /// table (`--merge-scope table`: a key may move to another window, which only a MERGE
+    /// expresses). It commits at once; the caller commits the group first
+    /// ([`Publisher::must_commit_group_before`]).
+    pub(super) async fn merge_table_scope(
+        &mut self,
+        window: Window,
+        buffer: WindowBuffer,
+        republish: bool,
+        plan: Plan,
+        key: KeySpec,
+    ) -> Result<Option<Committed>, IngestError> {
+        if self.table.schema_change_pending() {
+            // deltalake's MERGE cannot carry the new columns (it would write metadata of its
+            // own, with a new table id).
+            return Err(IngestError::MergeCannotGrow {
+                added: self.table.pending_added().join(", "),
+            });
+        }
+        debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
+        let schema = self.file_schema.clone();
+        let parts = buffer.part_files();
+        let version_before = self.table.version();
+        let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+        let rows = self.unique(&schema, &inputs)?;
+        let scope = MergeScope::Table;
+        let incumbents = self
+            .table
+            .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
+            .await?;
+        let busy = self.stager.busy().clone();
+        let merging = self.table.merge(MergePublication {
+            pipeline: self.policy.pipeline.clone(),
+            window,
+            action: MergeAction::Upsert,
+            scope,
+            rows: drop_losers(&rows, &incumbents, &key)?,
+            key_columns: self.policy.key_columns(),
+            txns: plan.txns.clone(),
+            position_ranges: plan.position_ranges.clone(),
+            published_at_ms: plan.now_ms,
+        });
+        let published = busy.time_async(Phase::Commit, merging).await?;
+        self.delete_intermediates(parts).await;
+        Ok(Some(Committed {
+            window,
+            landed: version_before != Some(published.version),
+            plan,
+            published,
+            republish,
+            merge: true,
+        }))
     }
 }
 
