@@ -5,12 +5,16 @@
 //! [`RetryPolicy::attempts_max`] times with exponential backoff and jitter; answers that are
 //! facts about the store (not found, already exists, precondition) are returned at once.
 //!
-//! A retried put-if-absent is safe: if the first attempt landed but reported failure, the
-//! retry gets "already exists" and the Delta commit reports that the table moved; the runner
-//! then re-reads the table, where it finds its own commit (see `sluice-ingest`).
+//! A retried put-if-absent is safe: if an attempt landed but reported failure, the retry
+//! gets "already exists". The store then reads the object back: holding exactly the bytes
+//! being put, it is this put's own write, and the put succeeded (a staged file or a commit
+//! is not given up for a timeout that hid a success). Holding other bytes, it is another
+//! writer's object, and "already exists" is the answer: a Delta commit then reports that the
+//! table moved, and the runner re-reads the table (see `sluice-ingest`).
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 
 /// How often and how patiently a store operation is retried.
@@ -139,6 +143,34 @@ impl RetryStore {
         }
     }
 
+    /// After a create-only put of `payload` at `location` failed and a retry found the
+    /// object there: the object's version if it holds exactly `payload` (an earlier attempt
+    /// landed before it reported failure), `None` if it holds anything else or cannot be
+    /// read (then "already exists" stands).
+    async fn landed_put(&self, location: &Path, payload: &PutPayload) -> Option<PutResult> {
+        let got = self
+            .retry("get", location, || {
+                self.inner.get_opts(location, GetOptions::default())
+            })
+            .await
+            .ok()?;
+        if got.meta.size != payload.content_length() as u64 {
+            return None;
+        }
+        let (e_tag, version) = (got.meta.e_tag.clone(), got.meta.version.clone());
+        let stored = got.bytes().await.ok()?;
+        let mut at = 0;
+        for chunk in payload.iter() {
+            if stored.get(at..at + chunk.len()) != Some(&chunk[..]) {
+                return None;
+            }
+            at += chunk.len();
+        }
+        tracing::debug!(%location, "a create-only put that reported failure had landed");
+        metrics::counter!("sluice_store_landed_puts_total").increment(1);
+        Some(PutResult { e_tag, version })
+    }
+
     /// Lists with retries; a listing that fails part-way is retried from the start.
     fn list_retrying(
         &self,
@@ -178,10 +210,32 @@ impl ObjectStore for RetryStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.retry("put", location, || {
-            self.inner.put_opts(location, payload.clone(), opts.clone())
-        })
-        .await
+        let create = matches!(opts.mode, PutMode::Create);
+        let failed_before = AtomicBool::new(false);
+        let put = self
+            .retry("put", location, || {
+                let attempt = self.inner.put_opts(location, payload.clone(), opts.clone());
+                let failed_before = &failed_before;
+                async move {
+                    let result = attempt.await;
+                    if matches!(&result, Err(e) if is_transient(e)) {
+                        failed_before.store(true, Ordering::Relaxed);
+                    }
+                    result
+                }
+            })
+            .await;
+        match put {
+            Err(object_store::Error::AlreadyExists { path, source })
+                if create && failed_before.load(Ordering::Relaxed) =>
+            {
+                match self.landed_put(location, &payload).await {
+                    Some(landed) => Ok(landed),
+                    None => Err(object_store::Error::AlreadyExists { path, source }),
+                }
+            }
+            other => other,
+        }
     }
 
     async fn put_multipart_opts(
@@ -294,3 +348,6 @@ impl ObjectStore for RetryStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests;
