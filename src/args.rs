@@ -165,6 +165,12 @@ pub struct RunArgs {
     /// Bytes read from the source at a time, e.g. 4MiB. [default: 4MiB]
     #[arg(long)]
     pub chunk_bytes: Option<String>,
+    /// Threads that decode an NDJSON source, each taking the next chunk; the rows and the
+    /// schema are those of one thread, in order. More than 1 helps with cores to spare, when
+    /// decode's busy_seconds (--format json) is close to the run's wall time; on 2 cores it
+    /// competes with encoding and is slower. [default: 1]
+    #[arg(long, value_name = "N")]
+    pub decode_threads: Option<usize>,
     /// Parquet compression: snappy or zstd. [default: snappy]
     #[arg(long)]
     pub compression: Option<String>,
@@ -281,6 +287,7 @@ pub struct RunSettings {
     pub follow: Option<FollowSettings>,
     pub flush_bytes_max: usize,
     pub chunk_bytes: usize,
+    pub decode_threads: usize,
     pub codec: Codec,
     pub checkpoint_interval: u64,
     pub store_attempts_max: u32,
@@ -610,6 +617,10 @@ impl RunArgs {
         let chunk_bytes = parse_bytes(a.chunk_bytes.as_deref().unwrap_or(defaults::CHUNK_BYTES))
             .filter(|n| *n >= 4096)
             .ok_or_else(|| usage("--chunk-bytes: expected a size of at least 4KiB, like 4MiB"))?;
+        let decode_threads = a.decode_threads.unwrap_or(defaults::DECODE_THREADS);
+        if !(1..=64).contains(&decode_threads) {
+            return Err(usage("--decode-threads: from 1 to 64"));
+        }
         let codec = Codec::parse_name(a.compression.as_deref().unwrap_or(defaults::COMPRESSION))
             .ok_or_else(|| usage("--compression: use snappy or zstd"))?;
         let checkpoint_interval = a
@@ -720,6 +731,7 @@ impl RunArgs {
             follow,
             flush_bytes_max,
             chunk_bytes,
+            decode_threads,
             codec,
             checkpoint_interval,
             store_attempts_max,

@@ -350,6 +350,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         flush_bytes_max: settings.flush_bytes_max,
         chunk_bytes: settings.chunk_bytes,
         chunks_in_flight_max: 4,
+        decode_threads: settings.decode_threads,
         group_windows_max: settings.group_windows_max,
         restarts_max: settings.restarts_max,
         compact: settings

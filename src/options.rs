@@ -34,7 +34,7 @@ const STREAM_ONLY: [&str; 19] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 19] = [
+const SOURCE_ONLY: [&str; 20] = [
     "source",
     "lateness",
     "max_time_ahead",
@@ -48,6 +48,7 @@ const SOURCE_ONLY: [&str; 19] = [
     "columns_max",
     "dlq",
     "chunk_bytes",
+    "decode_threads",
     "flush_bytes_max",
     "key",
     "mode",

@@ -65,6 +65,7 @@ fn config(window: WindowSize) -> IngestConfig {
         flush_bytes_max: 16 << 20,
         chunk_bytes: 4 << 20,
         chunks_in_flight_max: 2,
+        decode_threads: 2,
         group_windows_max: 256,
         late_batch_ms: 0,
         stage: Default::default(),

@@ -634,3 +634,93 @@ fn the_readme_temperature_example_lands_every_line() {
         ["2010-01-01,40.2", "2010-01-02,40.6", "2010-01-03,40.8"]
     );
 }
+
+/// Decoding on several threads lands the table one thread lands, over a stream that is
+/// nested, grows fields mid-run and is dirty (records without their key, bad lines, a wrong
+/// type): the same rows, dead letters and schema history, with chunks small enough that the
+/// new fields first appear in a helper thread's chunk.
+#[test]
+fn decoding_on_several_threads_lands_what_one_thread_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    let mut events = Vec::new();
+    generate(
+        &GeneratorSpec {
+            events: 4000,
+            hours: 4,
+            shape: Shape::Nested,
+            null_key_per_mille: 20,
+            new_fields_from: Some(1500),
+            ..Default::default()
+        },
+        &mut events,
+    )
+    .unwrap();
+    let mut text = String::from_utf8(events).unwrap();
+    text.push_str("{\"event_id\":\"bad-json\",\n");
+    text.push_str(
+        r#"{"event_id":"wrong-type","ts":"2026-10-03T01:00:00Z","actor":{"id":"not a number"}}"#,
+    );
+    text.push('\n');
+    write(&input.join("a.ndjson"), &text);
+    let src = format!("ndjson:{}", input.display());
+    let mut landed = Vec::new();
+    for threads in ["1", "3"] {
+        let table = dir.path().join(format!("t{threads}"));
+        let out = run(&[
+            "--source",
+            &src,
+            "--table",
+            table.to_str().unwrap(),
+            "--key",
+            "event_id",
+            "--chunk-bytes",
+            "4KiB",
+            "--decode-threads",
+            threads,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        // JSON: nested columns have no CSV form.
+        let rows: Vec<String> = ok(&[
+            "query",
+            "--table",
+            &format!("t={}", table.display()),
+            "--format",
+            "json",
+            "SELECT * FROM t ORDER BY _sluice_offset",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect();
+        let history = ok(&[
+            "windows",
+            "--table",
+            table.to_str().unwrap(),
+            "--schema-history",
+            "--format",
+            "csv",
+        ]);
+        let history: Vec<String> = history
+            .lines()
+            .map(|l| l.split(',').skip(1).collect::<Vec<_>>().join(","))
+            .collect();
+        let dead = query_csv(
+            &[("d", &dlq_of(&table))],
+            "SELECT source_offset, reason, detail FROM d ORDER BY source_offset",
+        );
+        landed.push((rows, history, dead));
+    }
+    let (rows, history, dead) = &landed[0];
+    assert!(
+        rows.len() > 3500,
+        "the keyed events are rows: {}",
+        rows.len()
+    );
+    assert!(history.iter().any(|h| h.contains("coupon")), "{history:?}");
+    assert!(dead.iter().any(|d| d.contains("missing_key")), "{dead:?}");
+    assert!(dead.iter().any(|d| d.contains("wrong_type")), "{dead:?}");
+    assert_eq!(
+        landed[1], landed[0],
+        "three decode threads land what one lands"
+    );
+}

@@ -107,6 +107,7 @@ impl RunArgs {
             until_idle,
             flush_bytes_max,
             chunk_bytes,
+            decode_threads,
             compression,
             checkpoint_interval,
             store_attempts_max,

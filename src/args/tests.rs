@@ -21,7 +21,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
         let text = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let expected: [(&str, String); 25] = [
+    let expected: [(&str, String); 26] = [
         ("pipeline", defaults::PIPELINE.into()),
         ("pipelines", defaults::PIPELINES.into()),
         ("time_field", defaults::TIME_FIELD.into()),
@@ -40,6 +40,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
         ("poll_interval", defaults::POLL_INTERVAL.into()),
         ("flush_bytes_max", defaults::FLUSH_BYTES_MAX.into()),
         ("chunk_bytes", defaults::CHUNK_BYTES.into()),
+        ("decode_threads", defaults::DECODE_THREADS.to_string()),
         ("compression", defaults::COMPRESSION.into()),
         (
             "checkpoint_interval",
@@ -81,6 +82,7 @@ fn the_help_shows_the_defaults_the_run_uses() {
         parse_bytes(defaults::FLUSH_BYTES_MAX).unwrap()
     );
     assert_eq!(s.chunk_bytes, parse_bytes(defaults::CHUNK_BYTES).unwrap());
+    assert_eq!(s.decode_threads, defaults::DECODE_THREADS);
     assert_eq!(s.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
     assert_eq!(s.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
     assert_eq!(s.restarts_max, defaults::RESTARTS_MAX);

@@ -162,6 +162,12 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             command: sluice_run(&flat_src, &["--window", "1h"]),
         },
         Alternative {
+            id: "t",
+            nested: false,
+            what: "(c) decoding on two threads (`--decode-threads 2`: a deal of two chunks, one decoder's results)",
+            command: sluice_run(&flat_src, &["--window", "1h", "--decode-threads", "2"]),
+        },
+        Alternative {
             id: "m",
             nested: false,
             what: "(c) with metrics recorded (`--metrics-addr 127.0.0.1:0`: the Prometheus recorder installed, nobody scraping)",
@@ -531,6 +537,11 @@ fn report(
         r,
         "| rows/s merge (d) / swap (c) | {d_over_c:.2} | ≥ 0.8 | {} |",
         verdict(d_over_c >= 0.8)
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s two decode threads (t) / one (c) | {:.2} | (the experiment: > 1 where cores are to spare) | |",
+        wall("c") / wall("t")
     );
     let mut ratios = metrics_ratios.to_vec();
     ratios.sort_by(f64::total_cmp);

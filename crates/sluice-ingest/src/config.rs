@@ -104,6 +104,10 @@ pub struct IngestConfig {
     pub late_batch_ms: i64,
     /// Decoded chunks waiting between the reader thread and the ingest task.
     pub chunks_in_flight_max: usize,
+    /// Threads that decode a file source's chunks (the reader thread and helpers), each
+    /// taking one chunk of a deal; the results are those of one decoder, in order (see
+    /// [`sluice_source::ParallelDecoder`]). 1: the reader thread alone.
+    pub decode_threads: usize,
     /// Windows sealed together (a catch-up, a backfill, late rows of many windows) are
     /// published by one commit of at most this many windows (a group commit); 1: one commit
     /// per window. A window never waits for others to seal: a group holds only windows that

@@ -39,6 +39,10 @@ pub const POLL_INTERVAL: &str = "1s";
 pub const FLUSH_BYTES_MAX: &str = "16MiB";
 /// `--chunk-bytes`.
 pub const CHUNK_BYTES: &str = "4MiB";
+/// `--decode-threads`: threads decoding a file source. One: on two cores the reader's decode
+/// and the stager's encode already keep both busy, and a second decode thread only competes
+/// with the encode (bench/RESULTS.md, (t) against (c)).
+pub const DECODE_THREADS: usize = 1;
 /// `--compression`.
 pub const COMPRESSION: &str = "snappy";
 /// `--checkpoint-interval`.

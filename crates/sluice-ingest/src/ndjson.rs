@@ -3,7 +3,7 @@
 //! commits; the runner takes the decoded chunks in order.
 
 use sluice_publish::WindowTable;
-use sluice_source::{Chunk, Decoded, NdjsonSource};
+use sluice_source::{Chunk, Deal, Decoded, NdjsonSource, ParallelDecoder};
 use sluice_stage::Phase;
 use tokio::sync::{mpsc, watch};
 
@@ -85,22 +85,52 @@ impl Ingester<'_, NdjsonSource> {
         let config = self.config();
         let (tx, mut rx) = mpsc::channel::<Item>(config.chunks_in_flight_max.max(1));
         let mut reader = self.log().reader(self.cursors(), config.chunk_bytes)?;
-        let mut decoder = self.decoder().clone();
+        let decoder = self.decoder().clone();
+        let decode_threads = config.decode_threads;
         let busy = self.busy().clone();
+        // The reader thread reads a deal of chunks (one per decode thread), decodes them
+        // together, and sends them on in order: a deal's decodes are those of one decoder
+        // (`ParallelDecoder`), so the rows and the schema do not depend on the thread count.
         let thread = std::thread::Builder::new()
             .name("sluice-reader".into())
-            .spawn(move || loop {
-                let item = match reader.next_chunk() {
-                    Ok(Some(chunk)) => busy
-                        .time(Phase::Decode, || decoder.decode(&chunk))
-                        .map(|d| (d, chunk))
-                        .map_err(IngestError::from),
-                    Ok(None) => return,
-                    Err(e) => Err(e.into()),
-                };
-                let stop = item.is_err();
-                if tx.blocking_send(item).is_err() || stop {
-                    return;
+            .spawn(move || {
+                let mut decoder = ParallelDecoder::new(decoder, decode_threads);
+                loop {
+                    let mut deal = Vec::with_capacity(decoder.threads());
+                    let mut read = Ok(true);
+                    while deal.len() < decoder.threads() {
+                        match reader.next_chunk() {
+                            Ok(Some(chunk)) => deal.push(chunk),
+                            Ok(None) => {
+                                read = Ok(false);
+                                break;
+                            }
+                            Err(e) => {
+                                read = Err(e);
+                                break;
+                            }
+                        }
+                    }
+                    let Deal {
+                        decoded,
+                        busy: took,
+                    } = decoder.decode(deal);
+                    busy.add(Phase::Decode, took);
+                    for (result, chunk) in decoded {
+                        let item = result.map(|d| (d, chunk)).map_err(IngestError::from);
+                        let stop = item.is_err();
+                        if tx.blocking_send(item).is_err() || stop {
+                            return;
+                        }
+                    }
+                    match read {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(e) => {
+                            let _ = tx.blocking_send(Err(e.into()));
+                            return;
+                        }
+                    }
                 }
             })
             .map_err(|_| IngestError::ReaderGone)?;

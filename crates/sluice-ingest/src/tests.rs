@@ -27,6 +27,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         flush_bytes_max,
         chunk_bytes: 64 << 10,
         chunks_in_flight_max: 2,
+        decode_threads: 2,
         group_windows_max: 256,
         late_batch_ms: 0,
         stage: StageOptions::default(),

@@ -22,8 +22,8 @@ pub mod ndjson;
 pub mod schema;
 
 pub use decode::{
-    DecodeError, DecodeOptions, Decoded, LineDecoder, Reject, RejectReason, SchemaEvolution,
-    COLUMNS_MAX_DEFAULT, RAW_BYTES_MAX,
+    Deal, DecodeError, DecodeOptions, Decoded, DecodedChunk, LineDecoder, ParallelDecoder, Reject,
+    RejectReason, SchemaEvolution, COLUMNS_MAX_DEFAULT, RAW_BYTES_MAX,
 };
 pub use log::{LogPartition, ReplayLog};
 pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Position, SourceError, SourceFile};

@@ -20,6 +20,7 @@ mod address;
 mod book;
 mod duration;
 mod number;
+mod rfc3339;
 mod time;
 mod watermark;
 mod window;

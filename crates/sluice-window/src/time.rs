@@ -324,6 +324,9 @@ impl TimeFormat {
 /// ISO 8601 / RFC 3339 text, strict first (the common case, fast), then relaxed.
 fn parse_iso(text: &str, zone: Zone) -> Result<i64, TimeError> {
     let t = text.trim();
+    if let Some(micros) = crate::rfc3339::parse(t.as_bytes()) {
+        return Ok(micros);
+    }
     if let Ok(parsed) = DateTime::parse_from_rfc3339(t) {
         return Ok(parsed.timestamp_micros());
     }

@@ -437,6 +437,7 @@ impl Run {
             flush_bytes_max: self.flush_bytes_max,
             chunk_bytes: self.chunk_bytes,
             chunks_in_flight_max: 2,
+            decode_threads: 2,
             group_windows_max: 256,
             late_batch_ms: 0,
             stage: StageOptions::default(),

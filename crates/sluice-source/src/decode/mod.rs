@@ -12,7 +12,10 @@
 
 mod convert;
 mod evolve;
+mod parallel;
 mod walk;
+
+pub use parallel::{Deal, DecodedChunk, ParallelDecoder};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
