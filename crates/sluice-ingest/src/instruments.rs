@@ -229,6 +229,13 @@ pub fn describe_metrics() {
         "sluice_store_retries_total",
         "Retries of object-store operations after a transient failure, by operation"
     );
+    describe_counter!(
+        "sluice_store_landed_puts_total",
+        "Create-only puts that reported a failure but had landed: a retry read back exactly the bytes put"
+    );
+    // Unlabelled, so served from the start (at 0): a rate over it needs the series before
+    // the first increment, which a healthy run may never have.
+    metrics::counter!("sluice_store_landed_puts_total").increment(0);
     describe_histogram!(
         "sluice_commit_seconds",
         Unit::Seconds,
