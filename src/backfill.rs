@@ -172,6 +172,7 @@ fn report(
             "rejected_by_reason": summary.rejections.by_reason,
             "table_version": summary.last_version,
             "seconds": started.elapsed().as_secs_f64(),
+            "busy_seconds": crate::ingest::busy_seconds(&summary.busy_us),
         });
         if let (Some(json), serde_json::Value::Object(extra)) = (json.as_object_mut(), extra) {
             json.extend(extra);

@@ -199,12 +199,17 @@ fn summary_json(
         "ignored_fields": s.ignored_fields,
         "bytes": s.bytes,
         "seconds": secs,
-        "busy_seconds": s
-            .busy_us
-            .iter()
-            .map(|(phase, us)| (phase.to_string(), serde_json::json!(*us as f64 / 1e6)))
-            .collect::<serde_json::Map<String, serde_json::Value>>(),
+        "busy_seconds": busy_seconds(&s.busy_us),
     })
+}
+
+/// Busy time by phase as a JSON object of seconds (`busy_seconds` of `--format json`).
+pub fn busy_seconds(busy_us: &[(&str, u64)]) -> serde_json::Value {
+    busy_us
+        .iter()
+        .map(|(phase, us)| (phase.to_string(), serde_json::json!(*us as f64 / 1e6)))
+        .collect::<serde_json::Map<String, serde_json::Value>>()
+        .into()
 }
 
 /// A pipeline's parts, opened from a run settings: the source, the table (created with the

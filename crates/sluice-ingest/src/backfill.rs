@@ -10,7 +10,7 @@ use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
 use sluice_publish::{Coverage, WindowTable};
 use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
-use sluice_stage::Stager;
+use sluice_stage::{Busy, Phase, Stager};
 use sluice_window::{EventTime, Window};
 
 use crate::buffer::Buffers;
@@ -35,6 +35,9 @@ pub struct BackfillSummary {
     /// Windows whose publication already covers the whole source: left as they are.
     pub windows_unchanged: u64,
     pub last_version: Option<u64>,
+    /// Microseconds spent in each phase (decode, route, dedupe, encode, ...), by name, summed
+    /// over threads, as a run reports them.
+    pub busy_us: Vec<(&'static str, u64)>,
 }
 
 /// Progress of a backfill, for a progress bar.
@@ -153,7 +156,9 @@ pub(crate) async fn recompute(
     table
         .grow_schema(decoder.schema())
         .map_err(|e| IngestError::Schema(Box::new(e)))?;
-    let stager = Stager::new(table.store(), attempt, config.stage_options());
+    let busy = Busy::new();
+    let stager =
+        Stager::new(table.store(), attempt, config.stage_options()).with_busy(busy.clone());
     // A backfill publishes by swap whatever the stream's mode (a merge-mode table is
     // recomputed by running the stream again; the binary says so).
     let mut policy = Policy::of(config);
@@ -162,7 +167,7 @@ pub(crate) async fn recompute(
     decoder.set_schema(publisher.adopt_table_schema())?;
     let mut buffers = Buffers::new(config.flush_bytes_max);
     while let Some(chunk) = input.next_chunk().await? {
-        let decoded = decoder.decode(&chunk)?;
+        let decoded = busy.time(Phase::Decode, || decoder.decode(&chunk))?;
         if !decoded.added.is_empty() {
             // New fields: the table grows by them with the first window published.
             publisher
@@ -183,25 +188,28 @@ pub(crate) async fn recompute(
                 &r.raw,
             );
         }
-        let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
-        for (i, t) in decoded.event_times.iter().enumerate() {
-            let window = Window::containing(config.window, *t);
-            if window.start() >= from && window.start() < to {
-                groups.entry(window).or_default().push(i as u32);
-            } else {
-                summary.outside += 1;
-            }
-        }
         let schema = publisher.file_schema().clone();
-        for (window, rows) in groups {
-            summary.rows += rows.len() as u64;
-            let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
-            let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
-            let records = sluice_stage::align_batch(&records, &record_fields(&schema))?;
-            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
-            let batch = with_positions(&schema, &records, &name, offsets)?;
-            buffers.push(window, batch, &name, first, last);
-        }
+        busy.time(Phase::Route, || {
+            let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
+            for (i, t) in decoded.event_times.iter().enumerate() {
+                let window = Window::containing(config.window, *t);
+                if window.start() >= from && window.start() < to {
+                    groups.entry(window).or_default().push(i as u32);
+                } else {
+                    summary.outside += 1;
+                }
+            }
+            for (window, rows) in groups {
+                summary.rows += rows.len() as u64;
+                let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
+                let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
+                let records = sluice_stage::align_batch(&records, &record_fields(&schema))?;
+                let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+                let batch = with_positions(&schema, &records, &name, offsets)?;
+                buffers.push(window, batch, &name, first, last);
+            }
+            Ok::<_, IngestError>(())
+        })?;
         while buffers.over_budget() {
             let Some(window) = buffers.largest() else {
                 break;
@@ -253,6 +261,7 @@ pub(crate) async fn recompute(
     }
     let group = publisher.finish_pending().await?;
     backfilled(&publisher, &mut summary, group);
+    summary.busy_us = crate::config::busy_us(&busy);
     Ok((summary, publisher.into_table()))
 }
 

@@ -356,11 +356,24 @@ impl RunSummary {
         self.rejections.absorb(&s.rejections);
         self.duplicates_kept += s.duplicates_kept;
         self.duplicates_capped |= s.duplicates_capped;
-        for &(phase, us) in &s.busy_us {
-            match self.busy_us.iter_mut().find(|(p, _)| *p == phase) {
-                Some((_, total)) => *total += us,
-                None => self.busy_us.push((phase, us)),
-            }
+        add_busy(&mut self.busy_us, &s.busy_us);
+    }
+}
+
+/// Busy microseconds by phase name, in [`Phase::ALL`](sluice_stage::Phase::ALL) order.
+pub(crate) fn busy_us(busy: &sluice_stage::Busy) -> Vec<(&'static str, u64)> {
+    busy.split()
+        .into_iter()
+        .map(|(phase, secs)| (phase.name(), (secs * 1e6).round() as u64))
+        .collect()
+}
+
+/// Adds `more` busy microseconds to `sum`, phase by phase.
+pub(crate) fn add_busy(sum: &mut Vec<(&'static str, u64)>, more: &[(&'static str, u64)]) {
+    for &(phase, us) in more {
+        match sum.iter_mut().find(|(p, _)| *p == phase) {
+            Some((_, total)) => *total += us,
+            None => sum.push((phase, us)),
         }
     }
 }

@@ -229,6 +229,7 @@ fn add(sum: &mut BackfillSummary, s: BackfillSummary) {
     sum.windows_unchanged += s.windows_unchanged;
     sum.last_version = s.last_version.or(sum.last_version);
     sum.rejections.absorb(&s.rejections);
+    crate::config::add_busy(&mut sum.busy_us, &s.busy_us);
 }
 
 /// One partition's messages `[low, high)`, read on a blocking thread.

@@ -312,11 +312,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     /// The run's busy time so far, by phase (see [`RunSummary::busy_us`]).
     pub(crate) fn busy_us(&self) -> Vec<(&'static str, u64)> {
-        self.busy
-            .split()
-            .into_iter()
-            .map(|(phase, secs)| (phase.name(), (secs * 1e6).round() as u64))
-            .collect()
+        crate::config::busy_us(&self.busy)
     }
 
     /// The summary so far with its busy time (a Kafka run sums its shards' summaries).
