@@ -619,6 +619,15 @@ fn log_report(r: &mut String, log: &crate::log::LogReport) {
         ms(log.late.median),
         verdict(ratio <= 1.2)
     );
+    if let (Some((early, early_neg)), Some((late, late_neg))) =
+        (log.dentries_early, log.dentries_late)
+    {
+        let _ = writeln!(
+            r,
+            "| kernel dentry cache when the samples began: entries (negative) | {early} ({early_neg}) | {late} ({late_neg}) | {:.1} | (context: path lookups walk it) | |",
+            late as f64 / early.max(1) as f64
+        );
+    }
     let worst = log.early.p99.max(log.late.p99);
     let _ = writeln!(
         r,
