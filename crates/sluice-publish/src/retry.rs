@@ -229,10 +229,9 @@ impl ObjectStore for RetryStore {
             Err(object_store::Error::AlreadyExists { path, source })
                 if create && failed_before.load(Ordering::Relaxed) =>
             {
-                match self.landed_put(location, &payload).await {
-                    Some(landed) => Ok(landed),
-                    None => Err(object_store::Error::AlreadyExists { path, source }),
-                }
+                self.landed_put(location, &payload)
+                    .await
+                    .ok_or(object_store::Error::AlreadyExists { path, source })
             }
             other => other,
         }
