@@ -12,11 +12,12 @@ use deltalake::arrow::datatypes::{
     DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
 };
 use deltalake::arrow::error::ArrowError;
-use deltalake::arrow::row::{RowConverter, SortField};
 use sluice_publish::{OFFSET_COLUMN, SOURCE_COLUMN};
 use sluice_source::FieldPath;
 use sluice_stage::align_all;
 use sluice_window::{key_winner, EventTime, TimeSpec};
+
+use crate::keys::KeyRows;
 
 /// How rows of one window are keyed.
 #[derive(Debug, Clone)]
@@ -47,20 +48,18 @@ pub fn dedupe(
     key: &KeySpec,
 ) -> Result<RecordBatch, ArrowError> {
     let all = concat_aligned(schema, batches)?;
-    let key_columns = columns_named(&all, &key.columns)?;
-    let converter = key_converter(&key_columns)?;
-    let rows = converter.convert_columns(&key_columns)?;
+    let rows = KeyRows::of(&columns_named(&all, &key.columns)?)?;
     // Times are read for colliding keys only (duplicate deliveries, late rows).
     let time_of = event_time_reader(&all, key)?;
     let (sources, offsets) = position_columns(schema, &all)?;
     let position = |i: usize| (sources.value(i), offsets.value(i));
     let n = all.num_rows();
-    let mut winners: HashMap<&[u8], usize, FixedState> =
+    let mut winners: HashMap<Option<&[u8]>, usize, FixedState> =
         HashMap::with_capacity_and_hasher(n, fixed_state());
     // Whether row i is its key's winner so far: the kept rows come out in index order.
     let mut winning = vec![true; n];
     for i in 0..n {
-        match winners.entry(rows.row(i).data()) {
+        match winners.entry(rows.key(i)) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(i);
             }
@@ -95,13 +94,12 @@ fn key_buckets(
     key_columns: &[String],
     buckets: u32,
 ) -> Result<Vec<u32>, ArrowError> {
-    let columns = columns_named(batch, key_columns)?;
-    let rows = key_converter(&columns)?.convert_columns(&columns)?;
+    let rows = KeyRows::of(&columns_named(batch, key_columns)?)?;
     let state = fixed_state();
     let buckets = u64::from(buckets.max(1));
     Ok(rows
-        .iter()
-        .map(|r| (state.hash_one(r.data()) % buckets) as u32)
+        .keys()
+        .map(|k| (state.hash_one(k) % buckets) as u32)
         .collect())
 }
 
@@ -189,11 +187,10 @@ pub fn any_key_in(
     columns: &[String],
 ) -> Result<bool, ArrowError> {
     let offered_keys = columns_named(offered, columns)?;
-    let converter = key_converter(&offered_keys)?;
-    let offered_rows = converter.convert_columns(&offered_keys)?;
-    let mut keys: HashSet<&[u8], FixedState> =
+    let offered_rows = KeyRows::of(&offered_keys)?;
+    let mut keys: HashSet<Option<&[u8]>, FixedState> =
         HashSet::with_capacity_and_hasher(offered.num_rows(), fixed_state());
-    keys.extend(offered_rows.iter().map(|r| r.data()));
+    keys.extend(offered_rows.keys());
     for batch in present.iter().filter(|b| b.num_rows() > 0) {
         let batch_keys: Vec<_> = columns
             .iter()
@@ -203,8 +200,7 @@ pub fn any_key_in(
                 deltalake::arrow::compute::cast(&column, o.data_type())
             })
             .collect::<Result<_, ArrowError>>()?;
-        let rows = converter.convert_columns(&batch_keys)?;
-        if rows.iter().any(|r| keys.contains(r.data())) {
+        if KeyRows::of(&batch_keys)?.keys().any(|k| keys.contains(&k)) {
             return Ok(true);
         }
     }
@@ -218,7 +214,6 @@ pub(crate) fn absent_rows(
     columns: &[String],
 ) -> Result<RecordBatch, ArrowError> {
     let offered_keys = columns_named(offered, columns)?;
-    let converter = key_converter(&offered_keys)?;
     let mut present_rows = Vec::new();
     for batch in present.iter().filter(|b| b.num_rows() > 0) {
         let batch_keys: Vec<_> = columns
@@ -226,15 +221,15 @@ pub(crate) fn absent_rows(
             .zip(&offered_keys)
             .map(|(c, o)| deltalake::arrow::compute::cast(&column_at(batch, c)?, o.data_type()))
             .collect::<Result<_, ArrowError>>()?;
-        present_rows.push(converter.convert_columns(&batch_keys)?);
+        present_rows.push(KeyRows::of(&batch_keys)?);
     }
-    let mut keys: HashSet<&[u8], FixedState> = HashSet::with_hasher(fixed_state());
+    let mut keys: HashSet<Option<&[u8]>, FixedState> = HashSet::with_hasher(fixed_state());
     for rows in &present_rows {
-        keys.extend(rows.iter().map(|r| r.data()));
+        keys.extend(rows.keys());
     }
-    let offered_rows = converter.convert_columns(&offered_keys)?;
+    let offered_rows = KeyRows::of(&offered_keys)?;
     let keep: Vec<u32> = (0..offered.num_rows())
-        .filter(|i| !keys.contains(offered_rows.row(*i).data()))
+        .filter(|i| !keys.contains(&offered_rows.key(*i)))
         .map(|i| i as u32)
         .collect();
     take_record_batch(offered, &UInt32Array::from(keep))
@@ -292,15 +287,16 @@ pub fn drop_losers(
     )?;
     let offered_keys = columns_named(offered, &key.columns)?;
     let present_keys = columns_named(&present, &key.columns)?;
-    let converter = key_converter(&offered_keys)?;
-    let offered_rows = converter.convert_columns(&offered_keys)?;
-    let present_rows = converter.convert_columns(&present_keys)?;
+    let offered_rows = KeyRows::of(&offered_keys)?;
+    let present_rows = KeyRows::of(&present_keys)?;
     let present_times = event_times(&present, key)?;
     let (p_sources, p_offsets) = position_columns(&present.schema(), &present)?;
-    let mut best: HashMap<&[u8], (EventTime, (&str, i64))> = HashMap::new();
+    // Per key, the time and position of its best row in the table.
+    type Best<'a> = (EventTime, (&'a str, i64));
+    let mut best: HashMap<Option<&[u8]>, Best> = HashMap::new();
     for (i, time) in present_times.iter().enumerate() {
         let candidate = (*time, (p_sources.value(i), p_offsets.value(i)));
-        best.entry(present_rows.row(i).data())
+        best.entry(present_rows.key(i))
             .and_modify(|b| {
                 if key_winner((candidate.0, &candidate.1), (b.0, &b.1)) {
                     *b = candidate;
@@ -311,7 +307,7 @@ pub fn drop_losers(
     let offered_times = event_times(offered, key)?;
     let (o_sources, o_offsets) = position_columns(&offered.schema(), offered)?;
     let keep: Vec<u32> = (0..offered.num_rows())
-        .filter(|i| match best.get(offered_rows.row(*i).data()) {
+        .filter(|i| match best.get(&offered_rows.key(*i)) {
             None => true,
             Some((t, p)) => key_winner(
                 (
@@ -341,16 +337,6 @@ fn column_at(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
         FieldPath::resolve(&schema, name).map_err(|e| ArrowError::SchemaError(e.to_string()))?;
     path.array(batch)
         .ok_or_else(|| ArrowError::SchemaError(format!("no field {name} in the rows")))
-}
-
-/// Row-format keys of columns like `columns` (comparable as bytes).
-fn key_converter(columns: &[ArrayRef]) -> Result<RowConverter, ArrowError> {
-    RowConverter::new(
-        columns
-            .iter()
-            .map(|c| SortField::new(c.data_type().clone()))
-            .collect(),
-    )
 }
 
 /// The source and offset columns of `batch`.

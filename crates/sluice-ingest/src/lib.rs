@@ -55,6 +55,7 @@ mod instruments;
 mod kafka;
 #[cfg(feature = "kafka")]
 mod kafka_backfill;
+mod keys;
 mod ledger;
 mod ndjson;
 mod open;
