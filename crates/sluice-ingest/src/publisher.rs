@@ -3,7 +3,7 @@
 //! window, a late-row append or rewrite, or a MERGE) with the `txn`s its [`Plan`] names, and
 //! commits dead letters before any data commit that moves offsets past them. It owns the
 //! run's table handles and its group: swap publications decided but not committed yet (the
-//! last maybe still staging), committed together by one commit
+//! last few maybe still staging, see `staging`), committed together by one commit
 //! ([`Publisher::finish_pending`]). What a commit means for the run's offsets, derived
 //! tables and counts is the runner's to apply ([`Committed`]).
 
@@ -13,13 +13,15 @@ use sluice_publish::{
     Coverage, DeadLetter, DeadLetterTable, MergeScope, Publication, Published, Replace,
     WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
-use sluice_stage::{Phase, StageError, StageSlot, StagedFile, Stager};
+use sluice_stage::{Phase, StageError, StagedFile, Stager};
 use sluice_window::{Address, Window};
 
 mod merge;
+mod staging;
 
 use self::merge::MergeKind;
-use crate::buffer::{read_rows, Part, WindowBuffer};
+use self::staging::{restage, stage_deduped, Staged, STAGING_TASKS_MAX};
+use crate::buffer::{Part, WindowBuffer};
 use crate::config::{IngestConfig, IngestError, LatePolicy, PublishMode};
 use crate::dedupe::{
     any_key_in, dedupe, dedupe_by_position, record_fields, split_by_key, KeySpec, KEY_BUCKETS,
@@ -87,8 +89,8 @@ pub(crate) struct Publisher {
     /// grown by the records read) and the position columns.
     file_schema: SchemaRef,
     /// The group: swap publications decided but not committed, in the order their windows
-    /// sealed, each a different window; only the last may still be staging (on a task of
-    /// its own). They commit together, before any other commit of the run.
+    /// sealed, each a different window; the last [`STAGING_TASKS_MAX`] may still be
+    /// staging (each on a task of its own). They commit together, before any other commit of the run.
     pending: Vec<Pending>,
     /// The buffered bytes of the group's windows.
     pending_bytes: usize,
@@ -329,7 +331,7 @@ impl Publisher {
     /// the `txn`s and coverage of `plan`. A MERGE commits at once (the caller commits the
     /// group first: [`Publisher::must_commit_group_before`]) and is returned; every other
     /// publication joins the group, committed by the next [`Publisher::finish_pending`]
-    /// (a first publication's dedupe and encode may still run on a task of its own then).
+    /// (its dedupe and encode may still run on a task of its own then).
     /// The caller commits dead letters first.
     pub async fn publish(
         &mut self,
@@ -342,13 +344,12 @@ impl Publisher {
             self.pending.iter().all(|p| p.window != window),
             "a window is in the group twice"
         );
-        // One staging task at a time: the memory budget holds for the group as for one
-        // publication.
-        self.finish_staging().await?;
         let address = self.table.address(window);
         let schema = self.file_schema.clone();
         let buffer_bytes = buffer.total_bytes();
         if self.merges(republish) {
+            // A merge reads and decides inline: no staging of the group runs beside it.
+            self.finish_staging().await?;
             return match (self.policy.mode, self.policy.key.clone()) {
                 (PublishMode::Merge(MergeScope::Table), Some(key)) => {
                     self.merge_table_scope(window, buffer, republish, plan, key)
@@ -365,31 +366,53 @@ impl Publisher {
                 }
             };
         }
-        if republish {
-            // Dedupe by row key; the late rows are added as one more file when none of their
-            // keys is in the window yet, else the window is rewritten with them.
+        self.make_room(buffer_bytes).await?;
+        let mut pending = if republish {
+            let present = self.table.files_at(&address).await?;
+            let slot = self.stager.slot(&address);
             let parts = buffer.part_files();
-            let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-            let mut unique = self.unique(&schema, &inputs)?;
-            let mut replace = Replace::Window;
-            if self.keys_absent(&address, &unique).await? {
-                // The rewrite would keep every published row and add these: adding them as
-                // one more file gives the same rows without reading and re-encoding the
-                // window.
-                replace = Replace::AddLate;
-            } else {
-                let mut inputs = self.current_rows(&address).await?;
-                inputs.push(unique);
-                unique = self.unique(&schema, &inputs)?;
+            let staging = restage(slot, schema, buffer, present, self.policy.key.clone());
+            Pending {
+                window,
+                republish,
+                staging: Some(AbortOnDrop(tokio::spawn(staging))),
+                staging_bytes: 0,
+                files: Vec::new(),
+                // Decided by the staging task.
+                replace: Replace::Window,
+                intermediates: parts,
+                plan,
             }
-            let file = self.stager.stage(&address, &schema, vec![unique]).await?;
-            let pending = Pending::staged(window, republish, file, replace, parts, plan);
-            self.join_group(pending, buffer_bytes);
-            return Ok(None);
-        }
-        let pending = self.first_publication(window, &address, buffer, plan);
+        } else {
+            self.first_publication(window, &address, buffer, plan)
+        };
+        pending.staging_bytes = buffer_bytes;
         self.join_group(pending, buffer_bytes);
         Ok(None)
+    }
+
+    /// Waits for the group's staging tasks, oldest first, until one more staging of
+    /// `bytes` buffered may start: at most [`STAGING_TASKS_MAX`] run at once, and the
+    /// windows they stage hold at most `--flush-bytes-max` together (one always may run).
+    async fn make_room(&mut self, bytes: usize) -> Result<(), IngestError> {
+        loop {
+            let running: Vec<usize> = (0..self.pending.len())
+                .filter(|&i| self.pending[i].staging.is_some())
+                .collect();
+            let running_bytes: usize = running
+                .iter()
+                .map(|&i| self.pending[i].staging_bytes)
+                .fold(0, usize::saturating_add);
+            let Some(&oldest) = running.first() else {
+                return Ok(());
+            };
+            if running.len() < STAGING_TASKS_MAX
+                && running_bytes.saturating_add(bytes) <= self.policy.flush_bytes_max
+            {
+                return Ok(());
+            }
+            self.pending[oldest].finish_staging().await?;
+        }
     }
 
     fn join_group(&mut self, pending: Pending, buffer_bytes: usize) {
@@ -397,13 +420,10 @@ impl Publisher {
         self.pending_bytes = self.pending_bytes.saturating_add(buffer_bytes);
     }
 
-    /// Waits for the group's staging task, if one runs, and keeps its files.
+    /// Waits for the group's staging tasks, if any run, and keeps their files.
     async fn finish_staging(&mut self) -> Result<(), IngestError> {
         for pending in &mut self.pending {
-            if let Some(mut staging) = pending.staging.take() {
-                let staged = (&mut staging.0).await.map_err(StageError::from)??;
-                pending.files.extend(staged);
-            }
+            pending.finish_staging().await?;
         }
         Ok(())
     }
@@ -431,7 +451,7 @@ impl Publisher {
                         let file = slot
                             .write_computed(schema, move || Ok::<_, IngestError>(batches))
                             .await?;
-                        Ok(vec![file])
+                        Ok(Staged::files(vec![file]))
                     };
                     (parts, Vec::new(), Some(tokio::spawn(staging)))
                 }
@@ -444,7 +464,11 @@ impl Publisher {
                     .iter()
                     .map(|p| (p.bucket, p.file.path.clone()))
                     .collect();
-                let staging = stage_deduped(slots, schema, parts, buffer.batches, key);
+                let staging = async move {
+                    Ok(Staged::files(
+                        stage_deduped(slots, schema, parts, buffer.batches, key).await?,
+                    ))
+                };
                 let intermediates = buffer.parts.into_iter().map(|p| p.file).collect();
                 (Vec::new(), intermediates, Some(tokio::spawn(staging)))
             }
@@ -453,6 +477,7 @@ impl Publisher {
             window,
             republish: false,
             staging: staging.map(AbortOnDrop),
+            staging_bytes: 0,
             files,
             replace: Replace::Window,
             intermediates,
@@ -601,49 +626,6 @@ fn dedupe_groups(buffer: &WindowBuffer, flush_bytes_max: usize) -> u32 {
     (wanted.clamp(1, KEY_BUCKETS as usize) as u32).next_power_of_two()
 }
 
-/// Stages a window's rows deduped by `key`, one group of key buckets at a time (one file per
-/// group that has rows, in `slots`' names): each group's parts are read, joined by its
-/// in-memory rows, deduped and encoded, and dropped before the next group is read. Rows of
-/// one key are in one group, so the winners are those of one dedupe over the whole window.
-async fn stage_deduped(
-    slots: Vec<StageSlot>,
-    schema: SchemaRef,
-    parts: Vec<(Option<u32>, String)>,
-    batches: Vec<RecordBatch>,
-    key: KeySpec,
-) -> Result<Vec<StagedFile>, IngestError> {
-    let groups = slots.len().max(1) as u32;
-    let mut in_memory = if groups == 1 {
-        vec![batches]
-    } else {
-        let columns = key.columns.clone();
-        tokio::task::spawn_blocking(move || split_by_key(batches, &columns, groups))
-            .await
-            .map_err(StageError::from)??
-    };
-    let mut files = Vec::with_capacity(slots.len());
-    for (group, slot) in slots.into_iter().enumerate() {
-        let mut inputs: Vec<RecordBatch> = Vec::new();
-        for (bucket, path) in &parts {
-            if bucket.map_or(group == 0, |b| b % groups == group as u32) {
-                inputs.extend(slot.read(path).await?);
-            }
-        }
-        inputs.append(&mut in_memory[group]);
-        if groups > 1 && inputs.iter().all(|b| b.num_rows() == 0) {
-            continue; // no rows of this group: no file (its name stays unused)
-        }
-        let (dedupe_schema, key) = (schema.clone(), key.clone());
-        let file = slot
-            .write_computed(schema.clone(), move || {
-                Ok::<_, IngestError>(vec![dedupe(&dedupe_schema, &inputs, &key)?])
-            })
-            .await?;
-        files.push(file);
-    }
-    Ok(files)
-}
-
 /// The rows of `inputs` that win by row key (or source position, without a key).
 pub(crate) fn unique_rows(
     schema: &deltalake::arrow::datatypes::SchemaRef,
@@ -671,7 +653,7 @@ pub(crate) struct Plan {
 /// A task staging a publication's file; dropping it (a reload, an abandoned partition)
 /// stops the task, and a file it wrote anyway is an orphan for gc.
 #[derive(Debug)]
-struct AbortOnDrop(tokio::task::JoinHandle<Result<Vec<StagedFile>, IngestError>>);
+struct AbortOnDrop(tokio::task::JoinHandle<Result<Staged, IngestError>>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -686,6 +668,8 @@ struct Pending {
     window: Window,
     republish: bool,
     staging: Option<AbortOnDrop>,
+    /// The buffered bytes of the window while its staging task runs.
+    staging_bytes: usize,
     files: Vec<StagedFile>,
     replace: Replace,
     intermediates: Vec<StagedFile>,
@@ -693,6 +677,18 @@ struct Pending {
 }
 
 impl Pending {
+    /// Waits for the publication's staging task, if one runs, and keeps what it wrote.
+    async fn finish_staging(&mut self) -> Result<(), IngestError> {
+        if let Some(mut staging) = self.staging.take() {
+            let staged = (&mut staging.0).await.map_err(StageError::from)??;
+            self.files.extend(staged.files);
+            if let Some(replace) = staged.replace {
+                self.replace = replace;
+            }
+        }
+        Ok(())
+    }
+
     /// A publication whose one file is staged: `parts` are the intermediates it replaces.
     fn staged(
         window: Window,
@@ -706,6 +702,7 @@ impl Pending {
             window,
             republish,
             staging: None,
+            staging_bytes: 0,
             files: vec![file],
             replace,
             intermediates: parts,

@@ -206,8 +206,7 @@ impl Stager {
 
     /// Reads a staged or published data file back (for dedupe and rewrites).
     pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
-        let read = read_parquet(self.store.as_ref(), path);
-        self.busy.time_async(Phase::ReadBack, read).await
+        read_back(self.store.as_ref(), &self.busy, path, None).await
     }
 
     /// Reads only the top-level `columns` of a file (in the file's column order).
@@ -216,8 +215,7 @@ impl Stager {
         path: &str,
         columns: &[String],
     ) -> Result<Vec<RecordBatch>, StageError> {
-        let read = read_projected(self.store.as_ref(), path, Some(columns.to_vec()));
-        self.busy.time_async(Phase::ReadBack, read).await
+        read_back(self.store.as_ref(), &self.busy, path, Some(columns)).await
     }
 
     /// Deletes a staged file that will never be published. A missing file is not an error.
@@ -245,10 +243,28 @@ pub struct StageSlot {
 }
 
 impl StageSlot {
-    /// Reads a staged or published data file of the same table back.
-    pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
-        let read = read_parquet(self.store.as_ref(), path);
-        self.busy.time_async(Phase::ReadBack, read).await
+    /// Reads a staged or published data file of the same table back: only its top-level
+    /// `columns` (in the file's column order) if given.
+    pub async fn read(
+        &self,
+        path: &str,
+        columns: Option<&[String]>,
+    ) -> Result<Vec<RecordBatch>, StageError> {
+        read_back(self.store.as_ref(), &self.busy, path, columns).await
+    }
+
+    /// Runs `compute` (dedupe, say) on a blocking thread, timed as [`Phase::Dedupe`]: CPU
+    /// work that must not hold up the async workers.
+    pub async fn compute<T, E, F>(&self, compute: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StageError> + Send + 'static,
+    {
+        let busy = self.busy.clone();
+        tokio::task::spawn_blocking(move || busy.time(Phase::Dedupe, compute))
+            .await
+            .map_err(|e| E::from(StageError::from(e)))?
     }
 
     /// Computes the rows with `compute` (dedupe, say) and encodes them, on one blocking
@@ -355,6 +371,18 @@ pub async fn read_parquet(
     path: &str,
 ) -> Result<Vec<RecordBatch>, StageError> {
     read_projected(store, path, None).await
+}
+
+/// A file of the table read back (only its top-level `columns`, if given), timed as
+/// [`Phase::ReadBack`].
+async fn read_back(
+    store: &dyn ObjectStore,
+    busy: &Busy,
+    path: &str,
+    columns: Option<&[String]>,
+) -> Result<Vec<RecordBatch>, StageError> {
+    let read = read_projected(store, path, columns.map(<[String]>::to_vec));
+    busy.time_async(Phase::ReadBack, read).await
 }
 
 async fn read_projected(
