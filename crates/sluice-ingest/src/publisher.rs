@@ -90,7 +90,8 @@ pub(crate) struct Publisher {
     file_schema: SchemaRef,
     /// The group: swap publications decided but not committed, in the order their windows
     /// sealed, each a different window; the last [`STAGING_TASKS_MAX`] may still be
-    /// staging (each on a task of its own). They commit together, before any other commit of the run.
+    /// staging (each on a task of its own). They commit together, before any other commit
+    /// of the run.
     pending: Vec<Pending>,
     /// The buffered bytes of the group's windows.
     pending_bytes: usize,
@@ -367,16 +368,17 @@ impl Publisher {
             };
         }
         self.make_room(buffer_bytes).await?;
-        let mut pending = if republish {
+        let pending = if republish {
             let present = self.table.files_at(&address).await?;
             let slot = self.stager.slot(&address);
             let parts = buffer.part_files();
-            let staging = restage(slot, schema, buffer, present, self.policy.key.clone());
+            let (key, columns) = (self.policy.key.clone(), self.policy.key_columns());
+            let staging = restage(slot, schema, buffer, present, key, columns);
             Pending {
                 window,
                 republish,
                 staging: Some(AbortOnDrop(tokio::spawn(staging))),
-                staging_bytes: 0,
+                buffer_bytes,
                 files: Vec::new(),
                 // Decided by the staging task.
                 replace: Replace::Window,
@@ -386,8 +388,7 @@ impl Publisher {
         } else {
             self.first_publication(window, &address, buffer, plan)
         };
-        pending.staging_bytes = buffer_bytes;
-        self.join_group(pending, buffer_bytes);
+        self.join_group(pending);
         Ok(None)
     }
 
@@ -401,7 +402,7 @@ impl Publisher {
                 .collect();
             let running_bytes: usize = running
                 .iter()
-                .map(|&i| self.pending[i].staging_bytes)
+                .map(|&i| self.pending[i].buffer_bytes)
                 .fold(0, usize::saturating_add);
             let Some(&oldest) = running.first() else {
                 return Ok(());
@@ -415,9 +416,9 @@ impl Publisher {
         }
     }
 
-    fn join_group(&mut self, pending: Pending, buffer_bytes: usize) {
+    fn join_group(&mut self, pending: Pending) {
+        self.pending_bytes = self.pending_bytes.saturating_add(pending.buffer_bytes);
         self.pending.push(pending);
-        self.pending_bytes = self.pending_bytes.saturating_add(buffer_bytes);
     }
 
     /// Waits for the group's staging tasks, if any run, and keeps their files.
@@ -438,6 +439,7 @@ impl Publisher {
         plan: Plan,
     ) -> Pending {
         let schema = self.file_schema.clone();
+        let buffer_bytes = buffer.total_bytes();
         let (files, intermediates, staging) = match self.policy.key.clone() {
             // Keyed by position: the buffered rows are the window, parts included.
             None => {
@@ -477,7 +479,7 @@ impl Publisher {
             window,
             republish: false,
             staging: staging.map(AbortOnDrop),
-            staging_bytes: 0,
+            buffer_bytes,
             files,
             replace: Replace::Window,
             intermediates,
@@ -668,8 +670,8 @@ struct Pending {
     window: Window,
     republish: bool,
     staging: Option<AbortOnDrop>,
-    /// The buffered bytes of the window while its staging task runs.
-    staging_bytes: usize,
+    /// The window's buffered bytes (in memory and in parts): what its staging holds.
+    buffer_bytes: usize,
     files: Vec<StagedFile>,
     replace: Replace,
     intermediates: Vec<StagedFile>,
@@ -689,10 +691,12 @@ impl Pending {
         Ok(())
     }
 
-    /// A publication whose one file is staged: `parts` are the intermediates it replaces.
+    /// A publication whose one file is staged: `parts` are the intermediates it replaces,
+    /// `buffer_bytes` the window's buffered bytes.
     fn staged(
         window: Window,
         republish: bool,
+        buffer_bytes: usize,
         file: StagedFile,
         replace: Replace,
         parts: Vec<StagedFile>,
@@ -702,7 +706,7 @@ impl Pending {
             window,
             republish,
             staging: None,
-            staging_bytes: 0,
+            buffer_bytes,
             files: vec![file],
             replace,
             intermediates: parts,

@@ -65,7 +65,7 @@ impl Publisher {
         if self.table.files_at(address).await?.is_empty() {
             let mut pending = self.first_publication(window, address, buffer, plan);
             pending.republish = republish;
-            self.join_group(pending, buffer_bytes);
+            self.join_group(pending);
             return Ok(None);
         }
         let schema = self.file_schema.clone();
@@ -78,8 +78,10 @@ impl Publisher {
             // upserted or inserted if absent, they are added as they are, and only the key
             // columns of the window's files were read.
             let file = self.stager.stage(address, &schema, vec![offered]).await?;
-            let pending = Pending::staged(window, republish, file, Replace::AddLate, parts, plan);
-            self.join_group(pending, buffer_bytes);
+            let replace = Replace::AddLate;
+            let pending =
+                Pending::staged(window, republish, buffer_bytes, file, replace, parts, plan);
+            self.join_group(pending);
             return Ok(None);
         }
         let mut current = self.current_rows(address).await?;
@@ -119,8 +121,8 @@ impl Publisher {
         };
         drop(current);
         let file = self.stager.stage(address, &schema, vec![rows]).await?;
-        let pending = Pending::staged(window, republish, file, replace, parts, plan);
-        self.join_group(pending, buffer_bytes);
+        let pending = Pending::staged(window, republish, buffer_bytes, file, replace, parts, plan);
+        self.join_group(pending);
         Ok(None)
     }
 }

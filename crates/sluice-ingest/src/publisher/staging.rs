@@ -5,7 +5,7 @@
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
-use sluice_publish::{PublishedFile, Replace, OFFSET_COLUMN, SOURCE_COLUMN};
+use sluice_publish::{PublishedFile, Replace};
 use sluice_stage::{StageError, StageSlot, StagedFile};
 
 use super::unique_rows;
@@ -81,13 +81,15 @@ impl Staged {
 
 /// Stages a republication of a window (late rows, a replay) as one file: its rows deduped
 /// by row key (or position) are added as one more file when none of their keys is in the
-/// window's `present` files yet, else the window is rewritten with them.
+/// window's `present` files yet, else the window is rewritten with them. `columns` are the
+/// columns that identify a row (`Policy::key_columns`).
 pub(super) async fn restage(
     slot: StageSlot,
     schema: SchemaRef,
     buffer: WindowBuffer,
     present: Vec<PublishedFile>,
     key: Option<KeySpec>,
+    columns: Vec<String>,
 ) -> Result<Staged, IngestError> {
     let mut inputs: Vec<RecordBatch> = Vec::new();
     for part in &buffer.parts {
@@ -98,10 +100,6 @@ pub(super) async fn restage(
     let unique = slot
         .compute(move || unique_rows(&dedupe_schema, &inputs, dedupe_key.as_ref()))
         .await?;
-    let columns = match &key {
-        Some(key) => key.columns.clone(),
-        None => vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()],
-    };
     let mut present_keys: Vec<RecordBatch> = Vec::new();
     for f in &present {
         present_keys.extend(slot.read(&f.path, Some(&columns)).await?);
