@@ -2,10 +2,14 @@
 //! exceeded, then the window's deduped files), commits each publication (a swap of the
 //! window, a late-row append or rewrite, or a MERGE) with the `txn`s its [`Plan`] names, and
 //! commits dead letters before any data commit that moves offsets past them. It owns the
-//! run's table handles and its group: swap publications decided but not committed yet (the
-//! last few maybe still staging, see `staging`), committed together by one commit
+//! run's table handles and its group: swap publications decided but not committed yet (a
+//! few maybe still staging, see `staging`), committed together by one commit
 //! ([`Publisher::finish_pending`]). What a commit means for the run's offsets, derived
 //! tables and counts is the runner's to apply ([`Committed`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
@@ -89,7 +93,7 @@ pub(crate) struct Publisher {
     /// grown by the records read) and the position columns.
     file_schema: SchemaRef,
     /// The group: swap publications decided but not committed, in the order their windows
-    /// sealed, each a different window; the last [`STAGING_TASKS_MAX`] may still be
+    /// sealed, each a different window; at most [`STAGING_TASKS_MAX`] of them may still be
     /// staging (each on a task of its own). They commit together, before any other commit
     /// of the run.
     pending: Vec<Pending>,
@@ -392,28 +396,47 @@ impl Publisher {
         Ok(None)
     }
 
-    /// Waits for the group's staging tasks, oldest first, until one more staging of
-    /// `bytes` buffered may start: at most [`STAGING_TASKS_MAX`] run at once, and the
-    /// windows they stage hold at most `--flush-bytes-max` together (one always may run).
+    /// Waits for the group's staging tasks, whichever finishes first each time, until one
+    /// more staging of `bytes` buffered may start: at most [`STAGING_TASKS_MAX`] run at once,
+    /// and the windows they stage hold at most `--flush-bytes-max` together (one always may
+    /// run). Not oldest first: a late-row rewrite reads its whole window back, and the small
+    /// late-row appends queued behind it would leave the other core idle meanwhile (seen at
+    /// the end of a run, where the drain's republications and last window stage together).
     async fn make_room(&mut self, bytes: usize) -> Result<(), IngestError> {
         loop {
-            let running: Vec<usize> = (0..self.pending.len())
-                .filter(|&i| self.pending[i].staging.is_some())
-                .collect();
-            let running_bytes: usize = running
-                .iter()
-                .map(|&i| self.pending[i].buffer_bytes)
-                .fold(0, usize::saturating_add);
-            let Some(&oldest) = running.first() else {
-                return Ok(());
-            };
-            if running.len() < STAGING_TASKS_MAX
-                && running_bytes.saturating_add(bytes) <= self.policy.flush_bytes_max
+            let running = self.pending.iter().filter(|p| p.staging.is_some());
+            let (count, running_bytes) = running.fold((0usize, 0usize), |(n, b), p| {
+                (n + 1, b.saturating_add(p.buffer_bytes))
+            });
+            if count == 0
+                || (count < STAGING_TASKS_MAX
+                    && running_bytes.saturating_add(bytes) <= self.policy.flush_bytes_max)
             {
                 return Ok(());
             }
-            self.pending[oldest].finish_staging().await?;
+            self.finish_first_staging().await?;
         }
+    }
+
+    /// Waits for whichever of the group's running staging tasks finishes first (there is at
+    /// least one) and keeps its files.
+    async fn finish_first_staging(&mut self) -> Result<(), IngestError> {
+        let pending = &mut self.pending;
+        let (index, joined) = std::future::poll_fn(|cx| {
+            for (index, p) in pending.iter_mut().enumerate() {
+                if let Some(staging) = p.staging.as_mut() {
+                    if let Poll::Ready(joined) = Pin::new(&mut staging.0).poll(cx) {
+                        return Poll::Ready((index, joined));
+                    }
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let finished = &mut self.pending[index];
+        finished.staging = None;
+        finished.keep(joined.map_err(StageError::from)??);
+        Ok(())
     }
 
     fn join_group(&mut self, pending: Pending) {
@@ -683,12 +706,17 @@ impl Pending {
     async fn finish_staging(&mut self) -> Result<(), IngestError> {
         if let Some(mut staging) = self.staging.take() {
             let staged = (&mut staging.0).await.map_err(StageError::from)??;
-            self.files.extend(staged.files);
-            if let Some(replace) = staged.replace {
-                self.replace = replace;
-            }
+            self.keep(staged);
         }
         Ok(())
+    }
+
+    /// Keeps what the publication's staging task wrote.
+    fn keep(&mut self, staged: Staged) {
+        self.files.extend(staged.files);
+        if let Some(replace) = staged.replace {
+            self.replace = replace;
+        }
     }
 
     /// A publication whose one file is staged: `parts` are the intermediates it replaces,
