@@ -631,7 +631,11 @@ impl Publisher {
         let columns = self.policy.key_columns();
         let mut present: Vec<RecordBatch> = Vec::new();
         for f in self.table.files_at(address).await? {
-            present.extend(self.stager.read_columns(&f.path, &columns).await?);
+            present.extend(
+                self.stager
+                    .read_columns(&f.path, staging::file_size(&f), &columns)
+                    .await?,
+            );
         }
         Ok(!any_key_in(rows, &present, &columns)?)
     }

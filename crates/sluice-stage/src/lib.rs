@@ -7,6 +7,7 @@
 //! leaves orphans for `gc`, never a torn file that a published version points at.
 
 mod busy;
+mod ranged;
 pub mod schema;
 mod stats;
 
@@ -26,6 +27,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use sluice_window::Address;
 
 pub use busy::{Busy, Phase};
+pub use ranged::RANGED_READ_BYTES_MIN;
 pub use schema::{align_all, align_batch, extends, union, SchemaConflict};
 pub use stats::{file_stats, file_stats_from_footer};
 
@@ -209,13 +211,15 @@ impl Stager {
         read_back(self.store.as_ref(), &self.busy, path, None).await
     }
 
-    /// Reads only the top-level `columns` of a file (in the file's column order).
+    /// Reads only the top-level `columns` (in the file's column order) of a published file of
+    /// `size_bytes` (its size in the Delta log): by ranges from [`RANGED_READ_BYTES_MIN`] on.
     pub async fn read_columns(
         &self,
         path: &str,
+        size_bytes: u64,
         columns: &[String],
     ) -> Result<Vec<RecordBatch>, StageError> {
-        read_back(self.store.as_ref(), &self.busy, path, Some(columns)).await
+        read_columns_back(&self.store, &self.busy, path, size_bytes, columns).await
     }
 
     /// Deletes a staged file that will never be published. A missing file is not an error.
@@ -243,14 +247,20 @@ pub struct StageSlot {
 }
 
 impl StageSlot {
-    /// Reads a staged or published data file of the same table back: only its top-level
-    /// `columns` (in the file's column order) if given.
-    pub async fn read(
+    /// Reads a staged or published data file of the same table back.
+    pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
+        read_back(self.store.as_ref(), &self.busy, path, None).await
+    }
+
+    /// As [`Stager::read_columns`]: only the top-level `columns` of a published file of
+    /// `size_bytes`.
+    pub async fn read_columns(
         &self,
         path: &str,
-        columns: Option<&[String]>,
+        size_bytes: u64,
+        columns: &[String],
     ) -> Result<Vec<RecordBatch>, StageError> {
-        read_back(self.store.as_ref(), &self.busy, path, columns).await
+        read_columns_back(&self.store, &self.busy, path, size_bytes, columns).await
     }
 
     /// Runs `compute` (dedupe, say) on a blocking thread, timed as [`Phase::Dedupe`]: CPU
@@ -385,6 +395,34 @@ async fn read_back(
     busy.time_async(Phase::ReadBack, read).await
 }
 
+/// The top-level `columns` of a published file of `size_bytes`, timed as
+/// [`Phase::ReadBack`]: a large file by ranges, a small one whole in one request.
+async fn read_columns_back(
+    store: &Arc<dyn ObjectStore>,
+    busy: &Busy,
+    path: &str,
+    size_bytes: u64,
+    columns: &[String],
+) -> Result<Vec<RecordBatch>, StageError> {
+    if size_bytes >= RANGED_READ_BYTES_MIN {
+        let read = ranged::read_columns_by_range(store.clone(), path, size_bytes, columns);
+        busy.time_async(Phase::ReadBack, read).await
+    } else {
+        read_back(store.as_ref(), busy, path, Some(columns)).await
+    }
+}
+
+/// The indices of the top-level fields named in `columns` (by field: a name may hold a '.').
+fn top_level_roots(schema: &SchemaRef, columns: &[String]) -> Vec<usize> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| columns.iter().any(|c| c == f.name()))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 async fn read_projected(
     store: &dyn ObjectStore,
     path: &str,
@@ -414,15 +452,7 @@ async fn read_projected(
         };
         let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(decode)?;
         if let Some(columns) = &columns {
-            // By top-level field (a name may hold a '.').
-            let roots: Vec<usize> = builder
-                .schema()
-                .fields()
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| columns.iter().any(|c| c == f.name()))
-                .map(|(i, _)| i)
-                .collect();
+            let roots = top_level_roots(builder.schema(), columns);
             let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
             builder = builder.with_projection(mask);
         }
@@ -441,5 +471,7 @@ fn object_path(path: &str) -> Result<Path, StageError> {
     })
 }
 
+#[cfg(test)]
+mod ranged_tests;
 #[cfg(test)]
 mod tests;

@@ -37,7 +37,7 @@ fn batch() -> (SchemaRef, RecordBatch) {
 }
 
 /// The address of the hour 2026-10-03 14:00.
-fn hour_14() -> Address {
+pub(crate) fn hour_14() -> Address {
     let size = WindowSize::parse("1h").unwrap();
     let t = TimeFormat::Rfc3339
         .parse_str("2026-10-03T14:10:00Z")

@@ -38,7 +38,7 @@ pub(super) async fn stage_deduped(
         let mut inputs: Vec<RecordBatch> = Vec::new();
         for (bucket, path) in &parts {
             if bucket.map_or(group == 0, |b| b % groups == group as u32) {
-                inputs.extend(slot.read(path, None).await?);
+                inputs.extend(slot.read(path).await?);
             }
         }
         inputs.append(&mut in_memory[group]);
@@ -93,7 +93,7 @@ pub(super) async fn restage(
 ) -> Result<Staged, IngestError> {
     let mut inputs: Vec<RecordBatch> = Vec::new();
     for part in &buffer.parts {
-        inputs.extend(slot.read(&part.file.path, None).await?);
+        inputs.extend(slot.read(&part.file.path).await?);
     }
     inputs.extend(buffer.batches);
     let (dedupe_schema, dedupe_key) = (schema.clone(), key.clone());
@@ -102,7 +102,7 @@ pub(super) async fn restage(
         .await?;
     let mut present_keys: Vec<RecordBatch> = Vec::new();
     for f in &present {
-        present_keys.extend(slot.read(&f.path, Some(&columns)).await?);
+        present_keys.extend(slot.read_columns(&f.path, file_size(f), &columns).await?);
     }
     if !any_key_in(&unique, &present_keys, &columns)? {
         // The rewrite would keep every published row and add these: adding them as one
@@ -119,7 +119,7 @@ pub(super) async fn restage(
     drop(present_keys);
     let mut inputs: Vec<RecordBatch> = Vec::new();
     for f in &present {
-        inputs.extend(slot.read(&f.path, None).await?);
+        inputs.extend(slot.read(&f.path).await?);
     }
     inputs.push(unique);
     let dedupe_schema = schema.clone();
@@ -132,4 +132,10 @@ pub(super) async fn restage(
         files: vec![file],
         replace: Some(Replace::Window),
     })
+}
+
+/// A published file's size as the Delta log gives it (what a ranged read of it may fetch up
+/// to); a negative size, which no writer records, reads as 0 (the file is then read whole).
+pub(super) fn file_size(file: &PublishedFile) -> u64 {
+    u64::try_from(file.size_bytes).unwrap_or(0)
 }
