@@ -26,8 +26,9 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
+    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    UploadPart,
 };
 
 mod turnstile;
@@ -59,6 +60,9 @@ pub struct OpRecord {
     pub kind: &'static str,
     pub path: String,
     pub outcome: Outcome,
+    /// The byte ranges a ranged read asked for (a get of a bounded range, a get_ranges);
+    /// empty for a read of the whole object and for every other operation.
+    pub ranges: Vec<Range<u64>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +176,13 @@ impl FaultStore {
     }
 
     /// Numbers the operation and decides its fate (after any injected latency).
-    async fn begin(&self, kind: &'static str, path: &Path, writes: bool) -> (u64, Outcome) {
+    async fn begin(
+        &self,
+        kind: &'static str,
+        path: &Path,
+        writes: bool,
+        ranges: Vec<Range<u64>>,
+    ) -> (u64, Outcome) {
         let n = self.state.ops.fetch_add(1, Ordering::SeqCst) + 1;
         let outcome = match self.state.plan {
             FaultPlan::PassThrough => Outcome::Ran,
@@ -211,6 +221,7 @@ impl FaultStore {
             kind,
             path: path.to_string(),
             outcome,
+            ranges,
         });
         (n, outcome)
     }
@@ -237,7 +248,22 @@ impl FaultStore {
     where
         F: std::future::Future<Output = object_store::Result<T>>,
     {
-        let (n, outcome) = self.begin(kind, path, writes).await;
+        self.run_reading(kind, path, writes, Vec::new(), op).await
+    }
+
+    /// As [`FaultStore::run`], recording the byte `ranges` the operation reads.
+    async fn run_reading<T, F>(
+        &self,
+        kind: &'static str,
+        path: &Path,
+        writes: bool,
+        ranges: Vec<Range<u64>>,
+        op: F,
+    ) -> object_store::Result<T>
+    where
+        F: std::future::Future<Output = object_store::Result<T>>,
+    {
+        let (n, outcome) = self.begin(kind, path, writes, ranges).await;
         match outcome {
             Outcome::Ran => op.await,
             Outcome::FailedBefore => Err(Self::error(n, kind, path, outcome)),
@@ -320,10 +346,15 @@ impl ObjectStore for FaultStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let kind = if options.head { "head" } else { "get" };
-        self.run(
+        let ranges = match &options.range {
+            Some(GetRange::Bounded(r)) => vec![r.clone()],
+            _ => Vec::new(),
+        };
+        self.run_reading(
             kind,
             location,
             false,
+            ranges,
             self.inner.get_opts(location, options),
         )
         .await
@@ -334,10 +365,11 @@ impl ObjectStore for FaultStore {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<bytes::Bytes>> {
-        self.run(
+        self.run_reading(
             "get_ranges",
             location,
             false,
+            ranges.to_vec(),
             self.inner.get_ranges(location, ranges),
         )
         .await
@@ -436,7 +468,7 @@ impl FaultStore {
         let store = self.clone();
         let path = prefix.cloned().unwrap_or_default();
         futures::stream::once(async move {
-            let (n, outcome) = store.begin(kind, &path, false).await;
+            let (n, outcome) = store.begin(kind, &path, false, Vec::new()).await;
             match outcome {
                 Outcome::Ran => inner,
                 _ => {

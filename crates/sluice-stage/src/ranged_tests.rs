@@ -1,89 +1,14 @@
 //! Ranged column reads: the same rows as a whole-object read, fetched by ranges only.
 
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use deltalake::arrow::array::{Int64Array, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
-use futures::stream::BoxStream;
 use object_store::memory::InMemory;
-use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    PutMultipartOptions, PutOptions, PutResult,
-};
+use sluice_faults::{FaultPlan, FaultStore};
 
 use super::*;
 use crate::tests::hour_14;
-
-/// A store that records the range of every read (`None`: the whole object).
-#[derive(Debug)]
-struct RangesSeen {
-    inner: Arc<dyn ObjectStore>,
-    reads: Mutex<Vec<Option<GetRange>>>,
-}
-
-impl fmt::Display for RangesSeen {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RangesSeen({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for RangesSeen {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        if !options.head {
-            self.reads.lock().unwrap().push(options.range.clone());
-        }
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
 
 /// A window file of `rows` rows: a string key, a wide payload (most of the bytes) and a
 /// number, in row groups of 4,096 rows.
@@ -137,11 +62,8 @@ async fn a_ranged_read_returns_the_column_and_fetches_only_part_of_the_file() {
     let whole = read_parquet_columns(inner.as_ref(), &file.path, &columns)
         .await
         .unwrap();
-    let seen = Arc::new(RangesSeen {
-        inner,
-        reads: Mutex::new(Vec::new()),
-    });
-    let ranged = ranged::read_columns_by_range(seen.clone(), &file.path, size, &columns)
+    let seen = FaultStore::new(inner, FaultPlan::PassThrough);
+    let ranged = ranged::read_columns_by_range(Arc::new(seen.clone()), &file.path, size, &columns)
         .await
         .unwrap();
     let concat = |batches: &[RecordBatch]| {
@@ -151,14 +73,15 @@ async fn a_ranged_read_returns_the_column_and_fetches_only_part_of_the_file() {
     assert_eq!(ranged.num_rows(), 20_000);
     assert_eq!(ranged.schema().fields().len(), 1);
     assert_eq!(ranged, whole);
-    let reads = seen.reads.lock().unwrap().clone();
+    let reads = seen.log();
     assert!(reads.len() >= 2, "the footer, then the chunks: {reads:?}");
     let mut fetched = 0u64;
     for read in &reads {
-        match read {
-            Some(GetRange::Bounded(r)) => fetched += r.end - r.start,
-            other => panic!("a read that is not a bounded range: {other:?}"),
-        }
+        assert!(
+            read.kind.starts_with("get") && !read.ranges.is_empty(),
+            "a read of the whole object: {read:?}"
+        );
+        fetched += read.ranges.iter().map(|r| r.end - r.start).sum::<u64>();
     }
     assert!(
         fetched * 4 < size,
