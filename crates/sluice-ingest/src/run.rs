@@ -559,14 +559,6 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         if due.is_empty() {
             return Ok(());
         }
-        // First publications before republications, each in window order: a first
-        // publication stages a whole window, a republication mostly a few late rows, so the
-        // large stagings start first and the small ones fill the other core beside them
-        // (the end of the input: the last window and the late rows of many others).
-        let (mut due, late): (Vec<Window>, Vec<Window>) = due
-            .into_iter()
-            .partition(|window| !self.state.publication_of(*window).0);
-        due.extend(late);
         // A group left from before holds windows decided against an older read position:
         // it commits before anything due now is decided.
         self.finish_pending().await?;

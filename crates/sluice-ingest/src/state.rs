@@ -284,9 +284,12 @@ impl WindowState {
         self.buffers.add_part(window, part);
     }
 
-    /// The windows to publish now, oldest first: those the watermark sealed and those of
-    /// events far ahead, except late batches whose interval has not passed at `now_ms`
-    /// (unless draining).
+    /// The windows to publish now: those the watermark sealed and those of events far ahead,
+    /// except late batches whose interval has not passed at `now_ms` (unless draining).
+    /// First publications come before republications, each oldest first: a first publication
+    /// stages a whole window, a republication mostly a few late rows, so the large stagings
+    /// start first and the small ones fill the other core beside them (the end of the input:
+    /// the last window and the late rows of many others).
     pub fn due(&self, now_ms: i64) -> Vec<Window> {
         let mut windows = self.book.sealed(self.watermark.current());
         let ahead: Vec<Window> = self
@@ -296,7 +299,6 @@ impl WindowState {
             .filter(|w| self.book.is_open(*w) && !windows.contains(w))
             .collect();
         windows.extend(ahead);
-        windows.sort();
         windows.retain(|window| {
             let batching = self
                 .late_since_ms
@@ -304,6 +306,7 @@ impl WindowState {
                 .is_some_and(|since| now_ms.saturating_sub(*since) < self.rules.late_batch_ms);
             self.draining || !batching
         });
+        windows.sort_by_key(|window| (self.book.is_published(*window), *window));
         windows
     }
 

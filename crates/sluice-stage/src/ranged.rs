@@ -73,8 +73,10 @@ impl AsyncFileReader for RangeReader {
         range: Range<u64>,
     ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
         async move {
-            let store = &self.store;
-            store.get_range(&self.path, range).await.map_err(external)
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(external)
         }
         .boxed()
     }
