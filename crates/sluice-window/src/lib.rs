@@ -30,7 +30,7 @@ pub use address::{
 };
 pub use book::{Route, WindowBook};
 pub use duration::{parse_duration_ms, DurationError};
-pub use number::{parse_integer_exact, Decimal};
+pub use number::{parse_f32_exact, parse_f64_exact, parse_integer_exact, Decimal};
 pub use time::{parse_instant, EventTime, TimeError, TimeFormat, TimeSpec, Zone};
 pub use watermark::{Observed, SkewGuard, Watermark, WatermarkState, JUMP_EVENTS_MAX};
 pub use window::{Window, WindowSize, WindowSizeError};

@@ -162,6 +162,117 @@ impl Decimal {
     }
 }
 
+impl Decimal {
+    /// The same number with trailing zeros moved into the exponent (`1.50` and `1.5`, `100`
+    /// and `1e2` are one value).
+    fn normalized(self) -> Decimal {
+        let mut d = self;
+        while d.digits != 0 && d.digits.is_multiple_of(10) {
+            d.digits /= 10;
+            d.exponent = d.exponent.saturating_add(1);
+        }
+        if d.digits == 0 {
+            d.exponent = 0;
+        }
+        d
+    }
+
+    /// Significant decimal digits (0 for zero).
+    fn significant_digits(self) -> u32 {
+        if self.digits == 0 {
+            0
+        } else {
+            self.digits.ilog10() + 1
+        }
+    }
+
+    /// Whether the value is exactly `other`'s.
+    fn same_value(self, other: Decimal) -> bool {
+        self.normalized() == other.normalized()
+    }
+
+    /// The digits' count and the power of ten of the leading digit, for a value known to be
+    /// within `digits_max` significant digits and a decimal exponent range.
+    fn within(self, digits_max: u32, leading_exponent: std::ops::RangeInclusive<i64>) -> bool {
+        let n = self.normalized();
+        let digits = n.significant_digits();
+        digits == 0
+            || (digits <= digits_max
+                && leading_exponent.contains(&(i64::from(n.exponent) + i64::from(digits) - 1)))
+    }
+}
+
+impl Decimal {
+    /// Digits before and after the point of the value, without leading and trailing zeros:
+    /// `123.45` is (3, 2), `1e3` (4, 0), `0.001` (0, 3), `0` (0, 0). What a decimal(p, s)
+    /// needs to hold it: s at least the second, p - s at least the first.
+    pub fn integer_and_fraction_digits(self) -> (u32, u32) {
+        let n = self.normalized();
+        let digits = i64::from(n.significant_digits());
+        let exponent = i64::from(n.exponent);
+        let clamp = |v: i64| v.clamp(0, i64::from(u32::MAX)) as u32;
+        if digits == 0 {
+            (0, 0)
+        } else if exponent >= 0 {
+            (clamp(digits + exponent), 0)
+        } else {
+            (clamp(digits + exponent), clamp(-exponent))
+        }
+    }
+}
+
+/// The double a JSON number (or numeric string) denotes, if the double holds that number as
+/// written: read back (as its shortest decimal text), it is the same number. `0.1`, `2.5`,
+/// `1e300` and `9007199254740992` are; `9007199254740993` (2^53 + 1, which a double rounds
+/// to 2^53), `0.1000000000000000000001`, `1e400` (infinite) and `1e-400` (zero) are not.
+pub fn parse_f64_exact(text: &str) -> Option<f64> {
+    // Up to 15 significant digits in the range of normal doubles, every decimal reads back as
+    // itself (DBL_DIG): no need to format the double to know.
+    parse_exact(text, 15, -307..=307)
+}
+
+/// As [`parse_f64_exact`], for a float (32 bits): `16777217` (2^24 + 1) is not one.
+pub fn parse_f32_exact(text: &str) -> Option<f32> {
+    // FLT_DIG: 6 significant digits read back as themselves in the normal range.
+    parse_exact(text, 6, -37..=37)
+}
+
+/// A binary floating-point type.
+trait Float: std::str::FromStr + std::fmt::LowerExp + Copy {
+    fn finite(self) -> bool;
+}
+
+impl Float for f64 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
+}
+
+impl Float for f32 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
+}
+
+/// `text` as an `F` if it holds the number exactly; a number of at most `digits_max`
+/// significant digits whose leading digit's power of ten is in `exponents` always does.
+fn parse_exact<F: Float>(
+    text: &str,
+    digits_max: u32,
+    exponents: std::ops::RangeInclusive<i64>,
+) -> Option<F> {
+    let written = Decimal::parse(text)?;
+    let value: F = text.trim().trim_start_matches('+').parse().ok()?;
+    if !value.finite() {
+        return None;
+    }
+    if written.within(digits_max, exponents) {
+        return Some(value);
+    }
+    let shortest = Decimal::parse(&format!("{value:e}"))?;
+    written.same_value(shortest).then_some(value)
+}
+
 /// The integer a JSON number (or numeric string) denotes, if it is one exactly: `12`, `-3`,
 /// `1e3`, `2.0`; `None` for `2.5`, for values outside i64, and for anything not a number.
 pub fn parse_integer_exact(text: &str) -> Option<i64> {
@@ -205,6 +316,66 @@ mod tests {
         ] {
             assert_eq!(parse_integer_exact(text), want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn doubles_are_read_only_when_they_hold_the_number_as_written() {
+        for text in [
+            "0",
+            "-0",
+            "0.1",
+            "2.5",
+            "-1.25e-3",
+            "1e300",
+            "9007199254740992",
+            "1.7976931348623157e308",
+            "5e-324",
+            "0.30000000000000004",
+            "123456789012345",
+            "1.50",
+            "+3",
+            "2.2250738585072014e-308",
+        ] {
+            assert!(parse_f64_exact(text).is_some(), "{text}");
+            assert_eq!(
+                parse_f64_exact(text),
+                text.trim_start_matches('+').parse::<f64>().ok(),
+                "{text}"
+            );
+        }
+        for text in [
+            "9007199254740993",
+            "9223372036854775807",
+            "0.1000000000000000000001",
+            "1e400",
+            "-1e400",
+            "1e-400",
+            "4.9e-324",
+            "12345678901234567890",
+            "NaN",
+            "inf",
+            "0x10",
+            "",
+            "1.2.3",
+        ] {
+            assert_eq!(parse_f64_exact(text), None, "{text}");
+        }
+        assert_eq!(parse_f32_exact("16777216"), Some(16_777_216.0));
+        assert_eq!(parse_f32_exact("16777217"), None);
+        assert_eq!(parse_f32_exact("0.1"), Some(0.1));
+        assert_eq!(parse_f32_exact("3.4e39"), None);
+    }
+
+    #[test]
+    fn digits_on_each_side_of_the_point() {
+        let d = |t: &str| Decimal::parse(t).unwrap().integer_and_fraction_digits();
+        assert_eq!(d("123.45"), (3, 2));
+        assert_eq!(d("1e3"), (4, 0));
+        assert_eq!(d("0.001"), (0, 3));
+        assert_eq!(d("0"), (0, 0));
+        assert_eq!(d("-1.50"), (1, 1));
+        assert_eq!(d("9223372036854775808"), (19, 0));
+        assert_eq!(d("1e-40"), (0, 40));
     }
 
     #[test]

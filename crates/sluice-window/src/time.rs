@@ -338,7 +338,9 @@ fn parse_iso(text: &str, zone: Zone) -> Result<i64, TimeError> {
         let date = NaiveDate::parse_from_str(t, "%Y-%m-%d").map_err(|e| bad(&e.to_string()))?;
         return zone.instant(date.and_time(chrono::NaiveTime::MIN), text);
     }
-    if t.len() < 16 || !t.is_char_boundary(10) {
+    // The time part starts at byte 11 (after the date and `T` or a space): text whose byte 10
+    // or 11 falls inside a character is not this shape.
+    if t.len() < 16 || !t.is_char_boundary(10) || !t.is_char_boundary(11) {
         return Err(bad(
             "expected YYYY-MM-DD[ HH:MM[:SS[.fraction]]][Z or offset]",
         ));
