@@ -17,6 +17,24 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy -p sluice -p sluice-ingest -p sluice-source --no-default-features --features gcs,azure --all-targets -- -D warnings
 
+# Property tests of the input path (arbitrary bytes, JSON and text into time parsing,
+# inference, decoding and keys), `rounds` times with fresh seeds and `scale` times the cases
+# CI runs; stops at the first failure, which prints its seed (SLUICE_TEST_SEED replays it).
+fuzz rounds="20" scale="10":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    log="$(mktemp)"
+    for i in $(seq {{rounds}}); do
+      if ! SLUICE_FUZZ_SCALE={{scale}} cargo test --workspace --all-targets --locked -q -- \
+          any_text_in_any_format any_number_in_any_format any_option_text \
+          every_message_is_a_row_or_a_dead_letter rows_of_any_messages_dedupe \
+          --nocapture >"$log" 2>&1; then
+        cat "$log"
+        exit 1
+      fi
+      grep -E '^fuzz ' "$log"
+    done
+
 # Crash soak: SIGKILL the real binary at random moments over a generated input, restart each
 # time, then compare with one clean run (0 duplicates, 0 losses). CI runs 30 kills over 60k events.
 soak events="1000000" kills="200" slices="100":

@@ -196,7 +196,8 @@ fn summary_json(
         "columns_added": s.fields_added,
         "events_far_ahead": s.ahead,
         "rows_with_ignored_fields": s.rows_with_ignored_fields,
-        "ignored_fields": s.ignored_fields,
+        "ignored_fields": s.ignored_fields.named,
+        "ignored_fields_others": s.ignored_fields.others,
         "bytes": s.bytes,
         "seconds": secs,
         "busy_seconds": busy_seconds(&s.busy_us),
@@ -345,6 +346,8 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
             .unwrap_or_default(),
         evolution: settings.evolution,
         columns_max: settings.columns_max,
+        // Set by open_raw from the table's layout.
+        reserved: Vec::new(),
     };
     let config = IngestConfig {
         pipeline: settings.pipeline.clone(),
@@ -500,6 +503,19 @@ pub async fn ingest(
     Option<u64>,
     Vec<sluice_notify::TargetReport>,
 )> {
+    let stop = Stop::on_signal();
+    if !wait_for_first_records(settings, stop.rx.clone()).await? {
+        if stop.signal() == Some(Signal::Interrupt) {
+            return Err(stop
+                .interrupted(
+                    settings,
+                    "the run stopped waiting for the source's first records",
+                )
+                .await);
+        }
+        crate::warnings::warn(crate::signals::STOPPED_NOTE);
+        return Ok((sluice_ingest::RunSummary::default(), None, Vec::new()));
+    }
     let mut w = wire(settings).await?;
     // Beside the writer: it records what the targets got with its own commits.
     let notifier = crate::notify::start(settings, &w.options, false).await?;
@@ -532,7 +548,6 @@ pub async fn ingest(
             .context("bringing the derived tables up to the raw table")?,
         None => ingester,
     };
-    let stop = Stop::on_signal();
     let mut stopped = stop.rx.clone();
     let (summary, table) = match settings.follow {
         // A bounded run stops at once: everything it published is in the table, and the
@@ -568,6 +583,50 @@ pub async fn ingest(
     }
     let notified = crate::notify::finish(notifier, settings, clock.now_ms()).await?;
     Ok((summary, table.version(), notified))
+}
+
+/// A followed run into a table that does not exist yet, without a schema file, waits for
+/// the source's first record to infer the schema from: a new, empty file is a stream that
+/// has not started. `false`: a signal stopped the wait.
+async fn wait_for_first_records(
+    settings: &RunSettings,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<bool> {
+    let Some(follow) = &settings.follow else {
+        return Ok(true);
+    };
+    if settings.schema.is_some() || settings.kafka.is_some() {
+        return Ok(true);
+    }
+    let exists = sluice_publish::open_table(&settings.table, &settings.storage_options, None)
+        .await
+        .is_ok();
+    if exists {
+        return Ok(true);
+    }
+    let mut source = NdjsonSource::open_following(&settings.source)
+        .map_err(|e| usage(format!("--source: {e}")))?;
+    let mut waiting = false;
+    loop {
+        let head = source
+            .head_lines(settings.infer_lines)
+            .context("reading the source to infer its schema")?;
+        let rows = head.iter().map(Vec::as_slice);
+        if sluice_source::schema::infer(rows, settings.infer_lines, &[]).is_ok() {
+            return Ok(true);
+        }
+        if !waiting {
+            waiting = true;
+            tracing::info!(source = %settings.source.display(), "waiting for the source's first record to infer the new table's schema from");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(follow.poll_ms)) => {}
+            _ = stop.wait_for(|s| *s) => return Ok(false),
+        }
+        source
+            .refresh()
+            .map_err(|e| usage(format!("--source: {e}")))?;
+    }
 }
 
 /// A bounded run with a progress bar on stderr when stderr is a terminal (bytes read of the

@@ -44,12 +44,16 @@ const REASONS_SHOWN_MAX: usize = 3;
 /// Prints the run's warnings; an error (exit 3) when every record was rejected.
 pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Result<()> {
     if s.rows_with_ignored_fields > 0 {
-        let fields = s
+        let mut fields = s
             .ignored_fields
+            .named
             .iter()
             .map(|(f, n)| format!("{f} ({n})"))
-            .collect::<Vec<_>>()
-            .join(", ");
+            .collect::<Vec<_>>();
+        if s.ignored_fields.others > 0 {
+            fields.push(format!("other fields ({})", s.ignored_fields.others));
+        }
+        let fields = fields.join(", ");
         let how = if settings.evolution == SchemaEvolution::Ignore {
             "--schema-evolution ignore"
         } else {

@@ -8,6 +8,7 @@ mod derive;
 mod docs;
 mod e2e;
 mod first_hour;
+mod hostile;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(feature = "kafka")]

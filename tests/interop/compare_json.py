@@ -1,30 +1,41 @@
-"""Compares a sluice table with the NDJSON input it was written from, field by field, as two
-independent readers see it: Python delta-rs (pyarrow) and Polars.
+"""Compares a sluice table with the input it was written from, field by field, as three
+independent readers see it: Python delta-rs (pyarrow), Polars, and polars-deltalake (a
+delta-kernel-rs reader).
 
-  compare_json.py TABLE DLQ_TABLE INPUT_DIR
+  compare_json.py TABLE DLQ_TABLE INPUT
 
-For a table keyed by source position (no --key), every input line must be exactly one of: a
+INPUT is an NDJSON file or a directory of them (records at (file name, byte offset)), or a
+`.messages.json` file: a list of [source partition, offset, message text] (a Kafka topic's).
+
+For a table keyed by source position (no --key), every input record must be exactly one of: a
 row of the table (found by `_sluice_source` and `_sluice_offset`) or a dead letter (found by
-`source_partition` and `source_offset`). Every row must hold the values of its line: each JSON
-field a column (or struct member) of the same value, nothing left out, JSON nulls and absent
-fields read as null. Prints a summary; exits non-zero on the first kinds of mismatch."""
+`source_partition` and `source_offset`). Every row must hold the values of its record exactly:
+each JSON field a column (or struct member) of the same value, nothing left out, JSON nulls and
+absent fields read as null. Numbers compare exactly (as decimals, a double by its shortest
+text); a text column holds a number or boolean as its text and an object or array as its JSON
+text; a column renamed by sluice (`sluice.sourceName` in its Delta metadata) holds the field
+of that name. Prints a summary; exits non-zero on the first kinds of mismatch."""
 import json
-import math
 import os
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
+import polars_deltalake
 from deltalake import DeltaTable
 
 SKIP = {"_sluice_source", "_sluice_offset", "dt", "hour", "window_start", "pipeline", "shard"}
 
 
-def lines_of(input_dir: Path) -> dict[tuple[str, int], bytes]:
-    """(file name, byte offset) -> line, for every non-blank line of every input file."""
+def lines_of(input_path: Path) -> dict[tuple[str, int], bytes]:
+    """(source, offset) -> record: every non-blank line of every input file, or every message
+    of a `.messages.json` list."""
+    if input_path.name.endswith(".messages.json"):
+        return {(src, off): text.encode() for src, off, text in json.loads(input_path.read_text())}
     out = {}
-    files = [input_dir] if input_dir.is_file() else sorted(
-        p for p in input_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    files = [input_path] if input_path.is_file() else sorted(
+        p for p in input_path.iterdir() if p.is_file() and not p.name.startswith("."))
     for path in files:
         data = path.read_bytes()
         at = 0
@@ -34,6 +45,42 @@ def lines_of(input_dir: Path) -> dict[tuple[str, int], bytes]:
                 out[(path.name, at)] = line.rstrip(b"\r")
             at += len(raw) + 1
     return out
+
+
+def parse(text):
+    """A JSON text with exact numbers: fractions and exponents as Decimal."""
+    return json.loads(text, parse_float=Decimal)
+
+
+def source_names(dtype):
+    """A Delta type with the columns sluice renamed mapped back to their fields' names: a
+    nested dict of column name -> (field name, member types) for structs, lists and maps."""
+    name = type(dtype).__name__
+    if name in ("StructType", "Schema"):
+        out = {}
+        for f in dtype.fields:
+            out[f.name] = ((f.metadata or {}).get("sluice.sourceName", f.name), source_names(f.type))
+        return ("struct", out)
+    if name == "ArrayType":
+        return ("list", source_names(dtype.element_type))
+    if name == "MapType":
+        return ("map", source_names(dtype.value_type))
+    return None
+
+
+def by_field_names(value, names):
+    """A row's value with struct members keyed by their fields' names (see source_names)."""
+    if names is None or value is None:
+        return value
+    kind, inner = names
+    if kind == "struct" and isinstance(value, dict):
+        return {inner[k][0] if k in inner else k: by_field_names(v, inner[k][1] if k in inner else None)
+                for k, v in value.items()}
+    if kind == "list" and isinstance(value, list):
+        return [by_field_names(v, inner) for v in value]
+    if kind == "map" and isinstance(value, dict):
+        return {k: by_field_names(v, inner) for k, v in value.items()}
+    return value
 
 
 def normalize(value, column_type=None):
@@ -57,6 +104,8 @@ def same(expected, actual, path: str, problems: list[str], is_map: bool = False)
     member is null), maps key by key."""
     if len(problems) > 20:
         return
+    if same_text(expected, actual, path, problems):
+        return
     if expected is None:
         if actual not in (None, {}) and not (isinstance(actual, dict) and all(
                 v is None for v in actual.values())):
@@ -74,13 +123,15 @@ def same(expected, actual, path: str, problems: list[str], is_map: bool = False)
         if not isinstance(actual, dict):
             problems.append(f"{path}: JSON object, table {actual!r}")
             return
+        # Delta column names are case-insensitive: a key may name its column in any case.
         for k, v in expected.items():
-            if k not in actual and v is not None:
+            column = spelled(actual, k)
+            if column is None and v is not None:
                 problems.append(f"{path}.{k}: field not in the table (JSON {v!r})")
                 continue
-            same(v, actual.get(k), f"{path}.{k}", problems)
+            same(v, actual.get(column), f"{path}.{k}", problems)
         for k, v in actual.items():
-            if k not in expected and v is not None:
+            if spelled(expected, k) is None and v is not None:
                 problems.append(f"{path}.{k}: table {v!r}, absent from the JSON")
         return
     if isinstance(expected, list):
@@ -90,19 +141,44 @@ def same(expected, actual, path: str, problems: list[str], is_map: bool = False)
         for i, (e, a) in enumerate(zip(expected, actual)):
             same(e, a, f"{path}[{i}]", problems)
         return
-    if isinstance(expected, float) or isinstance(actual, float):
-        if actual is None or not math.isclose(float(expected), float(actual), rel_tol=0,
-                                              abs_tol=0):
+    if isinstance(expected, (int, Decimal)) and not isinstance(expected, bool):
+        if isinstance(actual, float):
+            actual = Decimal(repr(actual))  # a double is the number its shortest text is
+        elif isinstance(actual, str):
+            try:
+                actual = Decimal(actual)  # a text column keeps a number as its text
+            except ArithmeticError:
+                pass
+        if isinstance(actual, bool) or not isinstance(actual, (int, Decimal)) or actual != expected:
             problems.append(f"{path}: JSON {expected!r}, table {actual!r}")
         return
+    if isinstance(expected, bool) and isinstance(actual, str):
+        actual = {"true": True, "false": False}.get(actual, actual)
     if isinstance(expected, bool) != isinstance(actual, bool) or expected != actual:
-        # A JSON number in a text column reads as its text.
-        if not (isinstance(actual, str) and isinstance(expected, (int, float))
-                and actual == json.dumps(expected)):
+        problems.append(f"{path}: JSON {expected!r}, table {actual!r}")
+
+
+def spelled(d: dict, key: str):
+    """The key of `d` that names `key`: itself, else one equal to it ignoring case."""
+    if key in d:
+        return key
+    return next((k for k in d if k.lower() == key.lower()), None)
+
+
+def same_text(expected, actual, path: str, problems: list[str]) -> bool:
+    """A nested value in a text column: its JSON text. Whether `actual` was such a text."""
+    if isinstance(expected, (dict, list)) and isinstance(actual, str):
+        try:
+            if parse(actual) != expected:
+                problems.append(f"{path}: JSON {expected!r}, table text {actual!r}")
+        except ValueError:
             problems.append(f"{path}: JSON {expected!r}, table {actual!r}")
+        return True
+    return False
 
 
-def check(reader: str, rows: list[dict], lines: dict, dead: set, problems: list[str]) -> int:
+def check(reader: str, rows: list[dict], lines: dict, dead: set, problems: list[str],
+          names) -> int:
     seen = set()
     for row in rows:
         at = (row["_sluice_source"], row["_sluice_offset"])
@@ -115,8 +191,8 @@ def check(reader: str, rows: list[dict], lines: dict, dead: set, problems: list[
         if line is None:
             problems.append(f"{reader}: row at {at} has no input line")
             continue
-        expected = json.loads(line)
-        actual = {k: normalize(v) for k, v in row.items() if k not in SKIP}
+        expected = parse(line)
+        actual = by_field_names({k: normalize(v) for k, v in row.items() if k not in SKIP}, names)
         mine: list[str] = []
         same(expected, actual, f"{at[0]}:{at[1]}", mine)
         problems.extend(f"{reader}: {p}" for p in mine)
@@ -126,8 +202,8 @@ def check(reader: str, rows: list[dict], lines: dict, dead: set, problems: list[
     return len(seen)
 
 
-def main(table: str, dlq: str, input_dir: str) -> int:
-    lines = lines_of(Path(input_dir))
+def main(table: str, dlq: str, input_path: str) -> int:
+    lines = lines_of(Path(input_path))
     dead_rows = DeltaTable(dlq).to_pyarrow_table(
         columns=["source_partition", "source_offset", "reason"]).to_pylist()
     dead = {(d["source_partition"], d["source_offset"]) for d in dead_rows}
@@ -135,12 +211,17 @@ def main(table: str, dlq: str, input_dir: str) -> int:
     for d in dead_rows:
         reasons[d["reason"]] = reasons.get(d["reason"], 0) + 1
     problems: list[str] = []
-    by_delta_rs = check("delta-rs", DeltaTable(table).to_pyarrow_table().to_pylist(), lines,
-                        dead, problems)
-    by_polars = check("polars", pl.read_delta(table).to_dicts(), lines, dead, problems)
-    print(f"compare_json: {len(lines)} input lines; delta-rs read {by_delta_rs} rows, polars "
-          f"{by_polars}; {len(dead)} dead letters {dict(sorted(reasons.items()))}; "
-          f"{len(problems)} problems")
+    delta = DeltaTable(table)
+    names = source_names(delta.schema())
+    read = {
+        "delta-rs": delta.to_pyarrow_table().to_pylist(),
+        "polars": pl.read_delta(table).to_dicts(),
+        "polars-deltalake": polars_deltalake.read_delta(table).to_dicts(),
+    }
+    counts = {r: check(r, rows, lines, dead, problems, names) for r, rows in read.items()}
+    print(f"compare_json: {len(lines)} input lines; "
+          + ", ".join(f"{r} read {n} rows" for r, n in counts.items())
+          + f"; {len(dead)} dead letters {dict(sorted(reasons.items()))}; {len(problems)} problems")
     for p in problems[:40]:
         print(f"  {p}")
     sys.stdout.flush()

@@ -39,7 +39,7 @@ fn schema_of(files: &[PathBuf]) -> Result<SchemaRef, BenchError> {
     let n = File::open(first)?.read(&mut head)?;
     head.truncate(n);
     let lines = head.split(|b| *b == b'\n').filter(|l| !l.is_empty());
-    Ok(sluice_source::schema::infer(lines, 1000)?)
+    Ok(sluice_source::schema::infer(lines, 1000, &[])?)
 }
 
 /// Decodes every file in `READ_BYTES` reads, handing each batch to `each`.

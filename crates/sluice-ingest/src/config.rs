@@ -91,7 +91,8 @@ pub struct IngestConfig {
     /// watermark (it lands in its window, published on its own); see [`SkewGuard`].
     pub skew: SkewGuard,
     /// Memory budget of all open windows' buffered rows; above it the largest window's rows
-    /// are staged as a part.
+    /// are staged as a part. Dead letters not committed yet are committed once they hold
+    /// more than a [`DEAD_LETTER_SHARE`]th of it.
     pub flush_bytes_max: usize,
     /// Bytes read from the source per chunk.
     pub chunk_bytes: usize,
@@ -155,6 +156,10 @@ impl IngestConfig {
     }
 }
 
+/// Pending dead letters are committed early once they hold more than this fraction
+/// (1/`DEAD_LETTER_SHARE`) of [`IngestConfig::flush_bytes_max`].
+pub const DEAD_LETTER_SHARE: usize = 4;
+
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error(transparent)]
@@ -171,7 +176,7 @@ pub enum IngestError {
     Table(Box<deltalake::DeltaTableError>),
     #[error("arrow failed while routing rows: {0}")]
     Arrow(#[from] ArrowError),
-    #[error("the reader thread stopped unexpectedly")]
+    #[error("the reader thread or a decode task stopped unexpectedly")]
     ReaderGone,
     #[cfg(feature = "kafka")]
     #[error(transparent)]
@@ -316,7 +321,7 @@ pub struct RunSummary {
     /// (`--schema-evolution ignore`, or values with nothing to store such as `{}`).
     pub rows_with_ignored_fields: u64,
     /// Per such field, the rows that carried it.
-    pub ignored_fields: std::collections::BTreeMap<String, u64>,
+    pub ignored_fields: FieldCounts,
     /// Events far ahead of the stream (the clock-skew guard): they did not move the
     /// watermark, and their windows were published on their own.
     pub ahead: u64,
@@ -349,9 +354,7 @@ impl RunSummary {
             }
         }
         self.rows_with_ignored_fields += s.rows_with_ignored_fields;
-        for (f, n) in &s.ignored_fields {
-            *self.ignored_fields.entry(f.clone()).or_default() += n;
-        }
+        self.ignored_fields.absorb(&s.ignored_fields);
         self.ahead += s.ahead;
         self.rejections.absorb(&s.rejections);
         self.duplicates_kept += s.duplicates_kept;
@@ -375,6 +378,38 @@ pub(crate) fn add_busy(sum: &mut Vec<(&'static str, u64)>, more: &[(&'static str
             Some((_, total)) => *total += us,
             None => sum.push((phase, us)),
         }
+    }
+}
+
+/// Rows per field path, for at most [`FieldCounts::NAMES_MAX`] paths (the first seen); rows
+/// of any other path are counted together in `others`. A stream whose keys are data (user
+/// ids as keys, say) under `--schema-evolution ignore` would otherwise grow it by a path per
+/// new key, without bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldCounts {
+    pub named: std::collections::BTreeMap<String, u64>,
+    /// Rows counted for paths past the first [`FieldCounts::NAMES_MAX`].
+    pub others: u64,
+}
+
+impl FieldCounts {
+    pub const NAMES_MAX: usize = 100;
+
+    pub fn add(&mut self, path: &str, rows: u64) {
+        if let Some(n) = self.named.get_mut(path) {
+            *n += rows;
+        } else if self.named.len() < Self::NAMES_MAX {
+            self.named.insert(path.to_string(), rows);
+        } else {
+            self.others += rows;
+        }
+    }
+
+    pub fn absorb(&mut self, other: &FieldCounts) {
+        for (path, rows) in &other.named {
+            self.add(path, *rows);
+        }
+        self.others += other.others;
     }
 }
 

@@ -344,14 +344,18 @@ fn position_columns(
     schema: &SchemaRef,
     batch: &RecordBatch,
 ) -> Result<(StringArray, Int64Array), ArrowError> {
+    let wrong =
+        |name: &str| ArrowError::SchemaError(format!("position column {name} of another type"));
     Ok((
         batch
             .column(schema.index_of(SOURCE_COLUMN)?)
-            .as_string::<i32>()
+            .as_string_opt::<i32>()
+            .ok_or_else(|| wrong(SOURCE_COLUMN))?
             .clone(),
         batch
             .column(schema.index_of(OFFSET_COLUMN)?)
-            .as_primitive::<Int64Type>()
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| wrong(OFFSET_COLUMN))?
             .clone(),
     ))
 }

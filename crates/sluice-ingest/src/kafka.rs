@@ -281,7 +281,7 @@ impl KafkaRun {
                         let commits = shard.ingester.summary().commits;
                         let before = shard.ingester.commits();
                         shard.next = Some(chunk.end());
-                        let taken = shard.ingester.take_chunk(&chunk).await;
+                        let taken = shard.ingester.take_chunk(chunk).await;
                         self.after_step(partition, shard, taken, before, &consumer)
                             .await?;
                         shard.report_lag(&consumer);
@@ -399,7 +399,7 @@ impl KafkaRun {
             }
             summary.run.absorb(&shard.ingester.summary_with_busy());
         }
-        consumer.stop();
+        consumer.stop().await;
         if ended {
             // The derived tables of what this run published.
             self.follow(&mut deriver, &mut derive_from, clock.now_ms(), true)
@@ -636,7 +636,12 @@ impl Owned<'_> {
     }
 }
 
-/// Reads the table's resume offsets for newly assigned partitions (on the consumer thread).
+/// Reads the table's resume offsets for newly assigned partitions. It runs inside the
+/// consumer's rebalance callback, on the consumer's own thread (never a runtime thread), and
+/// drives the table read there with [`tokio::runtime::Handle::block_on`], tokio's bridge from
+/// a thread of one's own into async code: the assignment cannot complete before the offsets
+/// are known, so the consumer thread waits for them whatever the mechanism; the runtime's
+/// threads go on meanwhile.
 struct TableLookup {
     runtime: tokio::runtime::Handle,
     table: WindowTable,

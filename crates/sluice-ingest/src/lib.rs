@@ -65,8 +65,8 @@ mod state;
 
 pub use backfill::{backfill, BackfillProgress, BackfillSummary};
 pub use config::{
-    Clock, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode, RejectedRecord,
-    Rejections, RunSummary,
+    Clock, FieldCounts, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode,
+    RejectedRecord, Rejections, RunSummary, DEAD_LETTER_SHARE,
 };
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};

@@ -150,9 +150,13 @@ impl Ingester<'_, NdjsonSource> {
                 break;
             }
         }
-        // Dropping the receiver ends the reader thread at its next chunk.
+        // Dropping the receiver ends the reader thread at its next chunk; it is waited for
+        // off the runtime's threads (it may be in the middle of a deal's decode).
         drop(rx);
-        thread.join().map_err(|_| IngestError::ReaderGone)?;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|_| IngestError::ReaderGone)?
+            .map_err(|_| IngestError::ReaderGone)?;
         self.count_bytes(bytes);
         self.report_file_lag();
         Ok(bytes)

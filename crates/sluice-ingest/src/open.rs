@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{Schema, SchemaRef};
-use sluice_publish::{Contract, OpenError, TableOptions, WindowTable};
+use sluice_publish::{reserved_columns, Contract, OpenError, Pipelines, TableOptions, WindowTable};
 use sluice_source::{
     schema, DecodeError, DecodeOptions, LineDecoder, NdjsonSource, SchemaError, SchemaEvolution,
     SourceError,
@@ -60,16 +60,24 @@ pub struct RawTableSpec<'a> {
 
 /// Opens or creates the raw table (see the module doc); returns it with the decoder for its
 /// record schema.
-pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, LineDecoder), OpenRawError> {
+pub async fn open_raw(
+    mut spec: RawTableSpec<'_>,
+) -> Result<(WindowTable, LineDecoder), OpenRawError> {
     let existing =
         WindowTable::open_existing(spec.options, spec.declared, spec.layout, spec.window).await?;
     let Some(mut table) = existing else {
+        // The columns the new table will have besides the record's: no field is named so.
+        spec.decode.reserved = reserved_columns(
+            spec.layout,
+            spec.options.pipelines == Some(Pipelines::Many),
+            spec.options.shard.is_some(),
+        );
         let record = match spec.declared {
             Some(declared) => declared.clone(),
             None => match spec.infer_from {
                 Some((source, lines)) => {
                     let head = source.head_lines(lines)?;
-                    schema::infer(head.iter().map(Vec::as_slice), lines)?
+                    schema::infer(head.iter().map(Vec::as_slice), lines, &spec.decode.reserved)?
                 }
                 None => return Err(OpenError::NeedSchema(spec.options.location.clone()).into()),
             },
@@ -81,6 +89,7 @@ pub async fn open_raw(spec: RawTableSpec<'_>) -> Result<(WindowTable, LineDecode
                 .await?;
         return Ok((table, decoder));
     };
+    spec.decode.reserved = table.reserved_columns();
     let record = table.record_schema();
     let record = match spec.declared {
         None => record,

@@ -99,8 +99,9 @@ pub(crate) struct Publisher {
     pending: Vec<Pending>,
     /// The buffered bytes of the group's windows.
     pending_bytes: usize,
-    /// Dead letters read but not yet committed.
+    /// Dead letters read but not yet committed, and the bytes they hold.
     dead_pending: Vec<DeadLetter>,
+    dead_pending_bytes: usize,
     /// The clock instant before which no dead letter of the pipeline can fall past the
     /// retention ([`Publisher::expire_dead_letters`]); `None`: not looked yet.
     dead_letters_due_ms: Option<i64>,
@@ -124,6 +125,7 @@ impl Publisher {
             pending: Vec::new(),
             pending_bytes: 0,
             dead_pending: Vec::new(),
+            dead_pending_bytes: 0,
             dead_letters_due_ms: None,
         }
     }
@@ -170,6 +172,7 @@ impl Publisher {
         self.pending.clear();
         self.pending_bytes = 0;
         self.dead_pending.clear();
+        self.dead_pending_bytes = 0;
         self.table.reload().await?;
         if let Some(dlq) = self.dlq.as_mut() {
             dlq.reload().await?;
@@ -178,7 +181,18 @@ impl Publisher {
     }
 
     pub fn dead_letter(&mut self, letter: DeadLetter) {
+        self.dead_pending_bytes += std::mem::size_of::<DeadLetter>()
+            + letter.source.len()
+            + letter.reason.len()
+            + letter.detail.len()
+            + letter.raw.len()
+            + letter.window.as_ref().map_or(0, String::len);
         self.dead_pending.push(letter);
+    }
+
+    /// The memory the dead letters not yet committed hold.
+    pub fn dead_letter_bytes(&self) -> usize {
+        self.dead_pending_bytes
     }
 
     /// Commits the pending dead letters with the dead-letter offsets `through`; returns
@@ -200,6 +214,7 @@ impl Publisher {
         let append = dlq.append(&self.policy.pipeline, &self.dead_pending, through, now_ms);
         self.stager.busy().time_async(Phase::Commit, append).await?;
         self.dead_pending.clear();
+        self.dead_pending_bytes = 0;
         Ok(true)
     }
 

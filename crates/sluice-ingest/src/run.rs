@@ -16,7 +16,7 @@ use sluice_stage::{align_batch, Busy, Phase, Stager};
 use sluice_window::Window;
 
 use crate::buffer::WindowBuffer;
-use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
+use crate::config::{Clock, IngestConfig, IngestError, RunSummary, DEAD_LETTER_SHARE};
 use crate::dedupe::{record_fields, with_positions};
 use crate::derive::Deriver;
 use crate::instruments::{Instruments, LagUnit, RunLabels};
@@ -81,8 +81,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         }
         // Records without the row key are dead letters, whatever the decoder was built with.
         let mut decoder = decoder;
-        if let Some(key) = &config.key {
+        let mut config = config;
+        if let Some(key) = &mut config.key {
             decoder.set_key(key.columns.clone())?;
+            // The key and time fields by their columns' names (an option may name a renamed
+            // column by its field's own name: `--key "order id"` for `order_id`).
+            key.columns = decoder.key_columns();
+            key.time_field = decoder.time_column();
         }
         let busy = Busy::new();
         let stager =
@@ -340,14 +345,24 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     }
 
     /// Decodes `chunk` with the run's decoder and takes it (a log whose records the caller
-    /// receives, such as a Kafka partition).
+    /// receives, such as a Kafka partition). The decode runs on a blocking thread, never on
+    /// the runtime's: a large chunk must not hold up the ticks and the consumer's events.
     #[cfg(feature = "kafka")]
-    pub(crate) async fn take_chunk(&mut self, chunk: &Chunk) -> Result<(), IngestError> {
-        let decoded = self
-            .busy
-            .time(Phase::Decode, || self.decoder.decode(chunk))?;
+    pub(crate) async fn take_chunk(&mut self, chunk: Chunk) -> Result<(), IngestError> {
+        let mut decoder = self.decoder.clone();
+        let (decoder, decoded, chunk, took) = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let decoded = decoder.decode(&chunk);
+            (decoder, decoded, chunk, started.elapsed())
+        })
+        .await
+        .map_err(|_| IngestError::ReaderGone)?;
+        // The decoder may have grown the schema (schema evolution).
+        self.decoder = decoder;
+        self.busy.add(Phase::Decode, took);
+        let decoded = decoded?;
         self.count_bytes(chunk.data.len() as u64);
-        self.take(decoded, chunk).await
+        self.take(decoded, &chunk).await
     }
 
     /// Takes one decoded chunk: routes its rows to their windows, stages parts while the
@@ -367,6 +382,12 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         let routing = std::time::Instant::now();
         self.route(decoded, chunk, &name)?;
         self.busy.add(Phase::Route, routing.elapsed());
+        // Dead letters wait for the next data commit, but not past their share of the
+        // memory budget: a stream of bad records whose windows are not due yet (or a busy
+        // topic that never leaves time for a tick) must not pile them up.
+        if self.publisher.dead_letter_bytes() > self.config.flush_bytes_max / DEAD_LETTER_SHARE {
+            self.commit_dead_letters().await?;
+        }
         while let Some((window, batches)) = self.state.take_largest() {
             for part in self.publisher.stage_parts(window, batches).await? {
                 self.state.add_part(window, part);
@@ -398,7 +419,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         if decoded.ignored_rows > 0 {
             self.summary.rows_with_ignored_fields += decoded.ignored_rows;
             for (f, n) in &decoded.ignored {
-                *self.summary.ignored_fields.entry(f.clone()).or_default() += n;
+                self.summary.ignored_fields.add(f, *n);
             }
         }
         let read = decoded.offsets.len() + decoded.rejects.len();

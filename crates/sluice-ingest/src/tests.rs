@@ -44,7 +44,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
 async fn ingest(input: &Path, table_dir: &Path, cfg: IngestConfig, attempt: &str) -> RunSummary {
     let source = NdjsonSource::open(input).unwrap();
     let text = std::fs::read(&source.files()[0].path).unwrap();
-    let record_schema = schema::infer(text.split(|b| *b == b'\n'), 1000).unwrap();
+    let record_schema = schema::infer(text.split(|b| *b == b'\n'), 1000, &[]).unwrap();
     let options = TableOptions {
         location: table_dir.to_str().unwrap().into(),
         storage_options: Default::default(),
@@ -456,4 +456,24 @@ fn positions_are_placed_by_name_when_a_column_follows_them() {
         .downcast_ref::<Float64Array>()
         .unwrap();
     assert_eq!(coupon.iter().collect::<Vec<_>>(), [Some(1.5), None]);
+}
+
+/// Counts of fields left out keep at most `NAMES_MAX` names (the first seen); every other
+/// field's rows are counted together, so a stream whose keys are data cannot grow them.
+#[test]
+fn counts_of_left_out_fields_are_bounded() {
+    let mut counts = FieldCounts::default();
+    for i in 0..(FieldCounts::NAMES_MAX + 50) {
+        counts.add(&format!("user{i}"), 2);
+    }
+    counts.add("user0", 1);
+    assert_eq!(counts.named.len(), FieldCounts::NAMES_MAX);
+    assert_eq!(counts.named["user0"], 3);
+    assert_eq!(counts.others, 100);
+    let mut total = FieldCounts::default();
+    total.absorb(&counts);
+    total.absorb(&counts);
+    assert_eq!(total.named.len(), FieldCounts::NAMES_MAX);
+    assert_eq!(total.others, 200);
+    assert_eq!(total.named["user0"], 6);
 }

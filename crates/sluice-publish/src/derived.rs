@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{lit, Expr};
 use deltalake::DeltaTableError;
 use serde_json::json;
@@ -242,10 +243,17 @@ impl DerivedTable {
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txn_actions, Some(info), 0);
         let result = merge_builder(&self.inner.loaded, &ctx, df, predicate, properties)
-            .when_matched_update(|u| names.iter().fold(u, |u, c| u.update(c.as_str(), source(c))))
+            .when_matched_update(|u| {
+                // Columns by name as they are: a name is never parsed (`a.b`, quotes).
+                names
+                    .iter()
+                    .fold(u, |u, c| u.update(Column::new_unqualified(c), source(c)))
+            })
             .and_then(|b| {
                 b.when_not_matched_insert(|i| {
-                    names.iter().fold(i, |i, c| i.set(c.as_str(), source(c)))
+                    names
+                        .iter()
+                        .fold(i, |i, c| i.set(Column::new_unqualified(c), source(c)))
                 })
             })
             .and_then(|b| b.when_not_matched_by_source_delete(|d| d.predicate(in_address)))

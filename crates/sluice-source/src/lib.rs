@@ -16,6 +16,7 @@
 
 pub mod decode;
 pub mod generate;
+mod json;
 pub mod kafka;
 pub mod log;
 pub mod ndjson;
@@ -26,5 +27,5 @@ pub use decode::{
     RejectReason, SchemaEvolution, COLUMNS_MAX_DEFAULT, RAW_BYTES_MAX,
 };
 pub use log::{LogPartition, ReplayLog};
-pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Position, SourceError, SourceFile};
+pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Overlong, Position, SourceError, SourceFile};
 pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};

@@ -35,12 +35,6 @@ pub enum SourceError {
         len: u64,
         offset: i64,
     },
-    #[error("file {path} has a line longer than {max} bytes at offset {offset}")]
-    LineTooLong {
-        path: PathBuf,
-        offset: i64,
-        max: usize,
-    },
     #[error("source file name {0:?} is not valid UTF-8")]
     NonUtf8Name(PathBuf),
     /// A source may only grow at its end: bytes appended to its last file, or new files whose
@@ -315,7 +309,7 @@ fn list(path: &Path) -> Result<Vec<SourceFile>, SourceError> {
 }
 
 /// The length of the complete lines of a file of length `len`: up to and including its last
-/// newline. A tail longer than [`LINE_BYTES_MAX`] without a newline is an error.
+/// newline. (A tail of any length without a newline is a line still being written.)
 fn complete_lines_len(path: &Path, len: u64) -> Result<u64, SourceError> {
     let io = |source| SourceError::Io {
         path: path.to_path_buf(),
@@ -332,21 +326,27 @@ fn complete_lines_len(path: &Path, len: u64) -> Result<u64, SourceError> {
         if let Some(i) = block[..n].iter().rposition(|b| *b == b'\n') {
             return Ok(at + i as u64 + 1);
         }
-        if len - at > LINE_BYTES_MAX as u64 {
-            return Err(SourceError::LineTooLong {
-                path: path.to_path_buf(),
-                offset: at as i64,
-                max: LINE_BYTES_MAX,
-            });
-        }
         end = at;
     }
     Ok(0)
 }
 
-/// A line longer than this is a source error rather than a record: it bounds the reader's
-/// memory whatever the input holds.
+/// A line longer than this is not read into memory (it bounds the reader's memory whatever
+/// the input holds): it is a dead letter `line_too_long` with its first bytes ([`Overlong`]).
 pub const LINE_BYTES_MAX: usize = 64 << 20;
+
+/// A line longer than the reader takes, left out of its chunk: where it starts, how long it
+/// is, where the next line starts, and its first [`crate::RAW_BYTES_MAX`] bytes. Decoding
+/// makes it a dead letter `line_too_long`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlong {
+    pub offset: i64,
+    /// Bytes of the line, without its newline.
+    pub len: u64,
+    /// The offset after the line (and its newline).
+    pub end: i64,
+    pub head: Vec<u8>,
+}
 
 /// Complete lines of one file, read in one go; or messages of one log partition (Kafka), one
 /// per line.
@@ -361,6 +361,8 @@ pub struct Chunk {
     /// For messages: the log offset of each line of `data`, ascending. `None` for a file,
     /// whose lines are at their byte offsets and whose blank lines are not records.
     pub message_offsets: Option<Vec<i64>>,
+    /// A line too long to read, after `data` (which is then empty): the chunk ends after it.
+    pub overlong: Option<Overlong>,
 }
 
 impl Chunk {
@@ -387,12 +389,16 @@ impl Chunk {
             start: offsets.first().copied().unwrap_or(0),
             data,
             message_offsets: Some(offsets),
+            overlong: None,
         }
     }
 
     /// The offset after the chunk: where the next chunk of this file starts (for messages:
     /// the offset after the last one).
     pub fn end(&self) -> i64 {
+        if let Some(o) = &self.overlong {
+            return o.end;
+        }
         match &self.message_offsets {
             Some(offsets) => offsets.last().map_or(self.start, |o| o + 1),
             None => self.start + self.data.len() as i64,
@@ -424,6 +430,49 @@ impl Chunk {
             }
             None
         })
+    }
+
+    /// The chunk with only the records at `offsets` (at their own positions).
+    pub fn only(&self, offsets: &[i64]) -> Chunk {
+        self.filtered(|o| offsets.contains(&o))
+    }
+
+    /// The chunk without the records at `offsets` (the others at their own positions).
+    pub fn without(&self, offsets: &[i64]) -> Chunk {
+        self.filtered(|o| !offsets.contains(&o))
+    }
+
+    fn filtered(&self, keep: impl Fn(i64) -> bool) -> Chunk {
+        if self.message_offsets.is_some() {
+            let mut data = Vec::new();
+            let mut offsets = Vec::new();
+            for (offset, line) in self.lines().filter(|(o, _)| keep(*o)) {
+                offsets.push(offset);
+                data.extend_from_slice(line);
+                data.push(b'\n');
+            }
+            return Chunk {
+                file: self.file,
+                start: offsets.first().copied().unwrap_or(self.start),
+                data,
+                message_offsets: Some(offsets),
+                overlong: None,
+            };
+        }
+        // A file's records are at byte offsets: a record left out becomes blank (spaces),
+        // which is no record.
+        let mut data = self.data.clone();
+        for (offset, line) in self.lines().filter(|(o, _)| !keep(*o)) {
+            let from = (offset - self.start) as usize;
+            data[from..from + line.len()].fill(b' ');
+        }
+        Chunk {
+            file: self.file,
+            start: self.start,
+            data,
+            message_offsets: None,
+            overlong: self.overlong.clone(),
+        }
     }
 
     /// The record at `offset` (empty if there is none).
@@ -459,6 +508,12 @@ pub struct NdjsonReader {
 }
 
 impl NdjsonReader {
+    /// Lines longer than `bytes` are dead letters (tests; [`LINE_BYTES_MAX`] otherwise).
+    pub fn with_line_bytes_max(mut self, bytes: usize) -> Self {
+        self.line_bytes_max = bytes.max(1);
+        self
+    }
+
     /// The next chunk, or `None` at the end of the last file.
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, SourceError> {
         while self.index < self.files.len() {
@@ -508,11 +563,18 @@ impl NdjsonReader {
                 match data.iter().rposition(|b| *b == b'\n') {
                     Some(i) => i + 1,
                     None => {
-                        return Err(SourceError::LineTooLong {
-                            path: file.path.clone(),
-                            offset: *at,
-                            max: self.line_bytes_max,
-                        })
+                        // One line longer than the reader takes: skipped to its end, and
+                        // handed over as a dead letter.
+                        let offset = *at;
+                        let overlong = skip_line(f, offset, data, remaining).map_err(io)?;
+                        *at = overlong.end;
+                        return Ok(Some(Chunk {
+                            file: NdjsonSource::ordinal(self.index),
+                            start: offset,
+                            data: Vec::new(),
+                            message_offsets: None,
+                            overlong: Some(overlong),
+                        }));
                     }
                 }
             };
@@ -529,12 +591,50 @@ impl NdjsonReader {
                 start: *at,
                 data,
                 message_offsets: None,
+                overlong: None,
             };
             *at = chunk.end();
             return Ok(Some(chunk));
         }
         Ok(None)
     }
+}
+
+/// The line at `offset`, of which `read` (no newline among them) was read and `f` stands
+/// after: read on to its newline (or the end of the file's `remaining` bytes), keeping its
+/// first bytes; `f` is left at the next line.
+fn skip_line(
+    f: &mut File,
+    offset: i64,
+    mut read: Vec<u8>,
+    remaining: u64,
+) -> std::io::Result<Overlong> {
+    let mut len = read.len() as u64;
+    read.truncate(crate::RAW_BYTES_MAX);
+    let mut block = vec![0u8; 1 << 20];
+    let mut newline = false;
+    while len < remaining {
+        let want = block.len().min((remaining - len) as usize);
+        let n = f.read(&mut block[..want])?;
+        if n == 0 {
+            break;
+        }
+        match block[..n].iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                len += i as u64;
+                newline = true;
+                f.seek(SeekFrom::Current(i as i64 + 1 - n as i64))?;
+                break;
+            }
+            None => len += n as u64,
+        }
+    }
+    Ok(Overlong {
+        offset,
+        len,
+        end: offset + len as i64 + i64::from(newline),
+        head: read,
+    })
 }
 
 #[cfg(test)]
@@ -558,6 +658,58 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A line longer than the reader takes is handed over on its own, left out of the
+    /// chunks: its offset, length and first bytes, the next chunk at the next line; decoding
+    /// makes it a dead letter `line_too_long`, and the lines around it are rows.
+    #[test]
+    fn a_line_too_long_is_a_dead_letter_and_the_next_line_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = |i: u32| format!("{{\"ts\":\"2026-10-03T00:00:0{i}Z\"}}\n");
+        let long = format!(
+            "{{\"ts\":\"2026-10-03T00:00:09Z\",\"x\":\"{}\"}}\n",
+            "y".repeat(5000)
+        );
+        let text = format!("{}{}{}{long}", good(1), long, good(2));
+        write(dir.path(), "a.ndjson", &text);
+        let source = NdjsonSource::open(dir.path()).unwrap();
+        let mut reader = source
+            .reader(&HashMap::new(), 64)
+            .unwrap()
+            .with_line_bytes_max(1000);
+        let schema = std::sync::Arc::new(deltalake::arrow::datatypes::Schema::new(vec![
+            deltalake::arrow::datatypes::Field::new(
+                "ts",
+                deltalake::arrow::datatypes::DataType::Utf8,
+                true,
+            ),
+        ]));
+        let mut decoder = crate::LineDecoder::new(
+            schema,
+            crate::DecodeOptions::new("ts", sluice_window::TimeFormat::Rfc3339),
+        )
+        .unwrap();
+        let (mut rows, mut rejects, mut end) = (Vec::new(), Vec::new(), 0);
+        while let Some(c) = reader.next_chunk().unwrap() {
+            assert_eq!(c.start, end, "chunks follow each other");
+            end = c.end();
+            let d = decoder.decode(&c).unwrap();
+            rows.extend(d.offsets);
+            for r in d.rejects {
+                assert!(
+                    r.raw.len() > 1000 && long.starts_with(&r.raw),
+                    "its first bytes"
+                );
+                rejects.push((r.offset, r.reason.as_str()));
+            }
+        }
+        let first = good(1).len() as i64;
+        let third = first + long.len() as i64;
+        assert_eq!(rows, [0, third]);
+        let last = third + good(2).len() as i64;
+        assert_eq!(rejects, [(first, "line_too_long"), (last, "line_too_long")]);
+        assert_eq!(end, text.len() as i64);
     }
 
     #[test]

@@ -143,7 +143,8 @@ pub struct SchemaConflict {
 }
 
 /// `base` grown by what `more` has and it lacks: `base`'s fields first, in its order, then
-/// `more`'s new ones (struct members likewise). `Err` if a field has two different types.
+/// `more`'s new ones (struct members likewise). Names are compared as Delta compares column
+/// names, ignoring case: `base`'s spelling is kept. `Err` if a field has two different types.
 pub fn union(base: &Schema, more: &Schema) -> Result<Schema, SchemaConflict> {
     Ok(Schema::new_with_metadata(
         union_fields(base.fields(), more.fields(), "")?,
@@ -154,7 +155,7 @@ pub fn union(base: &Schema, more: &Schema) -> Result<Schema, SchemaConflict> {
 fn union_fields(base: &Fields, more: &Fields, at: &str) -> Result<Fields, SchemaConflict> {
     let mut out: Vec<Arc<Field>> = Vec::with_capacity(base.len() + more.len());
     for f in base.iter() {
-        match more.iter().find(|g| g.name() == f.name()) {
+        match more.iter().find(|g| same_column(g.name(), f.name())) {
             None => out.push(f.clone()),
             Some(g) => {
                 let path = if at.is_empty() {
@@ -168,11 +169,17 @@ fn union_fields(base: &Fields, more: &Fields, at: &str) -> Result<Fields, Schema
         }
     }
     for g in more.iter() {
-        if !base.iter().any(|f| f.name() == g.name()) {
+        if !base.iter().any(|f| same_column(f.name(), g.name())) {
             out.push(g.clone());
         }
     }
     Ok(out.into())
+}
+
+/// Whether two names are one Delta column (equal ignoring case, Unicode lowercase, as the
+/// Delta kernel compares them).
+fn same_column(a: &str, b: &str) -> bool {
+    a == b || a.to_lowercase() == b.to_lowercase()
 }
 
 fn union_types(a: &DataType, b: &DataType, path: &str) -> Result<DataType, SchemaConflict> {

@@ -333,9 +333,10 @@ impl WindowTable {
         if m.action == MergeAction::Upsert {
             builder = builder
                 .when_matched_update(|update| {
-                    names
-                        .iter()
-                        .fold(update, |u, c| u.update(c.as_str(), source(c)))
+                    // Columns by name as they are: a name is never parsed (`a.b`, quotes).
+                    names.iter().fold(update, |u, c| {
+                        u.update(Column::new_unqualified(c), source(c))
+                    })
                 })
                 .map_err(delta)?;
         }
@@ -343,7 +344,7 @@ impl WindowTable {
             .when_not_matched_insert(|insert| {
                 names
                     .iter()
-                    .fold(insert, |i, c| i.set(c.as_str(), source(c)))
+                    .fold(insert, |i, c| i.set(Column::new_unqualified(c), source(c)))
             })
             .map_err(delta)?
             .await;

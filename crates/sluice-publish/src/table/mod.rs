@@ -262,6 +262,15 @@ pub struct WindowTable {
     pub(crate) notified: crate::notify::DeliveredMarks,
 }
 
+/// The top-level columns sluice writes itself in a raw table with this layout, several
+/// pipelines or not, sharded or not: the address (partition) columns and the position
+/// columns. No record field may be named like one.
+pub fn reserved_columns(layout: AddressLayout, pipelines: bool, sharded: bool) -> Vec<String> {
+    let mut columns = layout.table_columns(pipelines, sharded);
+    columns.extend([SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()]);
+    columns
+}
+
 /// A writer's share of a table: the windows' layout and size, and the pipeline and shard
 /// its addresses carry (in a table of several pipelines, a sharded table). Pure: it maps
 /// windows to addresses and back, and says which files are this writer's.
@@ -562,6 +571,15 @@ impl WindowTable {
             schema_change: None,
             notified: options.notified.clone(),
         })
+    }
+
+    /// The top-level columns sluice writes itself in this table (see [`reserved_columns`]).
+    pub fn reserved_columns(&self) -> Vec<String> {
+        reserved_columns(
+            self.share.layout,
+            self.share.pipeline.is_some(),
+            self.share.shard.is_some(),
+        )
     }
 
     /// The schema of staged files: record fields, then the position columns.

@@ -1,7 +1,8 @@
 //! Values sluice reads exactly itself, rather than trusting arrow-json's conversions:
-//! integers (arrow-json reads `2.5` into a `long` column as `2`), decimals (it rounds extra
-//! digits), timestamps (it reads a number as microseconds whatever the format, and saturates
-//! `1e30`), binary (base64, which arrow-json does not read), and the event-time field.
+//! integers (arrow-json reads `2.5` into a `long` column as `2`), doubles and floats (it
+//! rounds `9007199254740993` to `9007199254740992`), decimals (it rounds extra digits),
+//! timestamps (it reads a number as microseconds whatever the format, and saturates `1e30`),
+//! binary (base64, which arrow-json does not read), and the event-time field.
 //!
 //! Such columns are decoded as text (arrow-json hands over a number's literal text) and
 //! converted here; a value that does not fit makes its row a `wrong_type` reject, naming the
@@ -17,9 +18,11 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema};
 use deltalake::arrow::error::ArrowError;
-use sluice_window::{parse_integer_exact, Decimal, TimeFormat, TimeSpec, Zone};
+use sluice_window::{
+    parse_f32_exact, parse_f64_exact, parse_integer_exact, Decimal, TimeFormat, TimeSpec, Zone,
+};
 
-use crate::schema::{type_name, with_type_at, FieldPath};
+use crate::schema::{source_name, type_name, with_type_at, FieldPath};
 
 /// The type arrow-json decodes a record field's values as: text where sluice converts them.
 pub(crate) fn read_type(t: &DataType) -> DataType {
@@ -28,6 +31,8 @@ pub(crate) fn read_type(t: &DataType) -> DataType {
         | DataType::Int16
         | DataType::Int32
         | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
         | DataType::Timestamp(..)
         | DataType::Binary
         | DataType::Decimal128(..) => DataType::Utf8,
@@ -51,20 +56,29 @@ pub(crate) fn read_type(t: &DataType) -> DataType {
     }
 }
 
+/// Fields as arrow-json reads them: named by the record's own keys (a renamed column by its
+/// source name), typed by [`read_type`].
 fn read_fields(fields: &Fields) -> Fields {
     fields
         .iter()
-        .map(|f| Arc::new(f.as_ref().clone().with_data_type(read_type(f.data_type()))))
+        .map(|f| {
+            Arc::new(Field::new(
+                source_name(f),
+                read_type(f.data_type()),
+                f.is_nullable(),
+            ))
+        })
         .collect::<Vec<_>>()
         .into()
 }
 
 /// The schema arrow-json decodes with: [`read_type`] for every field, and the event-time
-/// field as text whatever its type (its text is what the time format reads).
+/// field as text whatever its type (its text is what the time format reads). Its fields are
+/// the record's, in the same order.
 pub(crate) fn read_schema(record: &Schema, time: &FieldPath) -> Schema {
-    let fields = read_fields(record.fields());
-    let fields: Vec<Arc<Field>> = fields.iter().cloned().collect();
-    Schema::new(with_type_at(&fields, time.names(), &DataType::Utf8))
+    let fields: Vec<Arc<Field>> = record.fields().iter().cloned().collect();
+    let fields = with_type_at(&fields, time.names(), &DataType::Utf8);
+    Schema::new(read_fields(&fields.into()))
 }
 
 /// How text is read into the record's types.
@@ -113,8 +127,9 @@ impl Reading<'_> {
                 let source = array.as_struct();
                 let mut bad = Vec::new();
                 let mut children = Vec::with_capacity(fields.len());
-                for f in fields.iter() {
-                    let child = source.column_by_name(f.name()).ok_or_else(|| {
+                // The read struct has the record struct's members, in order (read_fields).
+                for (i, f) in fields.iter().enumerate() {
+                    let child = source.columns().get(i).ok_or_else(|| {
                         ArrowError::SchemaError(format!("no member {}", f.name()))
                     })?;
                     let rest = time_rest
@@ -218,36 +233,30 @@ impl Reading<'_> {
                 Arc::new(b.finish()) as ArrayRef
             }};
         }
+        macro_rules! floats {
+            ($builder:ty, $parse:ident, $what:literal) => {{
+                let mut b = <$builder>::with_capacity(n);
+                for (row, v) in text.iter().enumerate() {
+                    match v.map(|s| (s, $parse(s))) {
+                        None => b.append_null(),
+                        Some((_, Some(f))) => b.append_value(f),
+                        Some((s, None)) => {
+                            fail(row, s, concat!("is not a number ", $what, " holds exactly"));
+                            b.append_null();
+                        }
+                    }
+                }
+                Arc::new(b.finish()) as ArrayRef
+            }};
+        }
         let array: ArrayRef = match target {
             DataType::Utf8 => Arc::new(text.clone()),
             DataType::Int64 => integers!(Int64Builder, i64),
             DataType::Int32 => integers!(Int32Builder, i32),
             DataType::Int16 => integers!(Int16Builder, i16),
             DataType::Int8 => integers!(Int8Builder, i8),
-            DataType::Float64 | DataType::Float32 => {
-                // Only the time field is read as text among floats.
-                let mut b64 = Float64Builder::with_capacity(n);
-                for (row, v) in text.iter().enumerate() {
-                    match v.map(|s| (s, s.trim().parse::<f64>())) {
-                        None => b64.append_null(),
-                        Some((_, Ok(f))) if f.is_finite() => b64.append_value(f),
-                        Some((s, _)) => {
-                            fail(row, s, "is not a number");
-                            b64.append_null();
-                        }
-                    }
-                }
-                let a = b64.finish();
-                if target == &DataType::Float32 {
-                    let mut b32 = Float32Builder::with_capacity(n);
-                    for v in a.iter() {
-                        b32.append_option(v.map(|f| f as f32));
-                    }
-                    Arc::new(b32.finish())
-                } else {
-                    Arc::new(a)
-                }
-            }
+            DataType::Float64 => floats!(Float64Builder, parse_f64_exact, "a double"),
+            DataType::Float32 => floats!(Float32Builder, parse_f32_exact, "a float"),
             DataType::Decimal128(p, s) => {
                 let mut b = Decimal128Builder::with_capacity(n);
                 for (row, v) in text.iter().enumerate() {

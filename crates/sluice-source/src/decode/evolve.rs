@@ -1,13 +1,15 @@
 //! Schema evolution by addition: fields a record has and the schema does not become new
-//! nullable columns (or new struct members), typed from their first appearance.
+//! nullable columns (or new struct members), typed from their first appearance as inference
+//! types a value, and named as inference names a field (a name readers refuse, or one a
+//! column has in another spelling, is renamed; see `schema::names`).
 
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
-use serde_json::Value;
 
 use super::walk::{Step, Unknown};
-use crate::schema::{leaf_count, storable};
+use crate::json::Json;
+use crate::schema::{leaf_count, lookup, new_field, value_type};
 
 /// The schema a chunk's unknown fields widen `schema` to.
 #[derive(Debug)]
@@ -22,10 +24,12 @@ pub(crate) struct Widened {
 /// Adds each unknown field, in order, typed by its value, unless a field of that path was
 /// added before it (the first appearance decides the type, so a chunk read in one piece or in
 /// two widens a schema the same way). Struct members go at the end of their struct.
+/// `reserved`: top-level names no field may take (the columns sluice adds).
 pub(crate) fn widen<'a>(
     schema: &SchemaRef,
     unknowns: impl IntoIterator<Item = &'a Unknown>,
     columns_max: usize,
+    reserved: &[String],
 ) -> Widened {
     let mut fields = schema.fields().clone();
     let mut added = Vec::new();
@@ -35,10 +39,10 @@ pub(crate) fn widen<'a>(
         if added.contains(&path) || over_limit.contains(&path) {
             continue;
         }
-        let Some(t) = value_type(&u.value) else {
-            continue; // `{}` or null: nothing to store
+        let Ok(Some(t)) = stored_type(u) else {
+            continue; // `{}` or null: nothing to store (or nested too deep: rejected)
         };
-        let Some(next) = insert(&fields, &u.parent, Field::new(&u.name, t, true)) else {
+        let Some(next) = insert(&fields, &u.parent, &u.name, t, reserved) else {
             continue; // a parent that is not a struct: decoding rejects the value's type
         };
         if leaf_count(&next) > columns_max {
@@ -55,45 +59,49 @@ pub(crate) fn widen<'a>(
     }
 }
 
-/// The type a JSON value is stored as: as schema inference types it.
-pub(crate) fn value_type(value: &Value) -> Option<DataType> {
-    if value.is_null() {
-        return None;
-    }
-    let wrapped = serde_json::json!({ "v": value });
-    let inferred = deltalake::arrow::json::reader::infer_json_schema_from_iterator(
-        std::iter::once(Ok(wrapped)),
-    )
-    .ok()?;
-    storable(inferred.field(0).data_type())
+/// The type an unknown field's value is stored as, as inference types it at its depth;
+/// `None` for a value with nothing to store (`{}`, null); `Err` for a value nested deeper
+/// than JSON is read.
+pub(crate) fn stored_type(u: &Unknown) -> Result<Option<DataType>, serde_json::Error> {
+    let value = Json::parse(&u.value)?;
+    Ok(value_type(&value, u.parent.len() + 1))
 }
 
-/// `fields` with `field` added to the struct at `parent`; `None` if it is there already or
-/// `parent` does not lead to a struct.
-fn insert(fields: &Fields, parent: &[Step], field: Field) -> Option<Fields> {
+/// `fields` with a field for `key` added to the struct at `parent`; `None` if a field is
+/// there already for that key (in any spelling) or `parent` does not lead to a struct.
+fn insert(
+    fields: &Fields,
+    parent: &[Step],
+    key: &str,
+    t: DataType,
+    reserved: &[String],
+) -> Option<Fields> {
     let Some((first, rest)) = parent.split_first() else {
-        if fields.iter().any(|f| f.name() == field.name()) {
+        if lookup(fields, key).is_some() {
             return None;
         }
+        let siblings: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
         let mut all: Vec<Arc<Field>> = fields.iter().cloned().collect();
-        all.push(Arc::new(field));
+        all.push(Arc::new(new_field(key, t, &siblings, reserved)));
         return Some(all.into());
     };
     let Step::Member(name) = first else {
         return None;
     };
-    let i = fields.iter().position(|f| f.name() == name)?;
-    let t = insert_in(fields[i].data_type(), rest, field)?;
+    let i = lookup(fields, name)?.index();
+    let t = insert_in(fields[i].data_type(), rest, key, t)?;
     let mut all: Vec<Arc<Field>> = fields.iter().cloned().collect();
     all[i] = Arc::new(fields[i].as_ref().clone().with_data_type(t));
     Some(all.into())
 }
 
-fn insert_in(t: &DataType, steps: &[Step], field: Field) -> Option<DataType> {
+fn insert_in(t: &DataType, steps: &[Step], key: &str, field: DataType) -> Option<DataType> {
     match (t, steps.first()) {
-        (DataType::Struct(members), _) => Some(DataType::Struct(insert(members, steps, field)?)),
+        (DataType::Struct(members), _) => {
+            Some(DataType::Struct(insert(members, steps, key, field, &[])?))
+        }
         (DataType::List(element), Some(Step::Element)) => {
-            let inner = insert_in(element.data_type(), &steps[1..], field)?;
+            let inner = insert_in(element.data_type(), &steps[1..], key, field)?;
             Some(DataType::List(Arc::new(
                 element.as_ref().clone().with_data_type(inner),
             )))
@@ -102,7 +110,7 @@ fn insert_in(t: &DataType, steps: &[Step], field: Field) -> Option<DataType> {
             let DataType::Struct(kv) = entries.data_type() else {
                 return None;
             };
-            let inner = insert_in(kv[1].data_type(), &steps[1..], field)?;
+            let inner = insert_in(kv[1].data_type(), &steps[1..], key, field)?;
             let kv: Fields = vec![
                 kv[0].clone(),
                 Arc::new(kv[1].as_ref().clone().with_data_type(inner)),
@@ -124,9 +132,9 @@ fn insert_in(t: &DataType, steps: &[Step], field: Field) -> Option<DataType> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::walk::unknown_fields;
+    use super::super::walk::walk;
     use super::*;
-    use crate::schema::{parse_type, type_name};
+    use crate::schema::{parse_type, source_name, type_name};
 
     fn schema(spec: &[(&str, &str)]) -> SchemaRef {
         Arc::new(Schema::new(
@@ -139,7 +147,17 @@ mod tests {
     fn describe(s: &Schema) -> Vec<String> {
         s.fields()
             .iter()
-            .map(|f| format!("{}:{}", f.name(), type_name(f.data_type())))
+            .map(|f| match source_name(f) {
+                n if n == f.name() => format!("{}:{}", f.name(), type_name(f.data_type())),
+                n => format!("{}({n:?}):{}", f.name(), type_name(f.data_type())),
+            })
+            .collect()
+    }
+
+    fn unknowns(lines: &[&[u8]], s: &SchemaRef) -> Vec<Unknown> {
+        lines
+            .iter()
+            .flat_map(|l| walk(l, s.fields(), true).unwrap().unknown)
             .collect()
     }
 
@@ -155,11 +173,8 @@ mod tests {
             br#"{"id":"b","coupon":5,"meta":{},"tags":[],"gone":null}"#,
             br#"{"id":"c","n":1.5}"#,
         ];
-        let unknowns: Vec<Unknown> = lines
-            .iter()
-            .flat_map(|l| unknown_fields(l, s.fields(), true).unwrap())
-            .collect();
-        let w = widen(&s, &unknowns, 100);
+        let found = unknowns(&lines, &s);
+        let w = widen(&s, &found, 100, &[]);
         assert_eq!(w.added, ["coupon", "user.plan", "items[].qty", "tags", "n"]);
         assert_eq!(
             describe(&w.schema),
@@ -173,14 +188,34 @@ mod tests {
             ]
         );
         // Widening twice adds nothing more.
-        let again: Vec<Unknown> = lines
-            .iter()
-            .flat_map(|l| unknown_fields(l, w.schema.fields(), true).unwrap())
-            .collect();
-        assert!(widen(&w.schema, &again, 100).added.is_empty());
+        let again = unknowns(&lines, &w.schema);
+        assert!(widen(&w.schema, &again, 100, &[]).added.is_empty());
         // The column limit: what would pass it is not added.
-        let limited = widen(&s, &unknowns, 5);
+        let limited = widen(&s, &found, 5, &[]);
         assert_eq!(limited.added, ["coupon", "user.plan"]);
         assert_eq!(limited.over_limit, ["items[].qty", "tags", "n"]);
+    }
+
+    #[test]
+    fn new_fields_are_named_as_readers_resolve_them_and_typed_to_hold_their_value() {
+        let s = schema(&[("id", "string"), ("user", "struct<Name:string>")]);
+        let lines: [&[u8]; 2] = [
+            br#"{"Coupon":"X","coupon":"Y","a b":1,"dt":2,"user":{"name":"n","Plan":1},"big":9007199254740993.5}"#,
+            br#"{"COUPON":"Z","user":{"plan":2},"mixed":[1,{"a":1}]}"#,
+        ];
+        let found = unknowns(&lines, &s);
+        let w = widen(&s, &found, 100, &["dt".to_string()]);
+        assert_eq!(
+            describe(&w.schema),
+            [
+                "id:string",
+                "user:struct<Name:string,Plan:long>",
+                "Coupon:string",
+                r#"a_b("a b"):long"#,
+                r#"dt_2("dt"):long"#,
+                "big:decimal(38,1)",
+                "mixed:array<string>"
+            ]
+        );
     }
 }

@@ -13,11 +13,14 @@
 mod convert;
 mod evolve;
 mod parallel;
+mod rewrite;
 mod walk;
 
 pub use parallel::{Deal, DecodedChunk, ParallelDecoder};
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
@@ -48,6 +51,8 @@ pub enum DecodeError {
     KeyFieldType { field: String, kind: String },
     #[error("arrow failed on lines it had accepted: {0}")]
     Arrow(#[from] ArrowError),
+    #[error("decoding panicked on records that decode on their own (a bug in sluice)")]
+    Panicked,
 }
 
 /// What happens to a field a record has and the table does not.
@@ -106,6 +111,14 @@ pub enum RejectReason {
     /// Fields the table does not have, under `--schema-evolution reject` (or past the column
     /// limit under `add`).
     UnknownField(String),
+    /// Two keys of one object name one column (`Amount` and `amount`: Delta column names
+    /// are case-insensitive), so the row would have to drop one of the values.
+    FieldNameClash(String),
+    /// Decoding the record panicked: a bug in sluice, kept from stopping the pipeline.
+    Internal(String),
+    /// A line longer than the reader takes (its length in bytes; see
+    /// [`crate::ndjson::LINE_BYTES_MAX`]).
+    LineTooLong(u64),
 }
 
 impl RejectReason {
@@ -118,6 +131,9 @@ impl RejectReason {
             RejectReason::BadTime(_) => "bad_time",
             RejectReason::MissingKey(_) => "missing_key",
             RejectReason::UnknownField(_) => "unknown_field",
+            RejectReason::FieldNameClash(_) => "field_name_clash",
+            RejectReason::Internal(_) => "internal_error",
+            RejectReason::LineTooLong(_) => "line_too_long",
         }
     }
 
@@ -130,7 +146,14 @@ impl RejectReason {
             RejectReason::MissingKey(field) => {
                 format!("key field {field} is missing or null: a row without its key is never merged with another")
             }
-            RejectReason::UnknownField(m) => m.clone(),
+            RejectReason::UnknownField(m) | RejectReason::FieldNameClash(m) => m.clone(),
+            RejectReason::Internal(m) => {
+                format!("decoding this record panicked ({m}); a bug in sluice, please report it")
+            }
+            RejectReason::LineTooLong(len) => format!(
+                "the line is {len} bytes, more than a record may be ({} bytes); its first bytes are kept",
+                crate::ndjson::LINE_BYTES_MAX
+            ),
         }
     }
 }
@@ -178,6 +201,9 @@ pub struct DecodeOptions {
     pub evolution: SchemaEvolution,
     /// See [`COLUMNS_MAX_DEFAULT`].
     pub columns_max: usize,
+    /// Top-level columns sluice adds to the table (address and position columns): a field
+    /// schema evolution adds is never named like one (it is renamed, see `schema::names`).
+    pub reserved: Vec<String>,
 }
 
 impl DecodeOptions {
@@ -189,6 +215,7 @@ impl DecodeOptions {
             key: Vec::new(),
             evolution: SchemaEvolution::Add,
             columns_max: COLUMNS_MAX_DEFAULT,
+            reserved: Vec::new(),
         }
     }
 }
@@ -275,6 +302,16 @@ impl LineDecoder {
         &self.options
     }
 
+    /// The row-key fields, as paths of column names (`a.b`).
+    pub fn key_columns(&self) -> Vec<String> {
+        self.key.iter().map(FieldPath::to_string).collect()
+    }
+
+    /// The event-time field, as a path of column names.
+    pub fn time_column(&self) -> String {
+        self.time_field.to_string()
+    }
+
     /// Rejects records without these key fields (`missing_key`) from now on: the row key the
     /// pipeline dedupes by, which a record without it must never be merged by.
     pub fn set_key(&mut self, key: Vec<String>) -> Result<(), DecodeError> {
@@ -308,125 +345,190 @@ impl LineDecoder {
             .build_decoder()
     }
 
+    /// Decodes a chunk: every record becomes a row or a [`Reject`] with its reason.
+    ///
+    /// A panic while decoding (a bug: every input has a row or a reason) costs no record but
+    /// the one that caused it: the chunk is decoded again with each record on its own to find
+    /// it, and that record becomes a reject `internal_error`; the others are decoded as
+    /// always (invariant E8).
     pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
+        let before = self.clone();
+        let mut decoded =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| self.decode_chunk(chunk))) {
+                Ok(decoded) => decoded?,
+                Err(_) => {
+                    *self = before;
+                    self.decode_around_panics(chunk)?
+                }
+            };
+        if let Some(o) = &chunk.overlong {
+            let reason = RejectReason::LineTooLong(o.len);
+            decoded
+                .rejects
+                .push(reject(chunk.file, o.offset, reason, &o.head));
+        }
+        Ok(decoded)
+    }
+
+    /// [`LineDecoder::decode`] after a panic: the records that panic on their own become
+    /// rejects, the chunk without them is decoded.
+    fn decode_around_panics(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
+        let mut panicked: Vec<(i64, Vec<u8>, String)> = Vec::new();
+        for (offset, line) in chunk.lines() {
+            let alone = chunk.only(&[offset]);
+            let mut probe = self.clone();
+            if let Err(panic) =
+                std::panic::catch_unwind(AssertUnwindSafe(|| probe.decode_chunk(&alone)))
+            {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                panicked.push((offset, line.to_vec(), message));
+            }
+        }
+        let skip: Vec<i64> = panicked.iter().map(|(o, _, _)| *o).collect();
+        let rest = chunk.without(&skip);
+        let mut decoded = std::panic::catch_unwind(AssertUnwindSafe(|| self.decode_chunk(&rest)))
+            .map_err(|_| DecodeError::Panicked)??;
+        for (offset, line, message) in panicked {
+            tracing::error!(file = chunk.file, offset, %message, "decoding this record panicked (a bug in sluice): it is a dead letter internal_error");
+            decoded.rejects.push(reject(
+                chunk.file,
+                offset,
+                RejectReason::Internal(message),
+                &line,
+            ));
+        }
+        decoded.rejects.sort_by_key(|r| r.offset);
+        Ok(decoded)
+    }
+
+    fn decode_chunk(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
         let lines: Vec<(i64, &[u8])> = chunk.lines().collect();
+        if let Some(batch) = self.decode_all(&chunk.data, lines.len(), true) {
+            let offsets = lines.iter().map(|(o, _)| *o).collect();
+            return self.finish(chunk, &lines, batch, offsets, Vec::new());
+        }
+        // Every line decodes when unknown fields are left out: if none of those fields has
+        // a value (a field that is always null), or they are to be ignored, this is the
+        // chunk. (Fields to add or reject take the slow path below.)
+        if let Some(d) = self.decode_leaving_out(chunk, &lines)? {
+            return Ok(d);
+        }
+        self.decode_line_by_line(chunk, &lines)
+    }
+
+    /// The slow path: each line on its own, in order, against the schema as the lines
+    /// before it grew it (exactly as if the lines had come one chunk each: a record's fate
+    /// never depends on how its stream was cut into chunks, invariant E5); then the good
+    /// ones decoded together.
+    fn decode_line_by_line(
+        &mut self,
+        chunk: &Chunk,
+        lines: &[(i64, &[u8])],
+    ) -> Result<Decoded, DecodeError> {
         let mut added: Vec<String> = Vec::new();
-        loop {
-            if let Some(batch) = self.decode_all(&chunk.data, lines.len(), true) {
-                let offsets = lines.iter().map(|(o, _)| *o).collect();
-                let mut d = self.finish(chunk, &lines, batch, offsets, Vec::new())?;
-                d.added = added;
-                return Ok(d);
-            }
-            // Every line decodes when unknown fields are left out: if none of those fields has
-            // a value (a field that is always null), or they are to be ignored, this is the
-            // chunk. (Fields to add or reject take the slow path below.)
-            if let Some(mut d) = self.decode_leaving_out(chunk, &lines)? {
-                d.added = added;
-                return Ok(d);
-            }
-            // Slow path: each line on its own, then the good ones decoded together.
-            let adding = self.options.evolution == SchemaEvolution::Add;
-            let mut to_add: Vec<walk::Unknown> = Vec::new();
-            let mut verdicts: Vec<Verdict> = Vec::with_capacity(lines.len());
-            for &(_, line) in &lines {
-                let verdict = match self.check_line(line, true) {
-                    Ok(()) => Verdict::Good(Vec::new()),
-                    Err(RejectReason::NotOneObject) => Verdict::Bad(RejectReason::NotOneObject),
-                    Err(strict) => match walk::unknown_fields(line, self.schema.fields(), adding) {
-                        Err(e) => Verdict::Bad(match strict {
-                            RejectReason::MalformedJson(_) => strict,
-                            _ => RejectReason::MalformedJson(e.to_string()),
-                        }),
-                        // Only null-valued unknown fields, or another fault: the lenient
-                        // check decides.
-                        Ok(unknowns) if unknowns.is_empty() => self.lenient(line, Vec::new()),
-                        Ok(unknowns) => {
-                            let paths: Vec<String> =
-                                unknowns.iter().map(walk::Unknown::path).collect();
-                            match self.options.evolution {
-                                SchemaEvolution::Reject => {
-                                    Verdict::Bad(RejectReason::UnknownField(format!(
-                                        "fields the table does not have: {}",
-                                        paths.join(", ")
-                                    )))
-                                }
-                                SchemaEvolution::Ignore => self.lenient(line, paths),
-                                SchemaEvolution::Add => {
-                                    to_add.extend(unknowns);
-                                    Verdict::Pending(paths)
-                                }
-                            }
-                        }
-                    },
-                };
-                verdicts.push(verdict);
-            }
-            if !to_add.is_empty() {
-                let w = evolve::widen(&self.schema, &to_add, self.options.columns_max);
-                if !w.added.is_empty() {
-                    self.set_schema(w.schema)?;
-                    added.extend(w.added);
-                    continue; // the whole chunk again, with the grown schema
-                }
-                // Nothing could be added: past the column limit, or nothing to store ({}).
-                for (verdict, &(_, line)) in verdicts.iter_mut().zip(&lines) {
-                    let Verdict::Pending(paths) = verdict else {
-                        continue;
-                    };
-                    let over: Vec<&str> = paths
-                        .iter()
-                        .filter(|p| w.over_limit.contains(p))
-                        .map(String::as_str)
-                        .collect();
-                    *verdict = if over.is_empty() {
-                        self.lenient(line, std::mem::take(paths))
-                    } else {
-                        Verdict::Bad(RejectReason::UnknownField(format!(
-                            "fields the table does not have: {}; the table has reached {} columns, the most schema evolution adds (declare such a field as map<string,T>)",
-                            over.join(", "),
-                            self.options.columns_max
-                        )))
-                    };
+        // Each line's verdict, and the schema it was judged against.
+        let mut judged: Vec<(Judged, SchemaRef)> = Vec::with_capacity(lines.len());
+        for &(_, line) in lines {
+            let j = self.judge_growing(line, &mut added)?;
+            judged.push((j, self.schema.clone()));
+        }
+        // Good lines judged against an older schema than the chunk ends with, that left
+        // fields out (`{}`: nothing to store), hold only the fields that schema has: a field
+        // added since is not theirs (a line that carried one with a value added it itself),
+        // so they decode as they were judged. (Their text was read by serde_json already.)
+        for (j, schema) in judged.iter_mut() {
+            let left_out = matches!(&j.verdict, Verdict::Good(paths) if !paths.is_empty());
+            if left_out && !Arc::ptr_eq(schema, &self.schema) {
+                if let Ok(projected) = rewrite::project(&j.line, schema.fields()) {
+                    j.line = Cow::Owned(projected);
                 }
             }
-            let mut rejects = Vec::new();
-            let mut good = Vec::with_capacity(chunk.data.len());
-            let mut offsets = Vec::with_capacity(lines.len());
-            let mut ignored: BTreeMap<String, u64> = BTreeMap::new();
-            let mut ignored_rows = 0u64;
-            for (verdict, &(offset, line)) in verdicts.into_iter().zip(&lines) {
-                match verdict {
-                    Verdict::Good(left_out) => {
-                        good.extend_from_slice(line);
-                        good.push(b'\n');
-                        offsets.push(offset);
-                        if !left_out.is_empty() {
-                            ignored_rows += 1;
-                            for p in left_out {
-                                *ignored.entry(p).or_default() += 1;
-                            }
+        }
+        let mut rejects = Vec::new();
+        let mut good = Vec::with_capacity(chunk.data.len());
+        let mut offsets = Vec::with_capacity(lines.len());
+        let mut ignored: BTreeMap<String, u64> = BTreeMap::new();
+        let mut ignored_rows = 0u64;
+        for ((j, _), &(offset, line)) in judged.into_iter().zip(lines) {
+            match j.verdict {
+                Verdict::Good(left_out) => {
+                    good.extend_from_slice(&j.line);
+                    good.push(b'\n');
+                    offsets.push(offset);
+                    if !left_out.is_empty() {
+                        ignored_rows += 1;
+                        for p in left_out {
+                            *ignored.entry(p).or_default() += 1;
                         }
                     }
-                    Verdict::Bad(reason) => rejects.push(reject(chunk.file, offset, reason, line)),
-                    // (Decided above whenever any line is pending; kept as a reject, not a panic.)
-                    Verdict::Pending(paths) => rejects.push(reject(
-                        chunk.file,
-                        offset,
-                        RejectReason::UnknownField(paths.join(", ")),
-                        line,
-                    )),
                 }
+                Verdict::Bad(reason) => rejects.push(reject(chunk.file, offset, reason, line)),
+                // (Decided by `judge_growing`; kept as a reject, not a panic.)
+                Verdict::Pending(paths) => rejects.push(reject(
+                    chunk.file,
+                    offset,
+                    RejectReason::UnknownField(paths.join(", ")),
+                    line,
+                )),
             }
-            let batch = match self.decode_all(&good, offsets.len(), false) {
-                Some(b) => b,
-                None => self.decode_strict(&good, offsets.len())?,
-            };
-            let mut d = self.finish(chunk, &lines, batch, offsets, rejects)?;
-            d.added = added;
-            d.ignored = ignored;
-            d.ignored_rows = ignored_rows;
-            return Ok(d);
+        }
+        let batch = match self.decode_all(&good, offsets.len(), false) {
+            Some(b) => b,
+            None => self.decode_strict(&good, offsets.len())?,
+        };
+        let mut d = self.finish(chunk, lines, batch, offsets, rejects)?;
+        d.added = added;
+        d.ignored = ignored;
+        d.ignored_rows = ignored_rows;
+        Ok(d)
+    }
+
+    /// [`LineDecoder::judge`], growing the schema by the line's new fields (schema evolution
+    /// `add`) and judging it again against the grown schema; paths added go to `added`.
+    fn judge_growing<'l>(
+        &mut self,
+        line: &'l [u8],
+        added: &mut Vec<String>,
+    ) -> Result<Judged<'l>, DecodeError> {
+        loop {
+            let mut to_add: Vec<walk::Unknown> = Vec::new();
+            let mut j = self.judge(line, &mut to_add);
+            if to_add.is_empty() {
+                return Ok(j);
+            }
+            let w = evolve::widen(
+                &self.schema,
+                &to_add,
+                self.options.columns_max,
+                &self.options.reserved,
+            );
+            if !w.added.is_empty() {
+                self.set_schema(w.schema)?;
+                added.extend(w.added);
+                continue; // the line again, with the grown schema
+            }
+            // Nothing could be added: past the column limit, or nothing to store ({}).
+            if let Verdict::Pending(paths) = &mut j.verdict {
+                let over: Vec<&str> = paths
+                    .iter()
+                    .filter(|p| w.over_limit.contains(p))
+                    .map(String::as_str)
+                    .collect();
+                j.verdict = if over.is_empty() {
+                    self.lenient(&j.line, std::mem::take(paths))
+                } else {
+                    Verdict::Bad(RejectReason::UnknownField(format!(
+                        "fields the table does not have: {}; the table has reached {} columns, the most schema evolution adds (declare such a field as map<string,T>)",
+                        over.join(", "),
+                        self.options.columns_max
+                    )))
+                };
+            }
+            return Ok(j);
         }
     }
 
@@ -444,22 +546,26 @@ impl LineDecoder {
         let mut ignored: BTreeMap<String, u64> = BTreeMap::new();
         let mut ignored_rows = 0u64;
         let evolution = self.options.evolution;
-        let adding = evolution == SchemaEvolution::Add;
         for (_, line) in lines {
-            let Ok(unknowns) = walk::unknown_fields(line, self.schema.fields(), adding) else {
+            let values = evolution != SchemaEvolution::Ignore;
+            let Ok(walked) = walk::walk(line, self.schema.fields(), values) else {
                 return Ok(None);
             };
+            // Another spelling of a column, or a nested value where a column holds text:
+            // arrow-json would leave the one out, and fails on the other.
+            if walked.rewrite || !walked.clashes.is_empty() {
+                return Ok(None);
+            }
+            let unknowns = walked.unknown;
             if unknowns.is_empty() {
                 continue;
             }
-            // Under `add`, only values with nothing to store (`{}`) are left out, as below.
-            let keep_going = match evolution {
-                SchemaEvolution::Ignore => true,
-                SchemaEvolution::Add => unknowns
+            // Under `add` and `reject`, only values with nothing to store (`{}`) are left
+            // out, as below.
+            let keep_going = evolution == SchemaEvolution::Ignore
+                || unknowns
                     .iter()
-                    .all(|u| evolve::value_type(&u.value).is_none()),
-                SchemaEvolution::Reject => false,
-            };
+                    .all(|u| matches!(evolve::stored_type(u), Ok(None)));
             if !keep_going {
                 return Ok(None);
             }
@@ -473,6 +579,110 @@ impl LineDecoder {
         d.ignored = ignored;
         d.ignored_rows = ignored_rows;
         Ok(Some(d))
+    }
+
+    /// The slow path's verdict on one line that a whole chunk's decode did not take, and
+    /// the line to decode: rewritten when a key names its column in another spelling or a
+    /// nested value stands where the column holds text. Fields to add go to `to_add`.
+    fn judge<'l>(&self, line: &'l [u8], to_add: &mut Vec<walk::Unknown>) -> Judged<'l> {
+        let judged = |verdict| Judged {
+            verdict,
+            line: Cow::Borrowed(line),
+        };
+        let strict = match self.check_line(line, true) {
+            Ok(()) => return judged(Verdict::Good(Vec::new())),
+            Err(RejectReason::NotOneObject) => {
+                return judged(Verdict::Bad(RejectReason::NotOneObject))
+            }
+            Err(strict) => strict,
+        };
+        // JSON is UTF-8 text (arrow-json finds out only when it builds the strings, and
+        // schema evolution must not look into such a line at all).
+        if let Err(e) = std::str::from_utf8(line) {
+            return judged(Verdict::Bad(RejectReason::MalformedJson(format!(
+                "not UTF-8 text: {e}"
+            ))));
+        }
+        let evolution = self.options.evolution;
+        let values = evolution != SchemaEvolution::Ignore;
+        let walked = match walk::walk(line, self.schema.fields(), values) {
+            Ok(w) => w,
+            Err(e) => {
+                return judged(Verdict::Bad(match strict {
+                    RejectReason::MalformedJson(_) => strict,
+                    _ => RejectReason::MalformedJson(e.to_string()),
+                }))
+            }
+        };
+        if !walked.clashes.is_empty() {
+            return judged(Verdict::Bad(RejectReason::FieldNameClash(format!(
+                "two keys name the column {} (column names are case-insensitive)",
+                walked.clashes.join(", ")
+            ))));
+        }
+        let line = match walked.rewrite {
+            true => match rewrite::rewrite(line, self.schema.fields()) {
+                Ok(rewritten) => Cow::Owned(rewritten),
+                Err(e) => return judged(Verdict::Bad(RejectReason::MalformedJson(e.to_string()))),
+            },
+            false => Cow::Borrowed(line),
+        };
+        // Objects with nothing to store are left out, and counted so.
+        let mut left_out = walked.emptied;
+        if walked.rewrite && self.check_line(&line, true).is_ok() {
+            return Judged {
+                verdict: Verdict::Good(left_out),
+                line,
+            };
+        }
+        // Unknown fields whose value has nothing to store are left out whatever the policy
+        // (no column could hold them); the others are the policy's.
+        if evolution != SchemaEvolution::Ignore {
+            if let Some(Err(e)) = walked
+                .unknown
+                .iter()
+                .map(evolve::stored_type)
+                .find(Result::is_err)
+            {
+                return Judged {
+                    verdict: Verdict::Bad(RejectReason::MalformedJson(e.to_string())),
+                    line,
+                };
+            }
+        }
+        let (storable, empty): (Vec<walk::Unknown>, Vec<walk::Unknown>) =
+            walked.unknown.into_iter().partition(|u| {
+                evolution == SchemaEvolution::Ignore
+                    || matches!(evolve::stored_type(u), Ok(Some(_)))
+            });
+        left_out.extend(empty.iter().map(walk::Unknown::path));
+        // Only such fields, or another fault: the lenient check decides.
+        let verdict = if storable.is_empty() {
+            self.lenient(&line, left_out)
+        } else {
+            let paths: Vec<String> = storable.iter().map(walk::Unknown::path).collect();
+            match evolution {
+                SchemaEvolution::Reject => Verdict::Bad(RejectReason::UnknownField(format!(
+                    "fields the table does not have: {}",
+                    paths.join(", ")
+                ))),
+                SchemaEvolution::Ignore => {
+                    left_out.extend(paths);
+                    self.lenient(&line, left_out)
+                }
+                // A record grows the schema only if nothing else is wrong with it (a record
+                // rejected anyway must not decide a column's type).
+                SchemaEvolution::Add => match self.check_line(&line, false) {
+                    Err(reason) => Verdict::Bad(reason),
+                    Ok(()) => {
+                        to_add.extend(storable);
+                        left_out.extend(paths);
+                        Verdict::Pending(left_out)
+                    }
+                },
+            }
+        };
+        Judged { verdict, line }
     }
 
     /// Decodes `data` holding exactly `rows` objects; `None` if any line is bad.
@@ -633,6 +843,12 @@ impl LineDecoder {
             ignored_rows: 0,
         })
     }
+}
+
+/// What the slow path decided for one line, and the line to decode.
+struct Judged<'l> {
+    verdict: Verdict,
+    line: Cow<'l, [u8]>,
 }
 
 /// What the slow path decided for one line.

@@ -20,6 +20,7 @@ fn chunk(text: &str) -> Chunk {
         start: 100,
         data: text.as_bytes().to_vec(),
         message_offsets: None,
+        overlong: None,
     }
 }
 
@@ -369,6 +370,7 @@ fn new_fields_are_added_as_columns() {
             start: i as i64 * 100,
             data: l.as_bytes().to_vec(),
             message_offsets: None,
+            overlong: None,
         })
         .unwrap();
     }

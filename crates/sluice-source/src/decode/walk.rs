@@ -1,17 +1,23 @@
-//! Finds the fields of a JSON line that the record schema does not have, at any depth,
-//! without building the line's values (serde visits the keys; values of known scalar
-//! fields are skipped).
+//! Looks at a JSON line against the record schema without building its values (serde
+//! visits the keys; values of known scalar fields are skipped): the fields the schema does
+//! not have, at any depth; keys that name a column only ignoring case, or nested values where
+//! a column holds text (the line must be rewritten, see [`super::rewrite`]); and keys that
+//! name one column twice.
 
 use std::fmt;
 
 use deltalake::arrow::datatypes::{DataType, Fields};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
+use serde::de::{
+    Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::value::RawValue;
+
+use crate::schema::{lookup, Found};
 
 /// One step from the top of a record to a struct that a field is a member of.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Step {
-    /// A struct member by name.
+    /// A struct member, by the key the line spells it with.
     Member(String),
     /// The elements of an array.
     Element,
@@ -20,47 +26,74 @@ pub(crate) enum Step {
 }
 
 /// A field the schema does not have: the struct it is in (`parent`, empty for the top
-/// level), its name, and its value (only when asked for; `Null` otherwise).
+/// level), its key, and its value's JSON text (only when asked for; empty otherwise).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Unknown {
     pub parent: Vec<Step>,
     pub name: String,
-    pub value: Value,
+    pub value: String,
 }
 
 impl Unknown {
     /// `coupon`, `user.plan`, `items[].sku`, `attrs{}.note`: for messages.
     pub fn path(&self) -> String {
-        let mut out = String::new();
-        for step in &self.parent {
-            match step {
-                Step::Member(m) => {
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    out.push_str(m);
-                }
-                Step::Element => out.push_str("[]"),
-                Step::Value => out.push_str("{}"),
-            }
-        }
-        if !out.is_empty() {
-            out.push('.');
-        }
-        out.push_str(&self.name);
-        out
+        path_of(&self.parent, &self.name)
     }
 }
 
-/// The fields of `line` (one JSON object) that `fields` does not have, in the order they
-/// are written, each with its value if `values`. A field whose value is null is left out:
-/// it carries nothing a null column would not. `Err` if the line is not valid JSON.
-pub(crate) fn unknown_fields(
+fn path_of(parent: &[Step], name: &str) -> String {
+    let mut out = steps_path(parent);
+    if !out.is_empty() {
+        out.push('.');
+    }
+    out.push_str(name);
+    out
+}
+
+/// `user.plan`, `items[]`: the path the steps lead to.
+fn steps_path(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for step in steps {
+        match step {
+            Step::Member(m) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(m);
+            }
+            Step::Element => out.push_str("[]"),
+            Step::Value => out.push_str("{}"),
+        }
+    }
+    out
+}
+
+/// What [`walk`] found in a line.
+#[derive(Debug, Default)]
+pub(crate) struct Walked {
+    /// Fields the schema does not have, in the order written; a field whose value is null
+    /// is left out (it carries nothing a null column would not).
+    pub unknown: Vec<Unknown>,
+    /// A key names its column only ignoring case, or a nested value stands where the column
+    /// holds text: decoding must read the line as [`super::rewrite`] spells it.
+    pub rewrite: bool,
+    /// Paths of columns that two keys of one object name (`Amount` and `amount`).
+    pub clashes: Vec<String>,
+    /// Paths of objects with nothing to store (`{}`) where the column is not a struct or a
+    /// map: read as null (and counted as left out), as a field whose value is `{}` is before
+    /// its column exists, so that no record's fate depends on what came before it in its
+    /// chunk.
+    pub emptied: Vec<String>,
+}
+
+/// Walks `line` (one JSON object) against `fields`; unknown fields carry their value's text
+/// if `values`. `Err` if the line is not valid JSON.
+pub(crate) fn walk(
     line: &[u8],
     fields: &Fields,
     values: bool,
-) -> Result<Vec<Unknown>, serde_json::Error> {
-    let mut found = Vec::new();
+) -> Result<Walked, serde_json::Error> {
+    let mut found = Walked::default();
     let mut de = serde_json::Deserializer::from_slice(line);
     TypeSeed {
         kind: Kind::Struct(fields),
@@ -78,6 +111,8 @@ enum Kind<'a> {
     Struct(&'a Fields),
     List(&'a DataType),
     Map(&'a DataType),
+    /// A string column: any JSON value fits (a nested one as its JSON text).
+    Text,
     Other,
 }
 
@@ -90,6 +125,7 @@ impl<'a> Kind<'a> {
                 DataType::Struct(kv) if kv.len() == 2 => Kind::Map(kv[1].data_type()),
                 _ => Kind::Other,
             },
+            DataType::Utf8 => Kind::Text,
             _ => Kind::Other,
         }
     }
@@ -98,8 +134,19 @@ impl<'a> Kind<'a> {
 struct TypeSeed<'s, 'a> {
     kind: Kind<'a>,
     at: &'s mut Vec<Step>,
-    found: &'s mut Vec<Unknown>,
+    found: &'s mut Walked,
     values: bool,
+}
+
+impl TypeSeed<'_, '_> {
+    fn next<'s, 'b>(&'s mut self, kind: Kind<'b>) -> TypeSeed<'s, 'b> {
+        TypeSeed {
+            kind,
+            at: self.at,
+            found: self.found,
+            values: self.values,
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for TypeSeed<'_, '_> {
@@ -107,8 +154,20 @@ impl<'de> DeserializeSeed<'de> for TypeSeed<'_, '_> {
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         match self.kind {
-            // A scalar's value is not ours to judge here (decoding does).
-            Kind::Other => d.deserialize_ignored_any(IgnoredAny).map(|_| ()),
+            // A scalar's value is not ours to judge here (decoding does), but for an object
+            // with nothing to store (read as null) and, in a text column, any nested value
+            // (read as its JSON text).
+            Kind::Other | Kind::Text => {
+                let raw = <&RawValue>::deserialize(d)?;
+                let seen = Seen::of(raw);
+                if seen == Seen::Nested && holds_nothing(raw) {
+                    self.found.emptied.push(steps_path(self.at));
+                    self.found.rewrite = true;
+                } else if seen == Seen::Nested && matches!(self.kind, Kind::Text) {
+                    self.found.rewrite = true;
+                }
+                Ok(())
+            }
             _ => d.deserialize_any(self),
         }
     }
@@ -121,38 +180,45 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         match self.kind {
             Kind::Struct(fields) => {
+                // Which columns this object's keys named, and whether exactly.
+                let mut named: Vec<Found> = Vec::new();
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    match fields.iter().find(|f| f.name().as_str() == key.as_ref()) {
-                        Some(f) => {
+                    match lookup(fields, &key) {
+                        Some(found) => {
+                            let i = found.index();
+                            if let Some(earlier) = named.iter().find(|n| n.index() == i) {
+                                // The same key twice is the last value, as JSON readers take
+                                // it; two spellings of one column are two values for it.
+                                if matches!(
+                                    (earlier, found),
+                                    (Found::Folded(_), _) | (_, Found::Folded(_))
+                                ) {
+                                    self.found.clashes.push(path_of(self.at, fields[i].name()));
+                                }
+                            }
+                            named.push(found);
+                            if matches!(found, Found::Folded(_)) {
+                                self.found.rewrite = true;
+                            }
                             self.at.push(Step::Member(key.into_owned()));
-                            map.next_value_seed(TypeSeed {
-                                kind: Kind::of(f.data_type()),
-                                at: self.at,
-                                found: self.found,
-                                values: self.values,
-                            })?;
+                            let kind = Kind::of(fields[i].data_type());
+                            map.next_value_seed(self.next(kind))?;
                             self.at.pop();
                         }
-                        None if self.values => {
-                            let value: Value = map.next_value()?;
-                            if !value.is_null() {
-                                self.found.push(Unknown {
-                                    parent: self.at.clone(),
-                                    name: key.into_owned(),
-                                    value,
-                                });
-                            }
-                        }
                         None => {
-                            let value: NullOrNot = map.next_value()?;
-                            if !value.0 {
-                                self.found.push(Unknown {
+                            let value: &RawValue = map.next_value()?;
+                            if Seen::of(value) != Seen::Null {
+                                self.found.unknown.push(Unknown {
                                     parent: self.at.clone(),
                                     name: key.into_owned(),
-                                    value: Value::Null,
+                                    value: if self.values {
+                                        value.get().to_string()
+                                    } else {
+                                        String::new()
+                                    },
                                 });
                             }
                         }
@@ -162,31 +228,31 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
             Kind::Map(value) => {
                 self.at.push(Step::Value);
                 while map.next_key::<IgnoredAny>()?.is_some() {
-                    map.next_value_seed(TypeSeed {
-                        kind: Kind::of(value),
-                        at: self.at,
-                        found: self.found,
-                        values: self.values,
-                    })?;
+                    map.next_value_seed(self.next(Kind::of(value)))?;
                 }
                 self.at.pop();
             }
-            _ => while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {},
+            // An object where the column is an array: read as null if it holds nothing.
+            _ => {
+                let mut nothing = true;
+                while let Some((_, value)) = map.next_entry::<IgnoredAny, &RawValue>()? {
+                    nothing &= holds_nothing(value);
+                }
+                if nothing {
+                    self.found.emptied.push(steps_path(self.at));
+                    self.found.rewrite = true;
+                }
+            }
         }
         Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         match self.kind {
             Kind::List(element) => {
                 self.at.push(Step::Element);
                 while seq
-                    .next_element_seed(TypeSeed {
-                        kind: Kind::of(element),
-                        at: self.at,
-                        found: self.found,
-                        values: self.values,
-                    })?
+                    .next_element_seed(self.next(Kind::of(element)))?
                     .is_some()
                 {}
                 self.at.pop();
@@ -216,45 +282,29 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
     }
 }
 
-/// Whether a value is null, read without keeping it.
-struct NullOrNot(bool);
+/// Whether a value is an object with nothing to store (see `Json::holds_nothing`).
+fn holds_nothing(raw: &RawValue) -> bool {
+    raw.get().starts_with('{')
+        && crate::json::Json::parse(raw.get()).is_ok_and(|v| v.holds_nothing())
+}
 
-impl<'de> serde::Deserialize<'de> for NullOrNot {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = NullOrNot;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_unit<E>(self) -> Result<NullOrNot, E> {
-                Ok(NullOrNot(true))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<NullOrNot, E> {
-                Ok(NullOrNot(false))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<NullOrNot, E> {
-                Ok(NullOrNot(false))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<NullOrNot, E> {
-                Ok(NullOrNot(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<NullOrNot, E> {
-                Ok(NullOrNot(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<NullOrNot, E> {
-                Ok(NullOrNot(false))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<NullOrNot, A::Error> {
-                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(NullOrNot(false))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<NullOrNot, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(NullOrNot(false))
-            }
+/// What kind of value a JSON value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Null,
+    Scalar,
+    Nested,
+}
+
+impl Seen {
+    /// Read from the value's own text: serde_json validates it without reading numbers
+    /// (`1e400`, which it cannot hold as a double, is valid JSON and arrow-json reads it).
+    fn of(raw: &RawValue) -> Seen {
+        match raw.get().as_bytes().first() {
+            Some(b'n') => Seen::Null,
+            Some(b'{' | b'[') => Seen::Nested,
+            _ => Seen::Scalar,
         }
-        d.deserialize_any(V)
     }
 }
 
@@ -271,6 +321,11 @@ mod tests {
             .collect()
     }
 
+    fn unknown_paths(line: &[u8], schema: &Fields) -> Vec<String> {
+        let found = walk(line, schema, false).unwrap();
+        found.unknown.iter().map(Unknown::path).collect()
+    }
+
     #[test]
     fn unknown_fields_are_found_at_every_depth_and_nulls_are_not() {
         let schema = fields(&[
@@ -280,8 +335,8 @@ mod tests {
             ("attrs", "map<string,struct<v:long>>"),
         ]);
         let line = br#"{"id":"a","coupon":"X1","user":{"name":"n","plan":{"tier":2}},"items":[{"sku":"s","qty":3},{"sku":"t"}],"attrs":{"k":{"v":1,"note":"x"}},"gone":null,"key with \"quote\"":1}"#;
-        let found = unknown_fields(line, &schema, true).unwrap();
-        let paths: Vec<String> = found.iter().map(Unknown::path).collect();
+        let found = walk(line, &schema, true).unwrap();
+        let paths: Vec<String> = found.unknown.iter().map(Unknown::path).collect();
         assert_eq!(
             paths,
             [
@@ -292,18 +347,48 @@ mod tests {
                 "key with \"quote\""
             ]
         );
-        assert_eq!(found[1].value, serde_json::json!({"tier": 2}));
-        let without = unknown_fields(line, &schema, false).unwrap();
-        assert_eq!(without.len(), 5);
-        assert!(without.iter().all(|u| u.value.is_null()));
-        assert!(unknown_fields(br#"{"id":"a"}"#, &schema, true)
-            .unwrap()
-            .is_empty());
+        assert_eq!(found.unknown[1].value, r#"{"tier":2}"#);
+        assert!(!found.rewrite && found.clashes.is_empty());
+        let without = walk(line, &schema, false).unwrap();
+        assert_eq!(without.unknown.len(), 5);
+        assert!(without.unknown.iter().all(|u| u.value.is_empty()));
+        assert!(unknown_paths(br#"{"id":"a"}"#, &schema).is_empty());
         // Wrong types are not this walker's business.
-        assert!(unknown_fields(br#"{"user":5,"items":"x"}"#, &schema, true)
-            .unwrap()
-            .is_empty());
-        assert!(unknown_fields(br#"{"id":"a""#, &schema, true).is_err());
-        assert!(unknown_fields(br#"{"id":"a"} x"#, &schema, true).is_err());
+        assert!(unknown_paths(br#"{"user":5,"items":"x"}"#, &schema).is_empty());
+        assert!(walk(br#"{"id":"a""#, &schema, true).is_err());
+        assert!(walk(br#"{"id":"a"} x"#, &schema, true).is_err());
+    }
+
+    #[test]
+    fn other_spellings_and_nested_values_in_text_columns_ask_for_a_rewrite() {
+        let schema = fields(&[
+            ("Amount", "long"),
+            ("note", "string"),
+            ("tags", "array<string>"),
+            ("user", "struct<Name:string>"),
+        ]);
+        let check = |line: &[u8]| {
+            let w = walk(line, &schema, false).unwrap();
+            (w.rewrite, w.clashes, w.unknown.len())
+        };
+        assert_eq!(
+            check(br#"{"Amount":1,"note":"x","tags":["a"]}"#),
+            (false, vec![], 0)
+        );
+        assert_eq!(check(br#"{"amount":1}"#), (true, vec![], 0));
+        assert_eq!(check(br#"{"user":{"name":"n"}}"#), (true, vec![], 0));
+        assert_eq!(check(br#"{"note":{"a":1}}"#), (true, vec![], 0));
+        assert_eq!(check(br#"{"tags":[1,"a",{"x":1}]}"#), (true, vec![], 0));
+        assert_eq!(check(br#"{"note":5,"tags":[true]}"#), (false, vec![], 0));
+        // Two spellings of one column in one object; the same key twice is not a clash.
+        assert_eq!(
+            check(br#"{"Amount":1,"amount":2}"#),
+            (true, vec!["Amount".to_string()], 0)
+        );
+        assert_eq!(
+            check(br#"{"user":{"Name":"a","NAME":"b"}}"#),
+            (true, vec!["user.Name".to_string()], 0)
+        );
+        assert_eq!(check(br#"{"Amount":1,"Amount":2}"#), (false, vec![], 0));
     }
 }

@@ -197,24 +197,44 @@ impl KafkaConsumer {
         let _ = self.commands.send(Command::Commit(offsets));
     }
 
-    /// Leaves the group and stops the thread.
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Leaves the group and stops the thread; waits for it off the runtime's threads (leaving
+    /// the group can take a rebalance's time).
+    pub async fn stop(mut self) {
+        if let Some(thread) = self.signal_stop() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
     }
 
-    fn shutdown(&mut self) {
+    /// Tells the thread to stop (it leaves the group and ends after its current poll).
+    fn signal_stop(&mut self) -> Option<std::thread::JoinHandle<()>> {
         self.stop.store(true, Ordering::SeqCst);
         self.events.close();
         while self.events.try_recv().is_ok() {}
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.thread.take()
     }
 }
 
 impl Drop for KafkaConsumer {
+    /// A consumer dropped without [`KafkaConsumer::stop`] (a run that failed) stops its thread
+    /// and waits for it to leave the group (so the group rebalances at once), but never
+    /// blocks a runtime's thread: on a multi-threaded runtime the wait moves the thread's
+    /// tasks elsewhere first; on a single-threaded one the thread leaves on its own.
     fn drop(&mut self) {
-        self.shutdown();
+        let Some(thread) = self.signal_stop() else {
+            return;
+        };
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current().map(|h| h.runtime_flavor()) {
+            Err(_) => {
+                let _ = thread.join();
+            }
+            Ok(RuntimeFlavor::MultiThread) => {
+                tokio::task::block_in_place(|| {
+                    let _ = thread.join();
+                });
+            }
+            Ok(_) => {}
+        }
     }
 }
 

@@ -23,6 +23,8 @@
 //! Fields absent from a line are null; every column is nullable. What happens to fields the
 //! schema does not have is the pipeline's schema evolution policy (`--schema-evolution`).
 
+mod infer;
+mod names;
 mod path;
 pub mod types;
 
@@ -32,6 +34,10 @@ use std::sync::Arc;
 use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use serde::Deserialize;
 
+pub use infer::infer;
+pub(crate) use infer::value_type;
+pub use names::{acceptable, same_column, source_name, SOURCE_NAME_KEY};
+pub(crate) use names::{lookup, new_field, Found};
 pub(crate) use path::with_type_at;
 pub use path::{FieldPath, PathError};
 pub use types::{list_of, map_of, parse_type, type_name, TypeError};
@@ -49,12 +55,10 @@ pub enum SchemaError {
     Type { field: String, source: TypeError },
     #[error("schema field {field:?}: {reason}")]
     Spec { field: String, reason: String },
-    #[error("schema field {0:?} appears twice")]
+    #[error("schema field {0:?} appears twice (column names are case-insensitive)")]
     Duplicate(String),
     #[error("no schema could be inferred: none of the first {0} lines is a JSON object")]
     NothingToInfer(usize),
-    #[error("inferring the schema failed: {0}")]
-    Inference(String),
 }
 
 /// A schema file's contents.
@@ -181,10 +185,17 @@ fn fields_of(specs: &[FieldSpec], parent: &str) -> Result<Fields, SchemaError> {
                 reason: "an empty field name".into(),
             });
         }
-        if fields.iter().any(|g| g.name() == &f.name) {
+        if fields.iter().any(|g| same_column(source_name(g), &f.name)) {
             return Err(SchemaError::Duplicate(name));
         }
-        fields.push(Field::new(&f.name, f.spec().to_arrow(&name)?, true));
+        // A name readers refuse is renamed as an inferred one is (see `names`).
+        let siblings: Vec<&str> = fields.iter().map(|g| g.name().as_str()).collect();
+        fields.push(new_field(
+            &f.name,
+            f.spec().to_arrow(&name)?,
+            &siblings,
+            &[],
+        ));
     }
     Ok(Fields::from(fields))
 }
@@ -229,59 +240,6 @@ pub fn leaf_count(fields: &Fields) -> usize {
 /// The UTF-8 byte-order mark some tools write at the start of a file.
 pub const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Infers a schema from the first `max_lines` parseable lines: integers become `long`,
-/// decimals `double`, text `string`, nested objects and arrays keep their shape, fields that
-/// are only ever null become `string` (see [`storable`]). A UTF-8 byte-order mark before the
-/// first line is skipped. Lines that are not JSON objects are passed over here
-/// (they are rejected, with their position, when the run reads them).
-pub fn infer<'a>(
-    lines: impl Iterator<Item = &'a [u8]>,
-    max_lines: usize,
-) -> Result<SchemaRef, SchemaError> {
-    let values: Vec<serde_json::Value> = lines
-        .take(max_lines)
-        .map(|l| l.strip_prefix(BOM).unwrap_or(l))
-        .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
-        .filter(|v| v.is_object())
-        .collect();
-    if values.is_empty() {
-        return Err(SchemaError::NothingToInfer(max_lines));
-    }
-    let inferred =
-        deltalake::arrow::json::reader::infer_json_schema_from_iterator(values.into_iter().map(Ok))
-            .map_err(|e| SchemaError::Inference(e.to_string()))?;
-    let fields: Vec<Field> = inferred
-        .fields()
-        .iter()
-        .filter_map(|f| Some(Field::new(f.name(), storable(f.data_type())?, true)))
-        .collect();
-    Ok(Arc::new(Schema::new(fields)))
-}
-
-/// A type Delta can store for an inferred one: Delta has no null type (a field seen only as
-/// null, or an empty array's elements, are read as text), lists are Delta's (`element`), and
-/// a struct seen only as `{}` has nothing to store (`None`: the field is left out, as a
-/// field seen only as null would carry nothing either).
-pub fn storable(t: &DataType) -> Option<DataType> {
-    Some(match t {
-        DataType::Null => DataType::Utf8,
-        DataType::List(f) | DataType::LargeList(f) => {
-            list_of(storable(f.data_type()).unwrap_or(DataType::Utf8))
-        }
-        DataType::Struct(fs) => {
-            let members: Vec<Field> = fs
-                .iter()
-                .filter_map(|f| Some(Field::new(f.name(), storable(f.data_type())?, true)))
-                .collect();
-            if members.is_empty() {
-                return None;
-            }
-            DataType::Struct(Fields::from(members))
-        }
-        other => other.clone(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,33 +278,6 @@ mod tests {
         assert!(matches!(
             RecordSchema::load(&json),
             Err(SchemaError::Invalid { .. })
-        ));
-    }
-
-    #[test]
-    fn inference_skips_bad_lines_and_maps_null_to_text() {
-        let lines: Vec<&[u8]> = vec![
-            b"{\"a\":1,\"b\":null}",
-            b"garbage",
-            b"{\"a\":2,\"c\":\"x\"}",
-        ];
-        let schema = infer(lines.into_iter(), 10).unwrap();
-        assert_eq!(
-            schema.field_with_name("a").unwrap().data_type(),
-            &DataType::Int64
-        );
-        assert_eq!(
-            schema.field_with_name("b").unwrap().data_type(),
-            &DataType::Utf8
-        );
-        assert_eq!(
-            schema.field_with_name("c").unwrap().data_type(),
-            &DataType::Utf8
-        );
-        let none: Vec<&[u8]> = vec![b"nope"];
-        assert!(matches!(
-            infer(none.into_iter(), 10),
-            Err(SchemaError::NothingToInfer(_))
         ));
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use deltalake::arrow::array::{make_array, Array, ArrayRef, AsArray, RecordBatch};
 use deltalake::arrow::buffer::NullBuffer;
-use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema};
 
 /// A record field, top-level or nested in structs: the member names from the top.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -33,25 +33,44 @@ impl FieldPath {
     }
 
     /// Resolves `text` against `schema`: a top-level field of exactly that name (a name may
-    /// hold a dot), else the dot-separated members of nested structs.
+    /// hold a dot), else the dot-separated members of nested structs. A name is a column's
+    /// own, or the record field's a renamed column holds (`event time` for `event_time`);
+    /// the path names the columns.
     pub fn resolve(schema: &Schema, text: &str) -> Result<FieldPath, PathError> {
-        if schema.field_with_name(text).is_ok() {
-            return Ok(FieldPath::top(text));
+        if let Some(f) = member(schema.fields(), text) {
+            return Ok(FieldPath::top(f.name().clone()));
         }
-        let names: Vec<String> = text.split('.').map(str::to_string).collect();
-        let path = FieldPath { names };
-        path.field(schema).map(|_| path.clone())
+        let path = FieldPath {
+            names: text.split('.').map(str::to_string).collect(),
+        };
+        path.field(schema)?;
+        // The same members, by their column names.
+        let mut names = Vec::with_capacity(path.names.len());
+        let mut fields = schema.fields().clone();
+        for name in &path.names {
+            let f = member(&fields, name)
+                .cloned()
+                .ok_or_else(|| path.not_found(schema))?;
+            names.push(f.name().clone());
+            if let DataType::Struct(members) = f.data_type() {
+                fields = members.clone();
+            }
+        }
+        Ok(FieldPath { names })
+    }
+
+    fn not_found(&self, schema: &Schema) -> PathError {
+        PathError::NotFound {
+            path: self.to_string(),
+            fields: field_names(schema),
+        }
     }
 
     /// The field it names in `schema`.
     pub fn field(&self, schema: &Schema) -> Result<Field, PathError> {
-        let not_found = || PathError::NotFound {
-            path: self.to_string(),
-            fields: field_names(schema),
-        };
-        let mut field = schema
-            .field_with_name(&self.names[0])
-            .map_err(|_| not_found())?
+        let mut field = member(schema.fields(), &self.names[0])
+            .ok_or_else(|| self.not_found(schema))?
+            .as_ref()
             .clone();
         for (i, name) in self.names.iter().enumerate().skip(1) {
             let DataType::Struct(members) = field.data_type() else {
@@ -61,10 +80,8 @@ impl FieldPath {
                     kind: super::types::type_name(field.data_type()),
                 });
             };
-            field = members
-                .iter()
-                .find(|f| f.name() == name)
-                .ok_or_else(not_found)?
+            field = member(members, name)
+                .ok_or_else(|| self.not_found(schema))?
                 .as_ref()
                 .clone();
         }
@@ -115,6 +132,15 @@ fn with_parent_nulls(child: ArrayRef, parent: Option<&NullBuffer>) -> ArrayRef {
         // The same layout with more nulls is always valid; keep the child if not.
         Err(_) => child,
     }
+}
+
+/// The member of `fields` named `name`: by its column name, else by the record field's name
+/// a renamed column holds.
+fn member<'f>(fields: &'f Fields, name: &str) -> Option<&'f Arc<Field>> {
+    fields
+        .iter()
+        .find(|f| f.name() == name)
+        .or_else(|| fields.iter().find(|f| super::source_name(f) == name))
 }
 
 fn field_names(schema: &Schema) -> String {
