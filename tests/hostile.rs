@@ -63,6 +63,7 @@ fn corpus() -> Vec<Record> {
         record("a struct and its member in other cases", &format!(r#"{{"ts":"{ts}","id":"h3","USER":{{"name":"m"}}}}"#), Row, Row),
         record("two spellings of one column", &format!(r#"{{"ts":"{ts}","id":"h4","Amount":1,"amount":2}}"#), Dead("field_name_clash"), Dead("field_name_clash")),
         record("2^53 + 1 beside 1.5", &format!(r#"{{"ts":"{ts}","id":"h5","v":9007199254740993}}"#), Row, Dead("wrong_type")),
+        record("i64::MAX beside 1.5", &format!(r#"{{"ts":"{ts}","id":"h5b","v":9223372036854775807}}"#), Row, Dead("wrong_type")),
         record("i64::MAX", &format!(r#"{{"ts":"{ts}","id":"h6","big":9223372036854775807}}"#), Row, Row),
         record("beyond i64", &format!(r#"{{"ts":"{ts}","id":"h7","big":92233720368547758070}}"#), Row, Dead("wrong_type")),
         record("a mixed array", &format!(r#"{{"ts":"{ts}","id":"h8","mixed":[1,"a",{{"x":1}}]}}"#), Row, Row),

@@ -167,7 +167,11 @@ pub(crate) async fn recompute(
     decoder.set_schema(publisher.adopt_table_schema())?;
     let mut buffers = Buffers::new(config.flush_bytes_max);
     while let Some(chunk) = input.next_chunk().await? {
-        let decoded = busy.time(Phase::Decode, || decoder.decode(&chunk))?;
+        let (grown, decoded, chunk, took) =
+            crate::decoding::decode_blocking(decoder, chunk).await?;
+        decoder = grown;
+        busy.add(Phase::Decode, took);
+        let decoded = decoded?;
         if !decoded.added.is_empty() {
             // New fields: the table grows by them with the first window published.
             publisher

@@ -45,6 +45,7 @@
 mod backfill;
 mod buffer;
 mod config;
+mod decoding;
 mod dedupe;
 pub mod defaults;
 mod derive;

@@ -349,14 +349,8 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     /// the runtime's: a large chunk must not hold up the ticks and the consumer's events.
     #[cfg(feature = "kafka")]
     pub(crate) async fn take_chunk(&mut self, chunk: Chunk) -> Result<(), IngestError> {
-        let mut decoder = self.decoder.clone();
-        let (decoder, decoded, chunk, took) = tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
-            let decoded = decoder.decode(&chunk);
-            (decoder, decoded, chunk, started.elapsed())
-        })
-        .await
-        .map_err(|_| IngestError::ReaderGone)?;
+        let (decoder, decoded, chunk, took) =
+            crate::decoding::decode_blocking(self.decoder.clone(), chunk).await?;
         // The decoder may have grown the schema (schema evolution).
         self.decoder = decoder;
         self.busy.add(Phase::Decode, took);

@@ -77,7 +77,7 @@ impl<'a> Json<'a> {
 
     /// Whether this is an object with nothing to store: `{}`, or members that are such
     /// objects themselves (`{"a":{}}`). No column type comes from it, and a column that is
-    /// not a struct or a map reads it as null.
+    /// not a map reads it as null (a struct column, as a struct whose members are all null).
     pub fn holds_nothing(&self) -> bool {
         match self {
             Json::Object(members) => members.iter().all(|(_, v)| v.holds_nothing()),

@@ -226,9 +226,62 @@ impl Decimal {
 /// `1e300` and `9007199254740992` are; `9007199254740993` (2^53 + 1, which a double rounds
 /// to 2^53), `0.1000000000000000000001`, `1e400` (infinite) and `1e-400` (zero) are not.
 pub fn parse_f64_exact(text: &str) -> Option<f64> {
+    // The common case, read directly: a plain decimal of at most 15 significant digits.
+    if let Some(value) = plain_f64(text) {
+        return Some(value);
+    }
     // Up to 15 significant digits in the range of normal doubles, every decimal reads back as
     // itself (DBL_DIG): no need to format the double to know.
     parse_exact(text, 15, -307..=307)
+}
+
+/// `text` if it is `[-]digits[.digits]` of at most 20 bytes with at most 15 digits after
+/// its leading zeros: the double it denotes, which holds it exactly (DBL_DIG), computed as
+/// the digits (below 2^53) over a power of ten (at most 10^22): both exact in a double, so
+/// their quotient is correctly rounded, as a full parser's (Clinger's fast path).
+fn plain_f64(text: &str) -> Option<f64> {
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let t = text.as_bytes();
+    if t.len() > 20 {
+        return None;
+    }
+    let (negative, digits) = match t.strip_prefix(b"-") {
+        Some(rest) => (true, rest),
+        None => (false, t),
+    };
+    // `1.` and `.5` are not JSON numbers: their own reading decides.
+    if digits.first() == Some(&b'.') || digits.last() == Some(&b'.') {
+        return None;
+    }
+    let (mut mantissa, mut significant, mut fraction) = (0u64, 0usize, None::<usize>);
+    let mut any = false;
+    for &c in digits {
+        match c {
+            b'0'..=b'9' => {
+                any = true;
+                if mantissa != 0 || c != b'0' {
+                    significant += 1;
+                    if significant > 15 {
+                        return None; // (before the digits could overflow)
+                    }
+                }
+                mantissa = mantissa * 10 + u64::from(c - b'0');
+                if let Some(f) = fraction.as_mut() {
+                    *f += 1;
+                }
+            }
+            b'.' if fraction.is_none() => fraction = Some(0),
+            _ => return None,
+        }
+    }
+    if !any {
+        return None;
+    }
+    let value = mantissa as f64 / POW10[fraction.unwrap_or(0)];
+    Some(if negative { -value } else { value })
 }
 
 /// As [`parse_f64_exact`], for a float (32 bits): `16777217` (2^24 + 1) is not one.
@@ -364,6 +417,25 @@ mod tests {
         assert_eq!(parse_f32_exact("16777217"), None);
         assert_eq!(parse_f32_exact("0.1"), Some(0.1));
         assert_eq!(parse_f32_exact("3.4e39"), None);
+    }
+
+    proptest::proptest! {
+        /// The direct reading of plain decimals is the full parser's, to the bit.
+        #[test]
+        fn plain_decimals_read_as_the_full_parser_reads_them(
+            text in "-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,21})?",
+        ) {
+            let direct = super::plain_f64(&text);
+            if let Some(v) = direct {
+                let full: f64 = text.parse().unwrap();
+                proptest::prop_assert_eq!(v.to_bits(), full.to_bits(), "{}", text);
+            }
+            // And whatever path reads it, the same answer as the general one.
+            proptest::prop_assert_eq!(
+                parse_f64_exact(&text).map(f64::to_bits),
+                parse_exact::<f64>(&text, 15, -307..=307).map(f64::to_bits)
+            );
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use deltalake::arrow::array::{
     Int16Builder, Int32Builder, Int64Builder, Int8Builder, ListArray, MapArray, StringArray,
     StructArray, TimestampMicrosecondBuilder,
 };
+use deltalake::arrow::buffer::{BooleanBuffer, NullBuffer};
 use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema};
 use deltalake::arrow::error::ArrowError;
 use sluice_window::{
@@ -140,8 +141,8 @@ impl Reading<'_> {
                     bad.extend(c.bad.into_iter().filter(|(row, _)| source.is_valid(*row)));
                     children.push(c.array);
                 }
-                let array =
-                    StructArray::try_new(fields.clone(), children, source.nulls().cloned())?;
+                let nulls = null_unless_a_member_is_set(source.nulls(), &children, source.len());
+                let array = StructArray::try_new(fields.clone(), children, nulls)?;
                 Ok(Converted {
                     array: Arc::new(array),
                     bad,
@@ -351,6 +352,35 @@ impl Reading<'_> {
             }
         };
         Ok(Converted { array, bad })
+    }
+}
+
+/// A struct's validity: null where it was, and where every member is null (`{}`, or
+/// `{"a": null}`): such a value holds nothing, and reads as a record read before the struct's
+/// column existed reads it (left out: null), so the row never depends on when it was read.
+fn null_unless_a_member_is_set(
+    nulls: Option<&NullBuffer>,
+    members: &[ArrayRef],
+    len: usize,
+) -> Option<NullBuffer> {
+    let mut any_set: Option<BooleanBuffer> = Some(BooleanBuffer::new_unset(len));
+    for m in members {
+        match m.logical_nulls() {
+            // A member set in every row: so is the struct (where it is not null itself).
+            None => {
+                any_set = None;
+                break;
+            }
+            Some(n) => {
+                if let Some(set) = any_set.as_mut() {
+                    *set = &*set | n.inner();
+                }
+            }
+        }
+    }
+    match any_set {
+        None => nulls.cloned(),
+        Some(set) => NullBuffer::union(nulls, Some(&NullBuffer::new(set))),
     }
 }
 

@@ -411,6 +411,11 @@ impl LineDecoder {
             let offsets = lines.iter().map(|(o, _)| *o).collect();
             return self.finish(chunk, &lines, batch, offsets, Vec::new());
         }
+        // A few lines that are not JSON objects at all (cut short, garbage) need not send
+        // every line of their chunk one by one.
+        if let Some(d) = self.decode_around_malformed(chunk, &lines)? {
+            return Ok(d);
+        }
         // Every line decodes when unknown fields are left out: if none of those fields has
         // a value (a field that is always null), or they are to be ignored, this is the
         // chunk. (Fields to add or reject take the slow path below.)
@@ -418,6 +423,43 @@ impl LineDecoder {
             return Ok(d);
         }
         self.decode_line_by_line(chunk, &lines)
+    }
+
+    /// The chunk decoded in one pass but for the lines serde_json does not read as one JSON
+    /// object, which are judged one by one, when that decides every line as the slow path
+    /// would: the others decode together as they are (so each would on its own), and none of
+    /// the judged ones is good or grows the schema. `None` otherwise.
+    fn decode_around_malformed(
+        &self,
+        chunk: &Chunk,
+        lines: &[(i64, &[u8])],
+    ) -> Result<Option<Decoded>, DecodeError> {
+        type Lines<'c, 'l> = Vec<&'c (i64, &'l [u8])>;
+        let (objects, others): (Lines, Lines) =
+            lines.iter().partition(|(_, line)| one_object(line));
+        if others.is_empty() {
+            return Ok(None);
+        }
+        let mut data = Vec::with_capacity(chunk.data.len());
+        for (_, line) in &objects {
+            data.extend_from_slice(line);
+            data.push(b'\n');
+        }
+        let Some(batch) = self.decode_all(&data, objects.len(), true) else {
+            return Ok(None);
+        };
+        let mut rejects = Vec::with_capacity(others.len());
+        for &&(offset, line) in &others {
+            let mut to_add = Vec::new();
+            match self.judge(line, &mut to_add).verdict {
+                Verdict::Bad(reason) if to_add.is_empty() => {
+                    rejects.push(reject(chunk.file, offset, reason, line))
+                }
+                _ => return Ok(None),
+            }
+        }
+        let offsets = objects.iter().map(|(o, _)| *o).collect();
+        self.finish(chunk, lines, batch, offsets, rejects).map(Some)
     }
 
     /// The slow path: each line on its own, in order, against the schema as the lines
@@ -858,6 +900,12 @@ enum Verdict {
     Bad(RejectReason),
     /// Has fields to add to the schema; decided after the schema grows.
     Pending(Vec<String>),
+}
+
+/// Whether serde_json reads `line` as one JSON object (without building its values).
+fn one_object(line: &[u8]) -> bool {
+    line.trim_ascii_start().first() == Some(&b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
 }
 
 fn reject(file: u32, offset: i64, reason: RejectReason, line: &[u8]) -> Reject {

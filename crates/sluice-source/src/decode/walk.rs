@@ -79,10 +79,9 @@ pub(crate) struct Walked {
     pub rewrite: bool,
     /// Paths of columns that two keys of one object name (`Amount` and `amount`).
     pub clashes: Vec<String>,
-    /// Paths of objects with nothing to store (`{}`) where the column is not a struct or a
-    /// map: read as null (and counted as left out), as a field whose value is `{}` is before
-    /// its column exists, so that no record's fate depends on what came before it in its
-    /// chunk.
+    /// Paths of objects with nothing to store (`{}`, `{"a":{}}`) where the column is not a
+    /// struct or a map: read as null (and counted as left out), as a field whose value is `{}`
+    /// is before its column exists, so that no record's row depends on what came before it.
     pub emptied: Vec<String>,
 }
 
@@ -149,10 +148,18 @@ impl TypeSeed<'_, '_> {
     }
 }
 
+impl TypeSeed<'_, '_> {
+    /// The value here holds nothing (`{}`): read as null, and counted as left out.
+    fn emptied(&mut self) {
+        self.found.emptied.push(steps_path(self.at));
+        self.found.rewrite = true;
+    }
+}
+
 impl<'de> DeserializeSeed<'de> for TypeSeed<'_, '_> {
     type Value = ();
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(mut self, d: D) -> Result<(), D::Error> {
         match self.kind {
             // A scalar's value is not ours to judge here (decoding does), but for an object
             // with nothing to store (read as null) and, in a text column, any nested value
@@ -161,8 +168,7 @@ impl<'de> DeserializeSeed<'de> for TypeSeed<'_, '_> {
                 let raw = <&RawValue>::deserialize(d)?;
                 let seen = Seen::of(raw);
                 if seen == Seen::Nested && holds_nothing(raw) {
-                    self.found.emptied.push(steps_path(self.at));
-                    self.found.rewrite = true;
+                    self.emptied();
                 } else if seen == Seen::Nested && matches!(self.kind, Kind::Text) {
                     self.found.rewrite = true;
                 }
@@ -224,7 +230,9 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
                         }
                     }
                 }
+                // (Decoding reads a struct whose members are all null as null.)
             }
+            // A map's `{}` is an empty map (data); its values are judged one by one.
             Kind::Map(value) => {
                 self.at.push(Step::Value);
                 while map.next_key::<IgnoredAny>()?.is_some() {
@@ -239,8 +247,7 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
                     nothing &= holds_nothing(value);
                 }
                 if nothing {
-                    self.found.emptied.push(steps_path(self.at));
-                    self.found.rewrite = true;
+                    self.emptied();
                 }
             }
         }
@@ -390,5 +397,15 @@ mod tests {
             (true, vec!["user.Name".to_string()], 0)
         );
         assert_eq!(check(br#"{"Amount":1,"Amount":2}"#), (false, vec![], 0));
+        // Objects that hold nothing are null where the column is not a struct (decoding
+        // reads those) or a map; an object with a null member holds that null.
+        let emptied = |line: &[u8]| walk(line, &schema, true).unwrap().emptied;
+        assert_eq!(
+            emptied(br#"{"Amount":{},"tags":[{},"a"]}"#),
+            ["Amount", "tags[]"]
+        );
+        assert_eq!(emptied(br#"{"user":{"Name":{"x":{}}}}"#), ["user.Name"]);
+        assert!(emptied(br#"{"user":{}}"#).is_empty());
+        assert!(emptied(br#"{"note":{"x":null}}"#).is_empty());
     }
 }
