@@ -3,7 +3,8 @@
 //! --source kafka:` from the beginning to the end of the topic (`--max-events`: every message,
 //! 1h windows, `--key event_id`, late rewrite, as (c)), and (p) a plain consumer (rdkafka, no
 //! decoding, no writing) reading the topic to its end: the broker's own ceiling here, in the
-//! same run.
+//! same run. (kr) is (k) over a second topic holding the same lines with 30% of them bad
+//! (issue 41): its memory against (k)'s.
 //!
 //! Every message is a record batch of its own, as the Kafka tests produce them: tansu loses the
 //! rest of a batch when a fetch starts inside it (`../shared/notes/test-servers.md`). Messages
@@ -23,6 +24,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::alternatives::BenchError;
 
 const TOPIC: &str = "events";
+/// The topic of the lines with 30% bad.
+const DIRTY_TOPIC: &str = "dirty";
 pub const PARTITIONS: i32 = 6;
 
 /// What [`kafka_case`] measured.
@@ -34,6 +37,8 @@ pub struct KafkaReport {
     pub plain: Vec<Duration>,
     /// `sluice run`'s wall time and peak RSS (KiB) per run.
     pub sluice: Vec<(Duration, u64)>,
+    /// The same over the topic with bad lines.
+    pub dirty: Vec<(Duration, u64)>,
 }
 
 /// A tansu broker, killed when dropped.
@@ -74,17 +79,19 @@ fn start_broker(tansu: &Path) -> Result<Broker, BenchError> {
         child,
         address: format!("127.0.0.1:{port}"),
     };
-    let out = Command::new(tansu)
-        .args(["topic", "create", "--broker", &url, "--partitions"])
-        .arg(PARTITIONS.to_string())
-        .arg(TOPIC)
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "tansu topic create failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
+    for topic in [TOPIC, DIRTY_TOPIC] {
+        let out = Command::new(tansu)
+            .args(["topic", "create", "--broker", &url, "--partitions"])
+            .arg(PARTITIONS.to_string())
+            .arg(topic)
+            .output()?;
+        if !out.status.success() {
+            return Err(format!(
+                "tansu topic create failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
     }
     Ok(broker)
 }
@@ -95,8 +102,8 @@ fn event_id(line: &str) -> Option<String> {
     value.get("event_id")?.as_str().map(str::to_string)
 }
 
-/// Produces every line of the files in `input` (in name order); returns how many.
-fn produce(broker: &Broker, input: &Path) -> Result<u64, BenchError> {
+/// Produces every line of the files in `input` (in name order) to `topic`; returns how many.
+fn produce(broker: &Broker, input: &Path, topic: &str) -> Result<u64, BenchError> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &broker.address)
         .set("linger.ms", "0")
@@ -114,7 +121,7 @@ fn produce(broker: &Broker, input: &Path) -> Result<u64, BenchError> {
         for line in BufReader::new(std::fs::File::open(&file)?).lines() {
             let line = line?;
             let key = event_id(&line).unwrap_or_else(|| sent.to_string());
-            let mut record = BaseRecord::to(TOPIC).key(&key).payload(&line);
+            let mut record = BaseRecord::to(topic).key(&key).payload(&line);
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
@@ -170,11 +177,12 @@ fn plain_consumer(broker: &Broker, messages: u64, group: &str) -> Result<Duratio
     Ok(started.elapsed())
 }
 
-/// Produces `input` to a new local topic and measures (k) and (p) `runs` times each,
-/// alternating; `None` when tansu is not installed (`scripts/servers install`).
+/// Produces `input` (and `dirty`, the same lines 30% bad) to new local topics and measures
+/// (k), (p) and (kr) `runs` times each, alternating; `None` when tansu is not installed
+/// (`scripts/servers install`).
 pub fn kafka_case(
     work: &Path,
-    input: &Path,
+    (input, dirty): (&Path, &Path),
     schema: &Path,
     sluice: &Path,
     runs: usize,
@@ -185,57 +193,86 @@ pub fn kafka_case(
     };
     let broker = start_broker(&tansu)?;
     let started = Instant::now();
-    let messages = produce(&broker, input)?;
-    let produce = started.elapsed();
+    let messages = produce(&broker, input, TOPIC)?;
+    let produce_took = started.elapsed();
     eprintln!(
         "kafka: produced {messages} messages to {PARTITIONS} partitions in {:.1} s",
-        produce.as_secs_f64()
+        produce_took.as_secs_f64()
     );
+    let dirty_messages = produce(&broker, dirty, DIRTY_TOPIC)?;
     let mut report = KafkaReport {
         messages,
-        produce,
+        produce: produce_took,
         plain: Vec::new(),
         sluice: Vec::new(),
+        dirty: Vec::new(),
     };
     for run in 1..=runs {
         let plain = plain_consumer(&broker, messages, &format!("bench-plain-{run}"))?;
         eprintln!("run {run} (p): {:.2} s", plain.as_secs_f64());
         report.plain.push(plain);
-
-        let table = work.join(format!("out-k-{run}"));
-        let mut command = Command::new(sluice);
-        command
-            .args(["run", "--source", &format!("kafka:{TOPIC}")])
-            .args(["--brokers", &broker.address])
-            .args(["--group", &format!("bench-{run}")])
-            .arg("--table")
-            .arg(&table)
-            .arg("--schema")
-            .arg(schema)
-            .args(["--key", "event_id", "--late", "rewrite", "--window", "1h"])
-            .args(["--max-events", &messages.to_string(), "--format", "json"]);
-        let log = work.join(format!("k-{run}.log"));
-        let (wall, rss) = crate::measure::run_measured(command, &log)?;
-        // The run read every message (a bench that lost some would be fast for nothing).
-        let text = std::fs::read_to_string(&log)?;
-        let summary: serde_json::Value = text
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str(l).ok())
-            .ok_or("sluice run printed no JSON summary")?;
-        if summary["messages"].as_u64() != Some(messages) {
-            return Err(format!("sluice run read {} of {messages}", summary["messages"]).into());
-        }
+        let clean = sluice_run(work, &broker, (TOPIC, messages), schema, sluice, run)?;
         eprintln!(
             "run {run} (k): {:.2} s, peak RSS {} MiB",
-            wall.as_secs_f64(),
-            rss / 1024
+            clean.0.as_secs_f64(),
+            clean.1 / 1024
         );
-        report.sluice.push((wall, rss));
-        std::fs::remove_dir_all(&table).ok();
-        std::fs::remove_dir_all(format!("{}_dlq", table.display())).ok();
+        report.sluice.push(clean);
+        let bad = sluice_run(
+            work,
+            &broker,
+            (DIRTY_TOPIC, dirty_messages),
+            schema,
+            sluice,
+            run,
+        )?;
+        eprintln!(
+            "run {run} (kr): {:.2} s, peak RSS {} MiB",
+            bad.0.as_secs_f64(),
+            bad.1 / 1024
+        );
+        report.dirty.push(bad);
     }
     Ok(Some(report))
+}
+
+/// One `sluice run` over `topic` from its beginning to its `messages`th message, into a new
+/// table; its wall time and peak RSS (KiB).
+fn sluice_run(
+    work: &Path,
+    broker: &Broker,
+    (topic, messages): (&str, u64),
+    schema: &Path,
+    sluice: &Path,
+    run: usize,
+) -> Result<(Duration, u64), BenchError> {
+    let table = work.join(format!("out-{topic}-{run}"));
+    let mut command = Command::new(sluice);
+    command
+        .args(["run", "--source", &format!("kafka:{topic}")])
+        .args(["--brokers", &broker.address])
+        .args(["--group", &format!("bench-{topic}-{run}")])
+        .arg("--table")
+        .arg(&table)
+        .arg("--schema")
+        .arg(schema)
+        .args(["--key", "event_id", "--late", "rewrite", "--window", "1h"])
+        .args(["--max-events", &messages.to_string(), "--format", "json"]);
+    let log = work.join(format!("{topic}-{run}.log"));
+    let measured = crate::measure::run_measured(command, &log)?;
+    // The run read every message (a bench that lost some would be fast for nothing).
+    let text = std::fs::read_to_string(&log)?;
+    let summary: serde_json::Value = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or("sluice run printed no JSON summary")?;
+    if summary["messages"].as_u64() != Some(messages) {
+        return Err(format!("sluice run read {} of {messages}", summary["messages"]).into());
+    }
+    std::fs::remove_dir_all(&table).ok();
+    std::fs::remove_dir_all(format!("{}_dlq", table.display())).ok();
+    Ok(measured)
 }
 
 fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
@@ -293,5 +330,12 @@ pub fn report(r: &mut String, k: &KafkaReport) {
         r,
         "| peak RSS (k) | {rss_mib:.0} MiB | ≤ 256 MiB | {} |",
         verdict(rss_mib <= 256.0)
+    );
+    let dirty_mib = median(k.dirty.iter().map(|s| s.1).collect()) as f64 / 1024.0;
+    let _ = writeln!(
+        r,
+        "| peak RSS (kr), the same lines 30% bad, / (k) | {:.2} ({dirty_mib:.0} MiB) | ≤ 1.2 | {} |",
+        dirty_mib / rss_mib,
+        verdict(dirty_mib / rss_mib <= 1.2)
     );
 }

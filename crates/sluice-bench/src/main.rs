@@ -12,13 +12,17 @@
 //! windows, whose memory must stay within 1.2x of (e)'s (a backfill is bounded by
 //! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested;
 //! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead;
+//! (r) is (c) over the same lines with 30% of them bad (dead letters), whose memory must stay
+//! within 1.2x of (c)'s;
 //! (k) is `sluice run` over the same events produced to a local Kafka-protocol topic (tansu),
-//! beside (p), a plain consumer reading that topic: the broker's ceiling. (c) runs a few more
+//! beside (p), a plain consumer reading that topic: the broker's ceiling; (kr) is (k) over the
+//! lines of (r), for the same memory check. (c) runs a few more
 //! times with `--format json`, whose `busy_seconds` say where its time goes.
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
 mod catchup;
+mod dirty;
 mod kafka;
 mod log;
 mod measure;

@@ -107,12 +107,17 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     // The same events, nested as GitHub's event archive is (same row count).
     let nested = work.join("nested");
     let (_, nested_bytes) = generate(&sluice, args.events, &["--shape", "nested"], &nested)?;
+    // The same lines, 30% of them bad.
+    let dirty = work.join("dirty");
+    let (_, bad) = crate::dirty::write_dirty(&input, &dirty)?;
+    eprintln!("input with bad lines: {bad} of {lines} lines bad");
 
     // The runs below (the long log, the catch-up) use it too; the alternatives' closures own
     // a copy.
     let sluice_bin = sluice.clone();
     let flat_src = format!("ndjson:{}", input.display());
     let nested_src = format!("ndjson:{}", nested.display());
+    let dirty_src = format!("ndjson:{}", dirty.display());
     // `sluice run` or `sluice backfill` over `src` into the alternative's table.
     let sluice_cmd = move |sub: &'static str, src: &String, extra: &'static [&'static str]| {
         let sluice = sluice.clone();
@@ -194,6 +199,12 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
                 &flat_src,
                 &["--window", "1d", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-06T00:00:00Z"],
             ),
+        },
+        Alternative {
+            id: "r",
+            nested: false,
+            what: "(c) over the same lines with 30% of them bad (cut short, a spoiled time, inside an array: dead letters), memory check",
+            command: sluice_run(&dirty_src, &["--window", "1h"]),
         },
         Alternative {
             id: "f",
@@ -307,7 +318,13 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     let kafka = if args.skip_kafka {
         None
     } else {
-        crate::kafka::kafka_case(&work, &input, &args.schema, &sluice_bin, args.runs)?
+        crate::kafka::kafka_case(
+            &work,
+            (&input, &dirty),
+            &args.schema,
+            &sluice_bin,
+            args.runs,
+        )?
     };
     let mut report = report(
         &alternatives,
@@ -558,6 +575,7 @@ fn report(
     let c_over_a = paired("c", "a");
     let c_over_b = paired("c", "b");
     let e_over_c = rss("e") / rss("c");
+    let r_over_c = rss("r") / rss("c");
     let h_over_e = rss("h") / rss("e");
     let c_rss_mib = rss("c") / 1024.0;
     let _ = writeln!(r, "\n| ratio (same run) | value | target | |");
@@ -590,6 +608,11 @@ fn report(
         r,
         "| peak RSS backfill (h) / run (e) | {h_over_e:.2} | ≤ 1.2 | {} |",
         verdict(h_over_e <= 1.2)
+    );
+    let _ = writeln!(
+        r,
+        "| peak RSS 30% bad lines (r) / clean (c) | {r_over_c:.2} | ≤ 1.2 | {} |",
+        verdict(r_over_c <= 1.2)
     );
     let d_over_c = paired("d", "c");
     let _ = writeln!(

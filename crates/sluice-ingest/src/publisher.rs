@@ -17,7 +17,7 @@ use sluice_publish::{
     Coverage, DeadLetter, DeadLetterTable, MergeScope, Publication, Published, Replace,
     WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
-use sluice_stage::{Phase, StageError, StagedFile, Stager};
+use sluice_stage::{Phase, StageError, StageOptions, StagedFile, Stager};
 use sluice_window::{Address, Window};
 
 mod merge;
@@ -89,6 +89,8 @@ pub(crate) struct Publisher {
     /// The dead-letter table; `None` for a backfill, which leaves bad lines to the stream.
     dlq: Option<DeadLetterTable>,
     stager: Stager,
+    /// Stages the dead-letter table's files (its store, the same attempt as `stager`).
+    dlq_stager: Option<Stager>,
     /// The schema of the rows this run buffers and stages: the record fields (the table's,
     /// grown by the records read) and the position columns.
     file_schema: SchemaRef,
@@ -116,12 +118,17 @@ impl Publisher {
         dlq: Option<DeadLetterTable>,
         stager: Stager,
     ) -> Publisher {
+        let dlq_stager = dlq.as_ref().map(|d| {
+            Stager::new(d.store(), stager.attempt(), StageOptions::default())
+                .with_busy(stager.busy().clone())
+        });
         Publisher {
             policy,
             file_schema: table.staging_schema().clone(),
             table,
             dlq,
             stager,
+            dlq_stager,
             pending: Vec::new(),
             pending_bytes: 0,
             dead_pending: Vec::new(),
@@ -206,13 +213,15 @@ impl Publisher {
         if self.dead_pending.is_empty() {
             return Ok(false);
         }
-        let Some(dlq) = self.dlq.as_mut() else {
+        let (Some(dlq), Some(stager)) = (self.dlq.as_mut(), self.dlq_stager.as_mut()) else {
             return Err(IngestError::NoDeadLetterTable {
                 count: self.dead_pending.len(),
             });
         };
-        let append = dlq.append(&self.policy.pipeline, &self.dead_pending, through, now_ms);
-        self.stager.busy().time_async(Phase::Commit, append).await?;
+        let pipeline = &self.policy.pipeline;
+        let busy = self.stager.busy().clone();
+        let append = dlq.append(pipeline, &self.dead_pending, through, now_ms, stager);
+        busy.time_async(Phase::Commit, append).await?;
         self.dead_pending.clear();
         self.dead_pending_bytes = 0;
         Ok(true)

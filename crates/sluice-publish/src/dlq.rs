@@ -16,13 +16,14 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::transaction::TransactionError;
-use deltalake::kernel::{StructType, Transaction};
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake::kernel::{Action, Add, StructType, Transaction};
 use deltalake::operations::create::CreateBuilder;
-use deltalake::protocol::SaveMode;
+use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use sluice_stage::{StageError, Stager};
 
 use crate::table::{app_id, open_table_if_exists, unloaded_table, OpenError, TableOptions};
 
@@ -55,6 +56,12 @@ pub enum DeadLetterError {
         url: String,
         records: usize,
         source: DeltaTableError,
+    },
+    #[error("staging {records} dead letters for {url} failed: {source}")]
+    Stage {
+        url: String,
+        records: usize,
+        source: StageError,
     },
     #[error(
         "the dead-letter table {url} moved on since this writer read it; re-read it and retry"
@@ -105,6 +112,24 @@ pub fn dead_letter_schema() -> SchemaRef {
             false,
         ),
     ]))
+}
+
+/// `stats` with the bounds of `detected_at`, which every row of the file shares (the
+/// statistics of staged files leave timestamps out; expiry plans with these).
+fn with_detected_at(stats: &str, detected_at_ms: i64) -> String {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(stats) else {
+        return stats.to_string();
+    };
+    let Some(at) = chrono::DateTime::from_timestamp_millis(detected_at_ms) else {
+        return stats.to_string();
+    };
+    let at = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    for side in ["minValues", "maxValues"] {
+        if let Some(bounds) = value.get_mut(side).and_then(|b| b.as_object_mut()) {
+            bounds.insert("detected_at".into(), serde_json::Value::String(at.clone()));
+        }
+    }
+    value.to_string()
 }
 
 impl DeadLetterTable {
@@ -184,6 +209,11 @@ impl DeadLetterTable {
         })
     }
 
+    /// The table's store, rooted at the table (for the [`Stager`] of [`DeadLetterTable::append`]).
+    pub fn store(&self) -> Arc<dyn ObjectStore> {
+        self.table.object_store()
+    }
+
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -233,7 +263,8 @@ impl DeadLetterTable {
     }
 
     /// Appends `letters` in one commit that also moves each partition's dead-letter offset to
-    /// `through` (every dead letter below it is then in the table). The commit does not retry
+    /// `through` (every dead letter below it is then in the table), staging their file with
+    /// `stager` (one of this table's store, [`DeadLetterTable::store`]). The commit does not retry
     /// blindly: if the table moved, the caller re-reads it.
     pub async fn append(
         &mut self,
@@ -241,6 +272,7 @@ impl DeadLetterTable {
         letters: &[DeadLetter],
         through: &[(String, i64)],
         detected_at_ms: i64,
+        stager: &mut Stager,
     ) -> Result<u64, DeadLetterError> {
         let n = letters.len();
         let strings = |f: &dyn Fn(&DeadLetter) -> &str| -> ArrayRef {
@@ -285,27 +317,49 @@ impl DeadLetterTable {
                 )
             })
             .collect();
-        let snapshot = self
-            .table
-            .snapshot()
-            .map_err(|source| DeadLetterError::Write {
+        // Staged as the data is (sluice's own Parquet writer and statistics), then committed
+        // with one `add`: no query plan per commit.
+        let file = stager
+            .slot_at_root("dlq")
+            .write_computed(dead_letter_schema(), move || {
+                Ok::<_, StageError>(vec![batch])
+            })
+            .await
+            .map_err(|source| DeadLetterError::Stage {
                 url: self.url.clone(),
                 records: n,
                 source,
             })?;
+        let write_error = |source| DeadLetterError::Write {
+            url: self.url.clone(),
+            records: n,
+            source,
+        };
+        let snapshot = self.table.snapshot().map_err(write_error)?;
         let properties =
             crate::table::commit::commit_properties(snapshot, txns, None, self.commit_retries);
-        let result = self
-            .table
-            .clone()
-            .write(vec![batch])
-            .with_save_mode(SaveMode::Append)
-            .with_commit_properties(properties)
+        let add = Action::Add(Add {
+            path: file.path,
+            partition_values: Default::default(),
+            size: file.size_bytes,
+            modification_time: detected_at_ms,
+            data_change: true,
+            stats: Some(with_detected_at(&file.stats, detected_at_ms)),
+            ..Default::default()
+        });
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let result = CommitBuilder::from(properties)
+            .with_actions(vec![add])
+            .build(Some(snapshot), self.table.log_store(), operation)
             .await;
         match result {
-            Ok(table) => {
-                self.table = table;
-                Ok(self.table.version().unwrap_or_default())
+            Ok(finalized) => {
+                self.table.state = Some(finalized.snapshot());
+                Ok(finalized.version())
             }
             Err(DeltaTableError::Transaction {
                 source: TransactionError::MaxCommitAttempts(_),

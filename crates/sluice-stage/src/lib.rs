@@ -206,6 +206,24 @@ impl Stager {
         }
     }
 
+    /// Takes the next file name at the table's root, for a table without partitions (the
+    /// dead-letter table): `part-<tag>-<attempt>-<n>.<codec>.parquet`.
+    pub fn slot_at_root(&mut self, tag: &str) -> StageSlot {
+        self.next_part += 1;
+        let path = format!(
+            "part-{tag}-{}-{:05}.{}.parquet",
+            self.attempt,
+            self.next_part,
+            self.options.codec.extension()
+        );
+        StageSlot {
+            store: self.store.clone(),
+            path,
+            props: self.props.clone(),
+            busy: self.busy.clone(),
+        }
+    }
+
     /// Reads a staged or published data file back (for dedupe and rewrites).
     pub async fn read(&self, path: &str) -> Result<Vec<RecordBatch>, StageError> {
         read_back(self.store.as_ref(), &self.busy, path, None).await

@@ -21,12 +21,16 @@ fn letter(offset: i64) -> DeadLetter {
 
 /// Appends one dead letter of `pipeline` at `offset`, detected at `at_ms`.
 async fn append(table: &mut DeadLetterTable, pipeline: &str, offset: i64, at_ms: i64) {
+    let options = sluice_stage::StageOptions::default();
+    let attempt = format!("{pipeline}-{offset}-{at_ms}");
+    let mut stager = sluice_stage::Stager::new(table.store(), attempt, options);
     table
         .append(
             pipeline,
             &[letter(offset)],
             &[("in".into(), offset + 1)],
             at_ms,
+            &mut stager,
         )
         .await
         .unwrap();
