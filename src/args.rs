@@ -38,7 +38,7 @@ pub struct RunArgs {
     pub group: Option<String>,
     /// With a kafka: source: where a partition the table has no position of starts,
     /// earliest or latest. [default: earliest]
-    #[arg(long)]
+    #[arg(long, value_parser = ["earliest", "latest"])]
     pub start: Option<String>,
     /// With a kafka: source: a librdkafka setting, KEY=VALUE (repeatable); overrides sluice's.
     #[arg(long = "kafka-option", value_name = "KEY=VALUE")]
@@ -58,7 +58,7 @@ pub struct RunArgs {
     /// For a new table: one (the table belongs to this pipeline; another pipeline is refused)
     /// or many (pipelines write side by side, each at addresses of its own: a `pipeline`
     /// partition column). [default: one]
-    #[arg(long)]
+    #[arg(long, value_parser = ["one", "many"])]
     pub pipelines: Option<String>,
     /// Field holding the event time; a dotted path names a struct member
     /// (payload.created_at). [default: ts]
@@ -86,7 +86,7 @@ pub struct RunArgs {
     /// of the first window that carries it), reject (the record is a dead letter
     /// unknown_field), ignore (left out, counted in the summary). [default: add; reject with
     /// --merge-scope table, whose MERGE cannot add columns]
-    #[arg(long)]
+    #[arg(long, value_parser = ["add", "reject", "ignore"])]
     pub schema_evolution: Option<String>,
     /// The most columns (counting nested members) schema evolution grows a table to; past
     /// it, records with new fields are dead letters unknown_field. [default: 1000]
@@ -96,7 +96,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub window: Option<String>,
     /// Address layout: dt_hour (1h windows), dt (1d), window_start (any). [default: by window size]
-    #[arg(long)]
+    #[arg(long, value_parser = ["dt_hour", "dt", "window_start"])]
     pub address: Option<String>,
     /// Allowed lateness: the watermark trails the largest event time by this much. [default: 10m]
     #[arg(long)]
@@ -110,11 +110,11 @@ pub struct RunArgs {
     /// How a sealed window is published: swap (replace the window's files) or merge (upsert
     /// on --key: a key's row is replaced only by a later event time, then a later source
     /// position). [default: swap]
-    #[arg(long)]
+    #[arg(long, value_parser = ["swap", "merge"])]
     pub mode: Option<String>,
     /// With --mode merge: where a key is unique, window (its address; the MERGE reads only
     /// that partition) or table (every file is read). [default: window]
-    #[arg(long)]
+    #[arg(long, value_parser = ["window", "table"])]
     pub merge_scope: Option<String>,
     /// Schema file (JSON or TOML) for the records; default: inferred from the first lines.
     #[arg(long)]
@@ -128,7 +128,7 @@ pub struct RunArgs {
     pub dlq: Option<String>,
     /// What a late event does: drop (to the dead-letter table), rewrite (republish its window
     /// by swap), merge (insert if its row key is absent). [default: rewrite]
-    #[arg(long)]
+    #[arg(long, value_parser = ["drop", "rewrite", "merge"])]
     pub late: Option<String>,
     /// Late events whose window ended longer ago than this (behind the watermark) go to the
     /// dead-letter table as too_late, e.g. 7d. [default: no limit]
@@ -172,7 +172,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub decode_threads: Option<usize>,
     /// Parquet compression: snappy or zstd. [default: snappy]
-    #[arg(long)]
+    #[arg(long, value_parser = ["snappy", "zstd"])]
     pub compression: Option<String>,
     /// delta.checkpointInterval for new tables. [default: 100]
     #[arg(long)]

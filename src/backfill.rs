@@ -25,6 +25,8 @@ pub struct BackfillArgs {
     /// End of the range (exclusive): windows starting before it.
     #[arg(long)]
     pub to: String,
+    #[command(flatten)]
+    pub force: ForceArg,
 }
 
 #[derive(Debug, Args)]
@@ -34,6 +36,17 @@ pub struct RewriteArgs {
     /// Any instant in the window to recompute, e.g. 2026-10-03T14.
     #[arg(long)]
     pub at: String,
+    #[command(flatten)]
+    pub force: ForceArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ForceArg {
+    /// Republish windows whose publication already covers the whole source (by default they
+    /// are left unchanged, so a second run changes nothing): after the source's bytes were
+    /// replaced in place, say, which positions cannot tell.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The range `[--from, --to)` of a backfill or derive.
@@ -53,20 +66,16 @@ pub fn parse_range_of(from: &str, to: &str) -> anyhow::Result<(EventTime, EventT
 
 pub async fn backfill_command(args: BackfillArgs) -> anyhow::Result<()> {
     let (from, to) = parse_range(&args)?;
-    recompute(
-        crate::ingest::resolve(args.run).await?,
-        from,
-        to,
-        "backfill",
-    )
-    .await
+    let settings = crate::ingest::resolve(args.run).await?;
+    recompute(settings, from, to, "backfill", args.force.force).await
 }
 
 pub async fn rewrite_command(args: RewriteArgs) -> anyhow::Result<()> {
     let at = parse_instant(&args.at).map_err(|e| usage(format!("--at: {e}")))?;
     let settings = crate::ingest::resolve(args.run).await?;
     let window = Window::containing(settings.window, at);
-    recompute(settings, window.start(), window.end(), "rewrite").await
+    let (from, to) = (window.start(), window.end());
+    recompute(settings, from, to, "rewrite", args.force.force).await
 }
 
 async fn recompute(
@@ -74,6 +83,7 @@ async fn recompute(
     from: EventTime,
     to: EventTime,
     what: &str,
+    force: bool,
 ) -> anyhow::Result<()> {
     if settings.mode != sluice_ingest::PublishMode::Swap {
         return Err(usage(format!(
@@ -86,7 +96,7 @@ async fn recompute(
         )));
     }
     if let Some(kafka) = &settings.kafka {
-        return recompute_kafka(&settings, kafka, from, to, what).await;
+        return recompute_kafka(&settings, kafka, (from, to), what, force).await;
     }
     let (decode, config) = crate::ingest::runner(&settings);
     if crate::ingest::table_is_sharded(&crate::ingest::table_options(&settings, &config, &decode))
@@ -118,7 +128,7 @@ async fn recompute(
         w.table,
         from,
         to,
-        what == "rewrite",
+        force,
         attempt,
         &clock,
         &mut |p| bar.show(p),
@@ -206,9 +216,9 @@ fn report(
 async fn recompute_kafka(
     settings: &RunSettings,
     kafka: &crate::args::KafkaSettings,
-    from: EventTime,
-    to: EventTime,
+    (from, to): (EventTime, EventTime),
     what: &str,
+    force: bool,
 ) -> anyhow::Result<()> {
     use sluice_publish::TableOptions;
     let stream_only = [
@@ -253,7 +263,7 @@ async fn recompute_kafka(
     let clock = SystemClock;
     let mut bar = Progress::new(what);
     let summary = backfill
-        .run(from, to, what == "rewrite", &clock, &mut |p| bar.show(p))
+        .run(from, to, force, &clock, &mut |p| bar.show(p))
         .await
         .with_context(|| {
             format!(
@@ -309,9 +319,9 @@ async fn recompute_kafka(
 async fn recompute_kafka(
     _settings: &RunSettings,
     kafka: &crate::args::KafkaSettings,
-    _from: EventTime,
-    _to: EventTime,
+    _range: (EventTime, EventTime),
     _what: &str,
+    _force: bool,
 ) -> anyhow::Result<()> {
     Err(usage(format!(
         "--source kafka:{}: this sluice was built without Kafka support (the `kafka` cargo feature)",

@@ -205,9 +205,11 @@ pub async fn open_deriver(
                 "derived table {name}: {e}. Nothing was written. A changed query or raw table needs a derived table location of its own"
             ))),
             e @ (OpenError::PartitionMismatch { .. }
-            | OpenError::ReservedColumn(_)
             | OpenError::Schema(_)) => Err(usage(format!(
                 "derived table {name}: {e}"
+            ))),
+            e @ OpenError::ReservedColumn { .. } => Err(usage(format!(
+                "derived table {name}: {e}; name the query's column another way (`AS`)"
             ))),
             other => Err(anyhow::Error::new(other)
                 .context(format!("opening derived table {name}"))),
@@ -335,8 +337,8 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "sluice derive: {} derived windows recomputed from raw table version {}, {} published ({} unchanged) in {:.2} s",
-        s.computed,
+        "sluice derive: {} recomputed from raw table version {}, {} published ({} unchanged) in {:.2} s",
+        crate::ingest::counted(s.computed, "derived window"),
         raw.version().map_or("-".into(), |v| v.to_string()),
         s.published,
         s.computed - s.published,
@@ -393,11 +395,12 @@ async fn follow_raw(
     }
     let s = &deriver.summary;
     println!(
-        "sluice derive --follow: {} derived windows recomputed, {} published ({} unchanged), raw table version {}, {rounds} looks at the raw table in {:.2} s; stopped by a signal",
-        s.computed,
+        "sluice derive --follow: {} recomputed, {} published ({} unchanged), raw table version {}, {} at the raw table in {:.2} s; stopped by a signal",
+        crate::ingest::counted(s.computed, "derived window"),
         s.published,
         s.computed - s.published,
         raw.version().map_or("-".into(), |v| v.to_string()),
+        crate::ingest::counted(rounds, "look"),
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -32,12 +32,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let (summary, version, kafka, notified) = match &settings.kafka {
         None => {
-            let (s, v, n) = ingest(&settings).await?;
+            let (s, v, n) = ingest(&settings, started).await?;
             (s, v, None, n)
         }
         #[cfg(feature = "kafka")]
         Some(k) => {
-            let (s, version, n) = ingest_kafka(&settings, k).await?;
+            let (s, version, n) = ingest_kafka(&settings, k, started).await?;
             let kafka = (s.messages, s.partitions_assigned, s.partitions_revoked);
             (s.run, version, Some(kafka), n)
         }
@@ -95,8 +95,9 @@ fn print_summary(
         if !notified.is_empty() {
             let delivered: u64 = notified.iter().map(|r| r.delivered).sum();
             line += &format!(
-                "; {delivered} notifications delivered to {} targets",
-                notified.len()
+                "; {} delivered to {}",
+                counted(delivered, "notification"),
+                counted(notified.len() as u64, "target")
             );
         }
         println!("{line}");
@@ -152,18 +153,36 @@ fn summary_line(
         );
     }
     format!(
-        "sluice run: {} records{from}; {} window publications in {} commits (table version {}); {} replayed and skipped, {} late, {} rejected{extra}; {:.1} MB in {:.2} s ({:.0} records/s)",
-        s.rows - s.replayed,
-        s.windows_published,
-        s.commits,
+        "sluice run: {}{from}; {} in {} (table version {}); {} replayed and skipped, {} late, {} rejected{extra}; {:.1} MB in {:.2} s{}",
+        counted(s.rows - s.replayed, "record"),
+        counted(s.windows_published, "window publication"),
+        counted(s.commits, "commit"),
         version.map_or("-".into(), |v| v.to_string()),
         s.replayed,
         s.late,
         s.rejected,
         s.bytes as f64 / 1e6,
         secs,
-        s.rows as f64 / secs.max(1e-9),
+        rate(s.rows, secs),
     )
+}
+
+/// `n` and a noun, plural unless `n` is 1 ("1 commit", "3 commits").
+pub fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// " (N records/s)", or nothing when the run was too short to say.
+fn rate(records: u64, secs: f64) -> String {
+    if secs < 0.01 {
+        String::new()
+    } else {
+        format!(" ({:.0} records/s)", records as f64 / secs)
+    }
 }
 
 /// The run's summary as one JSON object (`--format json`; fields documented in docs/cli.md).
@@ -317,8 +336,16 @@ pub fn open_error(e: OpenError, table: &str) -> anyhow::Error {
         OpenError::PartitionMismatch { .. } => {
             usage(format!("--window/--address/--pipelines: {e}"))
         }
-        OpenError::SchemaMismatch { .. } | OpenError::ReservedColumn(_) => {
-            usage(format!("--schema: {e}"))
+        OpenError::SchemaMismatch { .. } => usage(format!("--schema: {e}")),
+        OpenError::ReservedColumn { what, .. } => {
+            let address = if what == "the address column" {
+                "give --address window_start (the window's start as one timestamp column), or "
+            } else {
+                ""
+            };
+            usage(format!(
+                "--schema: {e}: {address}store the field as another column: `column = \"NAME\"` beside its `name` in the schema file"
+            ))
         }
         OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
             usage(format!("--pipeline: {e}"))
@@ -387,6 +414,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
 async fn ingest_kafka(
     settings: &RunSettings,
     kafka: &crate::args::KafkaSettings,
+    started: Instant,
 ) -> anyhow::Result<(
     sluice_ingest::KafkaSummary,
     Option<u64>,
@@ -442,7 +470,8 @@ async fn ingest_kafka(
         .ok()
         .and_then(|t| t.version());
     if stop.signal() == Some(Signal::Interrupt) {
-        print_summary(settings, &summary.run, version, None, &[], 0.0);
+        let secs = started.elapsed().as_secs_f64();
+        print_summary(settings, &summary.run, version, None, &[], secs);
         return Err(stop
             .interrupted(settings, "the Kafka run stopped after its current chunk")
             .await);
@@ -498,6 +527,7 @@ pub fn attempt(settings: &RunSettings) -> String {
 /// Runs one ingestion; returns the summary and the table version at the end.
 pub async fn ingest(
     settings: &RunSettings,
+    started: Instant,
 ) -> anyhow::Result<(
     sluice_ingest::RunSummary,
     Option<u64>,
@@ -573,7 +603,8 @@ pub async fn ingest(
     if stop.signal() == Some(Signal::Interrupt) {
         // The summary first, then what the stop left unpublished.
         let version = summary.last_version.or(table.version());
-        print_summary(settings, &summary, version, None, &[], 0.0);
+        let secs = started.elapsed().as_secs_f64();
+        print_summary(settings, &summary, version, None, &[], secs);
         return Err(stop
             .interrupted(settings, "the followed run stopped after its current chunk")
             .await);

@@ -99,8 +99,8 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let files_before: usize = report.compacted.iter().map(|c| c.files_before).sum();
     let files_after: usize = report.compacted.iter().map(|c| c.files_after).sum();
     println!(
-        "sluice compact: {} windows compacted ({files_before} files -> {files_after}), {} left as they are{}{}",
-        report.compacted.len(),
+        "sluice compact: {} compacted ({files_before} files -> {files_after}), {} left as they are{}{}",
+        crate::ingest::counted(report.compacted.len() as u64, "window"),
         report.left_alone,
         if report.gave_way.is_empty() {
             String::new()

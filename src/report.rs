@@ -16,8 +16,9 @@ use crate::usage;
 
 #[derive(Debug, Args)]
 pub struct QueryArgs {
-    /// A table to query, NAME=PATH (repeatable).
-    #[arg(long = "table", value_name = "NAME=PATH", required = true)]
+    /// A table to query, NAME=PATH, or PATH (named after its last segment: tables/temps is
+    /// temps); repeatable.
+    #[arg(long = "table", value_name = "[NAME=]PATH", required = true)]
     pub tables: Vec<String>,
     /// Read every table as of this version (time travel).
     #[arg(long)]
@@ -116,8 +117,8 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "sluice vacuum: {} files removed from the table longer ago than {} {}",
-        vacuumed.files.len(),
+        "sluice vacuum: {} removed from the table longer ago than {} {}",
+        crate::ingest::counted(vacuumed.files.len() as u64, "file"),
         args.retention.as_deref().unwrap_or("the table's retention"),
         if args.apply {
             "deleted"
@@ -152,8 +153,8 @@ pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
         sluice_publish::delete_orphans(&table, &orphans).await?;
     }
     println!(
-        "sluice gc: {} orphaned files ({bytes} bytes) older than {} {}",
-        orphans.len(),
+        "sluice gc: {} ({bytes} bytes) older than {} {}",
+        crate::ingest::counted(orphans.len() as u64, "orphaned file"),
         args.older_than,
         if args.dry_run {
             "found (dry run, nothing removed)"
@@ -181,7 +182,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     let mut tables = Vec::new();
     for t in &args.tables {
         let mut r = TableRef::parse(t)
-            .ok_or_else(|| usage(format!("--table {t:?}: expected NAME=PATH")))?;
+            .ok_or_else(|| usage(format!("--table {t:?}: expected NAME=PATH or PATH")))?;
         r.version = args.version;
         tables.push(r);
     }
@@ -190,7 +191,13 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
         .context("opening tables")?;
     let batches = sluice_sql::query_with_schema(&ctx, &args.sql)
         .await
-        .with_context(|| format!("query failed: {}", args.sql))?;
+        .with_context(|| {
+            let names: Vec<String> = tables
+                .iter()
+                .map(|t| format!("{} ({})", t.name, t.location))
+                .collect();
+            format!("query failed: {} (tables: {})", args.sql, names.join(", "))
+        })?;
     print(&sluice_sql::format(&batches, format)?)
 }
 

@@ -688,12 +688,12 @@ fn gc_removes_orphans_and_keeps_every_referenced_file() {
     let young = ok(&["gc", "--table", &t, "--dry-run"]);
     assert!(young.contains("0 orphaned files"), "{young}");
     let dry = ok(&["gc", "--table", &t, "--dry-run", "--older-than", "0s"]);
-    assert!(dry.contains("1 orphaned files"), "{dry}");
+    assert!(dry.contains("1 orphaned file ("), "{dry}");
     assert!(dry.contains("part-20261003T00-dead-00001"), "{dry}");
     assert!(orphan.exists());
     let wet = ok(&["gc", "--table", &t, "--older-than", "0s"]);
     assert!(
-        wet.contains("1 orphaned files") && wet.contains("removed"),
+        wet.contains("1 orphaned file (") && wet.contains("removed"),
         "{wet}"
     );
     assert!(!orphan.exists());

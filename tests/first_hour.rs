@@ -485,8 +485,17 @@ fn sigint_stops_a_run_with_130_and_says_what_the_table_holds() {
         stderr(&out)
     );
     assert!(
-        stdout(&out).contains("sluice run:"),
+        stdout(&out).contains("sluice run: 1 record;"),
         "the summary first: {}",
         stdout(&out)
     );
+    // The summary's time is the run's (an interrupted run said "0.00 s (5142000000000
+    // records/s)").
+    let secs: f64 = stdout(&out)
+        .split("MB in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {}", stdout(&out)));
+    assert!(secs >= 0.5, "the run lasted over 0.5 s: {}", stdout(&out));
 }

@@ -233,12 +233,17 @@ fn backfill_equals_the_stream_and_twice_changes_nothing() {
         "the range equals the stream's windows"
     );
 
-    // The one-window form on the stream's table: one new version, same rows.
+    // The one-window form on the stream's table: a window whose publication covers the
+    // whole source is left as it is; --force republishes it: one new version, same rows.
     let before = sorted_rows(&stream);
     let v = version(&stream);
     let mut rewrite = stream_args(&src, &s);
     rewrite[0] = "rewrite";
     rewrite.extend(["--at", "2026-10-03T01:20"]);
+    let out = ok(&rewrite);
+    assert!(out.contains(" 0 republished, 1 already complete"), "{out}");
+    assert_eq!(version(&stream), v);
+    rewrite.push("--force");
     let out = ok(&rewrite);
     assert!(out.contains(" 1 republished"), "{out}");
     assert_eq!(version(&stream), v + 1);

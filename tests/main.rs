@@ -20,6 +20,7 @@ mod maintenance;
 mod merge;
 mod metrics;
 mod notify;
+mod second_hour;
 mod servers;
 mod shapes;
 mod status;

@@ -199,7 +199,7 @@ fn merge_mode_options_are_validated() {
     let t = dir.path().join("t").display().to_string();
     for (extra, says) in [
         (vec!["--mode", "merge"], "--mode merge: needs --key"),
-        (vec!["--mode", "upsert"], "--mode: use swap or merge"),
+        (vec!["--mode", "upsert"], "[possible values: swap, merge]"),
         (
             vec!["--merge-scope", "table"],
             "--merge-scope: only with --mode merge",
@@ -213,7 +213,7 @@ fn merge_mode_options_are_validated() {
                 "--merge-scope",
                 "world",
             ],
-            "--merge-scope: use window or table",
+            "[possible values: window, table]",
         ),
     ] {
         let mut args = vec!["run", "--source", &src, "--table", &t];

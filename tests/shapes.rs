@@ -622,7 +622,10 @@ fn the_readme_temperature_example_lands_every_line() {
         "-08:00",
     ]);
     assert!(
-        out.starts_with("sluice run: 8759 records; 366 window publications"),
+        // As docs/input.md shows it: 366 daily windows sealed together, in group commits.
+        out.starts_with(
+            "sluice run: 8759 records; 366 window publications in 3 commits (table version 3)"
+        ),
         "{out}"
     );
     assert!(out.contains(" 0 late, 0 rejected"), "{out}");

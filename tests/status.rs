@@ -35,9 +35,18 @@ fn status_agrees_with_the_table_read_back() {
         .as_object()
         .unwrap()
         .iter()
-        .map(|(k, v)| (k.clone(), v["version"].as_u64().unwrap()))
+        .map(|(k, v)| {
+            // `version` is the same number under the txn field's name (the first format).
+            assert_eq!(v["version"], v["offset"], "{v}");
+            (k.clone(), v["offset"].as_u64().unwrap())
+        })
         .collect();
     assert_eq!(positions, sizes, "{s}");
+    // Options the table records; one not set is null, never "".
+    let contract = p["contract"].as_object().unwrap();
+    assert!(contract["window"].is_string(), "{s}");
+    assert!(contract.values().all(|v| v != ""), "{s}");
+    assert!(contract["key"].is_null(), "keyed by position: {s}");
     assert_eq!(p["rows"], sorted_rows(&table).len(), "{s}");
     assert_eq!(s["rows"], p["rows"]);
     let windows = ok(&["windows", "--table", t, "--format", "json"]);

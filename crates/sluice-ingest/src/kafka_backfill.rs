@@ -89,7 +89,7 @@ pub struct KafkaBackfillSummary {
 impl KafkaBackfill {
     /// Recomputes every window whose start is in `[from, to)` from the topic, each partition
     /// into its shard (see the module's documentation); `force`: republish windows already
-    /// covered (`rewrite`).
+    /// covered (`--force`).
     pub async fn run(
         &self,
         from: EventTime,

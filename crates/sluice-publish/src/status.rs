@@ -44,11 +44,38 @@ pub enum StatusError {
 }
 
 /// One `txn` of the table state.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Txn {
+    /// The `txn` action's `version`: for sluice the resume offset (a byte offset in an NDJSON
+    /// file, the next offset of a Kafka partition).
     pub version: i64,
     /// The writer's clock when it committed this `txn`, milliseconds since the epoch.
     pub last_updated_ms: Option<i64>,
+}
+
+/// `{offset, version, last_updated_ms}`: `offset` says what the number is; `version`, the
+/// same number under the Delta action's name, stays for readers of the first format.
+impl serde::Serialize for Txn {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut txn = serializer.serialize_struct("Txn", 3)?;
+        txn.serialize_field("offset", &self.version)?;
+        txn.serialize_field("version", &self.version)?;
+        txn.serialize_field("last_updated_ms", &self.last_updated_ms)?;
+        txn.end()
+    }
+}
+
+/// A contract's options with null for those not set (stored as empty text).
+fn options_or_null<S: serde::Serializer>(
+    options: &BTreeMap<String, String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(
+        options
+            .iter()
+            .map(|(k, v)| (k, Some(v).filter(|v| !v.is_empty()))),
+    )
 }
 
 /// The state of a table; see the module doc.
@@ -112,7 +139,9 @@ pub struct PipelineStatus {
     /// The last table version delivered to each notify target (`txn`
     /// `<pipeline>/.notify/<target>`): a restart notifies the window changes after it.
     pub notified: BTreeMap<String, i64>,
-    /// The options the table records for the pipeline (window, key, mode, ...).
+    /// The options the table records for the pipeline (window, key, mode, ...); an option
+    /// not set is empty (null in JSON).
+    #[serde(serialize_with = "options_or_null")]
     pub contract: BTreeMap<String, String>,
     pub windows: usize,
     /// In a sharded table: windows every shard has sealed (rows of them read from now on are

@@ -313,7 +313,7 @@ async fn schema_and_layout_mismatches_are_refused() {
     let err = WindowTable::open_or_create(&options, Some(&reserved), AddressLayout::DtHour, hour)
         .await
         .unwrap_err();
-    assert!(matches!(err, OpenError::ReservedColumn(_)), "{err}");
+    assert!(matches!(err, OpenError::ReservedColumn { .. }), "{err}");
 }
 
 /// Writers of a sharded table (one per Kafka partition): a commit on another shard is retried

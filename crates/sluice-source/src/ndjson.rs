@@ -29,6 +29,11 @@ pub enum SourceError {
     },
     #[error("source {0} has no files")]
     Empty(PathBuf),
+    /// The source is a stream (standard input, a pipe, a device, a socket), not a file: a
+    /// position is a byte offset that a restart seeks back to, and a stream cannot be read
+    /// again (read as a file, a pipe looks empty).
+    #[error("{path} is {kind}, not a file: sluice reads sources it can read again after a restart (a position is a byte offset a rerun seeks to), which a stream cannot offer; write the stream to a file first (`cat > events.ndjson`, `zcat events.gz > events.ndjson`) and give that file, with --follow to read it while it is written")]
+    NotAFile { path: PathBuf, kind: &'static str },
     #[error("file {path} is shorter ({len} bytes) than its published position {offset}: was it rewritten?")]
     Truncated {
         path: PathBuf,
@@ -273,7 +278,19 @@ fn list(path: &Path) -> Result<Vec<SourceFile>, SourceError> {
         path: path.to_path_buf(),
         source,
     };
+    if path.as_os_str() == "-" {
+        return Err(SourceError::NotAFile {
+            path: path.to_path_buf(),
+            kind: "standard input",
+        });
+    }
     let meta = std::fs::metadata(path).map_err(io)?;
+    if let Some(kind) = stream_kind(&meta) {
+        return Err(SourceError::NotAFile {
+            path: path.to_path_buf(),
+            kind,
+        });
+    }
     let mut files = Vec::new();
     if meta.is_dir() {
         for entry in std::fs::read_dir(path).map_err(io)? {
@@ -306,6 +323,29 @@ fn list(path: &Path) -> Result<Vec<SourceFile>, SourceError> {
         });
     }
     Ok(files)
+}
+
+/// What a path that is neither a regular file nor a directory is (a stream, whose length
+/// says nothing about what it carries).
+fn stream_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+    if meta.is_file() || meta.is_dir() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return Some("a pipe");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("a device");
+        }
+    }
+    Some("neither a file nor a directory")
 }
 
 /// The length of the complete lines of a file of length `len`: up to and including its last

@@ -44,15 +44,38 @@ pub struct TableRef {
 }
 
 impl TableRef {
-    /// Parses `name=location`.
+    /// Parses `name=location`, or a bare `location`, named after its last path segment
+    /// (`tables/temps` is `temps`; characters an identifier cannot hold become `_`). `None`
+    /// when no name can be made (an empty location, or `name=` without one).
     pub fn parse(text: &str) -> Option<TableRef> {
-        let (name, location) = text.split_once('=')?;
-        (!name.is_empty() && !location.is_empty()).then(|| TableRef {
+        let named = |name: &str, location: &str| TableRef {
             name: name.to_string(),
             location: location.to_string(),
             version: None,
-        })
+        };
+        if let Some((name, location)) = text.split_once('=') {
+            if is_identifier(name) {
+                return (!location.is_empty()).then(|| named(name, location));
+            }
+        }
+        let last = text.trim_end_matches('/').rsplit('/').next()?;
+        let mut name: String = last
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        if name.starts_with(|c: char| c.is_ascii_digit()) {
+            name.insert(0, '_');
+        }
+        (!name.is_empty()).then(|| named(&name, text))
     }
+}
+
+/// A plain SQL identifier: letters, digits and `_`, not starting with a digit.
+fn is_identifier(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A DataFusion session with every table of `tables` registered.
@@ -62,15 +85,7 @@ pub async fn session(
 ) -> Result<SessionContext, SqlError> {
     let ctx = SessionContext::new();
     for t in tables {
-        let valid = t
-            .name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && t.name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !is_identifier(&t.name) {
             return Err(SqlError::BadName(t.name.clone()));
         }
         let table = open_table(&t.location, storage_options, t.version).await?;
@@ -157,5 +172,25 @@ pub fn format(batches: &[RecordBatch], format: Format) -> Result<String, ArrowEr
             }
             Ok(String::from_utf8_lossy(&out).into_owned())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_is_named_or_named_after_its_location() {
+        let parsed = |text: &str| TableRef::parse(text).map(|t| (t.name, t.location));
+        let pair = |n: &str, l: &str| Some((n.to_string(), l.to_string()));
+        assert_eq!(parsed("events=tables/ev"), pair("events", "tables/ev"));
+        assert_eq!(parsed("tables/temps"), pair("temps", "tables/temps"));
+        assert_eq!(parsed("tables/temps/"), pair("temps", "tables/temps/"));
+        assert_eq!(parsed("s3://b/t-1"), pair("t_1", "s3://b/t-1"));
+        // A location holding `=` (a partition-like path) is not a NAME=PATH.
+        assert_eq!(parsed("s3://b/x=1/t"), pair("t", "s3://b/x=1/t"));
+        assert_eq!(parsed("data/2026"), pair("_2026", "data/2026"));
+        assert_eq!(parsed("events="), None);
+        assert_eq!(parsed(""), None);
     }
 }

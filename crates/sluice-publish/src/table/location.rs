@@ -67,16 +67,41 @@ pub fn table_url(location: &str) -> Result<Url, OpenError> {
 /// Whether `location` names a local directory that does not exist (no table can be there,
 /// and asking the store would create the directory).
 pub(crate) fn missing_local_dir(location: &str) -> bool {
-    let path = match Url::parse(location) {
-        Ok(url) if url.scheme() == "file" => match url.to_file_path() {
-            Ok(p) => p,
-            Err(()) => return false,
-        },
+    local_path(location).is_some_and(|p| !p.exists())
+}
+
+/// The local directory of a table that does not exist yet, which opening it creates: removed
+/// again when dropped (if still empty), unless [`MadeDir::keep`] says the open succeeded.
+pub(crate) struct MadeDir(Option<std::path::PathBuf>);
+
+impl MadeDir {
+    pub(crate) fn before_opening(options: &TableOptions) -> MadeDir {
+        let missing = options.store.is_none() && missing_local_dir(&options.location);
+        MadeDir(local_path(&options.location).filter(|_| missing))
+    }
+
+    pub(crate) fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            // Fails, and so keeps it, unless the directory is empty.
+            let _ = std::fs::remove_dir(path);
+        }
+    }
+}
+
+/// The local path `location` names; `None` for an object store URL.
+fn local_path(location: &str) -> Option<std::path::PathBuf> {
+    match Url::parse(location) {
+        Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
         // A one-letter scheme is a Windows drive.
-        Ok(url) if url.scheme().len() > 1 => return false,
-        _ => std::path::PathBuf::from(location),
-    };
-    !path.exists()
+        Ok(url) if url.scheme().len() > 1 => None,
+        _ => Some(std::path::PathBuf::from(location)),
+    }
 }
 
 /// Opens an existing table (for queries and listings), at `version` or the latest. Creates

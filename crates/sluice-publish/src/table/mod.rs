@@ -68,8 +68,12 @@ pub enum OpenError {
         found: String,
         expected: String,
     },
-    #[error("record field {0:?} collides with a column sluice adds (address or position column); rename it in the schema")]
-    ReservedColumn(String),
+    #[error("record field {field:?} collides with {what} sluice adds")]
+    ReservedColumn {
+        field: String,
+        /// Which: "the address column" or "a position column".
+        what: &'static str,
+    },
     #[error("the record schema cannot be stored in Delta: {0}")]
     Schema(String),
     #[error("the table at {0} does not exist yet and no record schema was given")]
@@ -370,6 +374,9 @@ impl WindowTable {
         if !create && options.store.is_none() && missing_local_dir(&options.location) {
             return Err(OpenError::NoTable(options.location.clone()));
         }
+        // A refusal before the table is created (a record field named like an address column,
+        // say) leaves nothing behind, not even the directory opening makes.
+        let made_dir = location::MadeDir::before_opening(options);
         let file_schema_of = |schema: &SchemaRef| {
             if positions {
                 with_position_columns(schema)
@@ -427,11 +434,17 @@ impl WindowTable {
             layout.table_columns(pipelines == Pipelines::Many, options.shard.is_some());
         if let Some(schema) = record_schema {
             for f in schema.fields() {
-                if partition_columns.contains(f.name())
-                    || (positions && (f.name() == SOURCE_COLUMN || f.name() == OFFSET_COLUMN))
-                {
-                    return Err(OpenError::ReservedColumn(f.name().clone()));
-                }
+                let what = if partition_columns.contains(f.name()) {
+                    "the address column"
+                } else if positions && (f.name() == SOURCE_COLUMN || f.name() == OFFSET_COLUMN) {
+                    "a position column"
+                } else {
+                    continue;
+                };
+                return Err(OpenError::ReservedColumn {
+                    field: f.name().clone(),
+                    what,
+                });
             }
         }
         let file_schema = if exists {
@@ -554,6 +567,7 @@ impl WindowTable {
             }
             file_schema
         };
+        made_dir.keep();
         Ok(WindowTable {
             loaded: table,
             own_head: None,

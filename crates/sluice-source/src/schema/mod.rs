@@ -20,7 +20,9 @@
 //! A type is a name of [`types`]' grammar (`decimal(10,2)`, `array<string>`,
 //! `map<string,long>`, `struct<id:long,login:string>`), or, for nested types written out in
 //! TOML, `struct` with `fields`, `array` with `items`, `map` with `values` (keys are strings).
-//! Fields absent from a line are null; every column is nullable. What happens to fields the
+//! A field may name the column that stores it (`column = "flight_hour"` beside `name =
+//! "hour"`: a record field named like a column sluice adds); the field's own name stays in
+//! the column's metadata. Fields absent from a line are null; every column is nullable. What happens to fields the
 //! schema does not have is the pipeline's schema evolution policy (`--schema-evolution`).
 
 mod infer;
@@ -28,6 +30,7 @@ mod names;
 mod path;
 pub mod types;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -73,6 +76,10 @@ pub struct RecordSchema {
 #[serde(deny_unknown_fields)]
 pub struct FieldSpec {
     pub name: String,
+    /// The column that stores the field, when it is not `name` (a record field named like
+    /// a column sluice adds, say); the field's name is kept in the column's metadata.
+    #[serde(default)]
+    pub column: Option<String>,
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
@@ -188,16 +195,44 @@ fn fields_of(specs: &[FieldSpec], parent: &str) -> Result<Fields, SchemaError> {
         if fields.iter().any(|g| same_column(source_name(g), &f.name)) {
             return Err(SchemaError::Duplicate(name));
         }
-        // A name readers refuse is renamed as an inferred one is (see `names`).
         let siblings: Vec<&str> = fields.iter().map(|g| g.name().as_str()).collect();
-        fields.push(new_field(
-            &f.name,
-            f.spec().to_arrow(&name)?,
-            &siblings,
-            &[],
-        ));
+        let t = f.spec().to_arrow(&name)?;
+        fields.push(match &f.column {
+            Some(column) => named_column(f, column, t, &siblings, &name)?,
+            // A name readers refuse is renamed as an inferred one is (see `names`).
+            None => new_field(&f.name, t, &siblings, &[]),
+        });
     }
     Ok(Fields::from(fields))
+}
+
+/// The field `f` stored as the column `column` (`column = "…"` in the schema file).
+fn named_column(
+    f: &FieldSpec,
+    column: &str,
+    t: DataType,
+    siblings: &[&str],
+    path: &str,
+) -> Result<Field, SchemaError> {
+    let refused = |reason: &str| SchemaError::Spec {
+        field: path.to_string(),
+        reason: format!("column {column:?}: {reason}"),
+    };
+    if !acceptable(column) {
+        return Err(refused(
+            "not a column name Delta readers take (empty, or one of ` ,;{}()=`, a tab, a newline or a control character)",
+        ));
+    }
+    if siblings.iter().any(|s| same_column(s, column)) {
+        return Err(refused("another field has this column"));
+    }
+    let field = Field::new(column, t, true);
+    Ok(if column == f.name {
+        field
+    } else {
+        let key = HashMap::from([(SOURCE_NAME_KEY.to_string(), f.name.clone())]);
+        field.with_metadata(key)
+    })
 }
 
 impl RecordSchema {

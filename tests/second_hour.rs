@@ -1,0 +1,228 @@
+//! A new user's second hour, with their own data (issue 42): a pipe given as the source,
+//! `rewrite` run twice, a record field named like an address column, one-of-a-thing
+//! summaries, and `query` over a bare path. Each through the real binary, with its exit
+//! status and output.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use crate::common::{input, ok, scalar, sluice, version, BIN};
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `sluice args` with `bytes` written to its standard input through a pipe.
+fn sluice_fed(args: &[&str], bytes: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The run may refuse before reading: a closed pipe is not the test's failure.
+    let _ = stdin.write_all(bytes);
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// The first file of a generated input, and its line count.
+fn one_file(dir: &Path, events: u64) -> (std::path::PathBuf, usize) {
+    let input = input(dir, events, 1, 42, 1);
+    let file = std::fs::read_dir(&input)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+    (file, lines)
+}
+
+/// A pipe is not a file: read as one it looked empty ("0 records", exit 0, and an empty
+/// table whose contract was then fixed). It is refused before anything is created, with
+/// what to do instead; standard input redirected from a file is that file.
+#[test]
+fn a_pipe_is_refused_with_what_to_do_and_a_redirected_file_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, lines) = one_file(dir.path(), 300);
+    let bytes = std::fs::read(&file).unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    for (source, says) in [
+        ("ndjson:-", "- is standard input, not a file"),
+        ("ndjson:/dev/stdin", "/dev/stdin is a pipe, not a file"),
+    ] {
+        let out = sluice_fed(&["run", "--source", source, "--table", t], &bytes);
+        assert_eq!(out.status.code(), Some(2), "{source}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{source}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("write the stream to a file first"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!table.exists(), "{source}: a table was created");
+        assert!(!dir.path().join("t_dlq").exists());
+    }
+    // `< events.ndjson`: /dev/stdin is the file itself, which a restart can read again.
+    let out = Command::new(BIN)
+        .args(["run", "--source", "ndjson:/dev/stdin", "--table", t])
+        .args(["--key", "event_id"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let distinct = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event_id"].clone())
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    assert!(distinct <= lines);
+    assert_eq!(
+        scalar(&table, "SELECT count(*) FROM t"),
+        distinct.to_string()
+    );
+}
+
+/// `rewrite` of a window whose publication covers the whole source changes nothing, as
+/// `backfill` does; `--force` republishes it.
+#[test]
+fn rewrite_twice_changes_nothing_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 2_000, 2, 7, 2);
+    let src = format!("ndjson:{}", input.display());
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let rows = |table: &Path| scalar(table, "SELECT count(*) FROM t");
+    ok(&["run", "--source", &src, "--table", t, "--key", "event_id"]);
+    let (v0, rows0) = (version(&table), rows(&table));
+    let rewrite = |extra: &[&str]| {
+        let mut args = vec!["rewrite", "--source", &src, "--table", t];
+        args.extend(["--key", "event_id", "--at", "2026-10-03T00:30"]);
+        args.extend(extra);
+        ok(&args)
+    };
+    // The stream's last publication of the window may have covered only what it had read
+    // then (republished now) or the whole source (left as it is); after one rewrite, it
+    // covers the whole source.
+    let first = rewrite(&[]);
+    assert!(
+        first.contains("sluice rewrite: windows in [2026-10-03T00:00:00"),
+        "{first}"
+    );
+    let v1 = version(&table);
+    assert!(v1 == v0 || v1 == v0 + 1, "{first}");
+    let second = rewrite(&[]);
+    assert!(
+        second.contains("0 republished, 1 already complete and left unchanged"),
+        "{second}"
+    );
+    assert!(second.contains("table version unchanged"), "{second}");
+    assert_eq!(version(&table), v1);
+    let forced = rewrite(&["--force"]);
+    assert!(forced.contains("1 republished"), "{forced}");
+    assert_eq!(version(&table), v1 + 1);
+    assert_eq!(rows(&table), rows0);
+}
+
+/// A record field named like an address column: inferred, it is stored under a new name;
+/// declared in a schema file, the error says what to do, and `column = "…"` does it.
+#[test]
+fn a_field_named_like_an_address_column_has_a_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("flights.ndjson");
+    let mut text = String::new();
+    for i in 0..24 {
+        text += &format!("{{\"flight\":{i},\"ts\":\"2013-01-01T{i:02}:15:00Z\",\"hour\":{i}}}\n");
+    }
+    std::fs::write(&file, &text).unwrap();
+    let src = format!("ndjson:{}", file.display());
+    let schema = dir.path().join("schema.toml");
+    let fields = |hour: &str| {
+        format!(
+            "[[fields]]\nname = \"flight\"\ntype = \"long\"\n\n[[fields]]\nname = \"ts\"\ntype = \"string\"\n\n[[fields]]\nname = \"hour\"\ntype = \"long\"\n{hour}"
+        )
+    };
+    std::fs::write(&schema, fields("")).unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let s = schema.to_str().unwrap();
+    let out = sluice(&["run", "--source", &src, "--table", t, "--schema", s]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    for says in [
+        "record field \"hour\" collides with the address column sluice adds",
+        "--address window_start",
+        "`column = \"NAME\"`",
+    ] {
+        assert!(stderr(&out).contains(says), "{says}: {}", stderr(&out));
+    }
+    assert!(!table.exists());
+    std::fs::write(&schema, fields("column = \"flight_hour\"\n")).unwrap();
+    ok(&["run", "--source", &src, "--table", t, "--schema", s]);
+    assert_eq!(
+        scalar(
+            &table,
+            "SELECT count(*) FROM t WHERE flight_hour = hour AND flight = flight_hour"
+        ),
+        "24"
+    );
+    // Inferred, the field is renamed on its own and keeps its values.
+    let inferred = dir.path().join("t2");
+    ok(&[
+        "run",
+        "--source",
+        &src,
+        "--table",
+        inferred.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        scalar(&inferred, "SELECT count(*) FROM t WHERE hour_2 = hour"),
+        "24"
+    );
+    // A column name readers refuse is refused in a schema file.
+    std::fs::write(&schema, fields("column = \"flight hour\"\n")).unwrap();
+    let out = sluice(&["run", "--source", &src, "--table", t, "--schema", s]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("column \"flight hour\": not a column name Delta readers take"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// One of a thing is not "1 commits"; `query` takes a bare path (named after its last
+/// segment) and an unknown table name lists the tables there are.
+#[test]
+fn summaries_count_in_words_and_query_takes_a_bare_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.ndjson");
+    std::fs::write(&file, "{\"id\":1,\"ts\":\"2026-10-03T10:00:00Z\"}\n").unwrap();
+    let table = dir.path().join("events");
+    let t = table.to_str().unwrap();
+    let src = format!("ndjson:{}", file.display());
+    let out = ok(&["run", "--source", &src, "--table", t]);
+    assert!(
+        out.starts_with("sluice run: 1 record; 1 window publication in 1 commit (table version 1)"),
+        "{out}"
+    );
+    let out = ok(&[
+        "query",
+        "--table",
+        t,
+        "--format",
+        "csv",
+        "SELECT id FROM events",
+    ]);
+    assert_eq!(out, "id\n1\n");
+    let out = sluice(&["query", "--table", t, "SELECT * FROM evnets"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!("(tables: events ({t}))")),
+        "{}",
+        stderr(&out)
+    );
+}
