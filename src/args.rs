@@ -75,7 +75,7 @@ pub struct RunArgs {
     pub time_zone: Option<String>,
     /// Clock-skew guard: an event further than this ahead of the largest event time seen
     /// does not move the watermark (it lands in its window, published on its own), e.g. 1d;
-    /// off: no guard. [default: 1d]
+    /// never less than two windows; off: no guard. [default: 1d]
     #[arg(long)]
     pub max_time_ahead: Option<String>,
     /// Clock-skew guard: after this many events in a row that are all ahead, the stream has

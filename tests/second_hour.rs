@@ -1,11 +1,13 @@
 //! A new user's second hour, with their own data (issue 42): a pipe given as the source,
 //! `rewrite` run twice, a record field named like an address column, one-of-a-thing
-//! summaries, and `query` over a bare path. Each through the real binary, with its exit
+//! summaries, `query` over a bare path, and daily rows across daylight saving time. Each through the real binary, with its exit
 //! status and output.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+use chrono::Datelike;
 
 use crate::common::{input, ok, scalar, sluice, version, BIN};
 
@@ -225,4 +227,43 @@ fn summaries_count_in_words_and_query_takes_a_bare_path() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Daily rows in Los Angeles are 25 hours apart across the end of daylight saving time: with
+/// daily windows that is the next window, not a skewed clock (the guard is at least two
+/// windows), so no event is "far ahead" and every day is published in its place.
+#[test]
+fn daily_rows_across_daylight_saving_time_are_not_far_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("daily.ndjson");
+    let mut text = String::new();
+    let mut day = chrono::NaiveDate::from_ymd_opt(2013, 1, 1).unwrap();
+    while day.year() == 2013 {
+        text += &format!("{{\"date\":\"{day} 00:00\",\"temp\":{}}}\n", day.ordinal());
+        day = day.succ_opt().unwrap();
+    }
+    std::fs::write(&file, &text).unwrap();
+    let table = dir.path().join("t");
+    let src = format!("ndjson:{}", file.display());
+    let out = ok(&[
+        "run",
+        "--source",
+        &src,
+        "--table",
+        table.to_str().unwrap(),
+        "--window",
+        "1d",
+        "--time-field",
+        "date",
+        "--time-format",
+        "%Y-%m-%d %H:%M",
+        "--time-zone",
+        "America/Los_Angeles",
+        "--format",
+        "json",
+    ]);
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["events_far_ahead"], 0, "{summary}");
+    assert_eq!(summary["records"], 365, "{summary}");
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t"), "365");
 }

@@ -48,8 +48,22 @@ impl Rules {
 
     fn watermark(&self, resumed: WatermarkState) -> Watermark {
         Watermark::new(self.lateness_ms.saturating_mul(1000))
-            .with_guard(self.skew)
+            .with_guard(self.skew_guard())
             .resumed(resumed)
+    }
+
+    /// The clock-skew guard of `--max-time-ahead`, but never less than two windows: the next
+    /// window's events are never ahead, whatever the window's size (daily rows a day apart,
+    /// or 25 hours apart across the end of daylight saving time, are a stream, not a skewed
+    /// clock). Fixed by the window size, so a replay decides as the first run (E5).
+    pub fn skew_guard(&self) -> SkewGuard {
+        SkewGuard {
+            ahead_us: self
+                .skew
+                .ahead_us
+                .max(self.window.as_micros().saturating_mul(2)),
+            ..self.skew
+        }
     }
 }
 
@@ -435,6 +449,22 @@ mod tests {
             late_batch_ms: 0,
             flush_bytes_max: 1 << 20,
         }
+    }
+
+    #[test]
+    fn the_skew_guard_is_at_least_two_windows() {
+        let mut r = rules(LatePolicy::Rewrite, None);
+        let day_us = 86_400_000_000;
+        assert_eq!(
+            r.skew_guard().ahead_us,
+            day_us,
+            "1d is more than two 1h windows"
+        );
+        r.window = WindowSize::parse("1d").unwrap();
+        assert_eq!(r.skew_guard().ahead_us, 2 * day_us);
+        assert_eq!(r.skew_guard().jump_events, SkewGuard::DEFAULT.jump_events);
+        r.skew = SkewGuard::OFF;
+        assert_eq!(r.skew_guard(), SkewGuard::OFF);
     }
 
     /// Everything routing decided over a whole input, in input indexes.
