@@ -267,3 +267,47 @@ fn daily_rows_across_daylight_saving_time_are_not_far_ahead() {
     assert_eq!(summary["records"], 365, "{summary}");
     assert_eq!(scalar(&table, "SELECT count(*) FROM t"), "365");
 }
+
+/// Inferred columns come in the order their fields first appear in the source (they were
+/// sorted by name), and a field first seen later comes after them.
+#[test]
+fn inferred_columns_keep_the_order_of_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("flights.ndjson");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"year\":2013,\"month\":1,\"day\":1,\"carrier\":\"UA\",\"ts\":\"2013-01-01T05:15:00Z\"}\n",
+            "{\"year\":2013,\"month\":1,\"day\":1,\"carrier\":\"AA\",\"ts\":\"2013-01-01T05:29:00Z\",\"air_time\":227}\n",
+        ),
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    ok(&[
+        "run",
+        "--source",
+        &format!("ndjson:{}", file.display()),
+        "--table",
+        t,
+    ]);
+    let header = ok(&[
+        "query",
+        "--table",
+        t,
+        "--format",
+        "csv",
+        "SELECT * FROM t LIMIT 1",
+    ]);
+    let columns: Vec<&str> = header.lines().next().unwrap().split(',').collect();
+    let fields: Vec<&str> = columns
+        .iter()
+        .copied()
+        .filter(|c| !c.starts_with("_sluice") && *c != "dt" && *c != "hour")
+        .collect();
+    assert_eq!(
+        fields,
+        ["year", "month", "day", "carrier", "ts", "air_time"],
+        "{header}"
+    );
+}
