@@ -32,7 +32,7 @@ fuzz rounds="20" scale="10":
         cat "$log"
         exit 1
       fi
-      grep -E '^fuzz ' "$log"
+      grep -oE 'fuzz [^:]+: [0-9]+ cases, [^(]*\(seed [0-9]+\)' "$log"
     done
 
 # Crash soak: SIGKILL the real binary at random moments over a generated input, restart each
