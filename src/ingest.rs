@@ -337,8 +337,8 @@ pub fn open_error(e: OpenError, table: &str) -> anyhow::Error {
             usage(format!("--window/--address/--pipelines: {e}"))
         }
         OpenError::SchemaMismatch { .. } => usage(format!("--schema: {e}")),
-        OpenError::ReservedColumn { what, .. } => {
-            let address = if what == "the address column" {
+        OpenError::ReservedColumn { kind, .. } => {
+            let address = if kind == sluice_publish::ReservedKind::Address {
                 "give --address window_start (the window's start as one timestamp column), or "
             } else {
                 ""

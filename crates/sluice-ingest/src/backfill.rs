@@ -56,7 +56,8 @@ pub enum BackfillProgress {
 /// stream's offsets. Its publications cover the whole source, so a stream that later replays
 /// these events recognises them; a window whose publication already covers the whole source is
 /// left unchanged (running a backfill twice changes nothing) unless `force` (`--force`:
-/// after a source's bytes were replaced in place, which positions cannot tell). Windows in range without events in the source are left as they are.
+/// after a source's bytes were replaced in place, which positions cannot tell). Windows in
+/// range without events in the source are left as they are.
 #[allow(clippy::too_many_arguments)]
 pub async fn backfill(
     config: &IngestConfig,

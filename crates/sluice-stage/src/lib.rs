@@ -198,12 +198,8 @@ impl Stager {
     /// [`StageSlot::write_computed`], possibly on another task. Names keep the order in
     /// which slots were taken, whatever order the writes finish in.
     pub fn slot(&mut self, address: &Address) -> StageSlot {
-        StageSlot {
-            store: self.store.clone(),
-            path: self.next_path(address),
-            props: self.props.clone(),
-            busy: self.busy.clone(),
-        }
+        let path = self.next_path(address);
+        self.slot_at(path)
     }
 
     /// Takes the next file name at the table's root, for a table without partitions (the
@@ -216,6 +212,10 @@ impl Stager {
             self.next_part,
             self.options.codec.extension()
         );
+        self.slot_at(path)
+    }
+
+    fn slot_at(&self, path: String) -> StageSlot {
         StageSlot {
             store: self.store.clone(),
             path,

@@ -47,6 +47,24 @@ pub const SOURCE_COLUMN: &str = "_sluice_source";
 /// Column holding each row's source offset (for NDJSON: the byte offset of its line).
 pub const OFFSET_COLUMN: &str = "_sluice_offset";
 
+/// Which column sluice adds a record field collides with ([`OpenError::ReservedColumn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservedKind {
+    /// A window address column (`dt`, `hour`, `window_start`, ...).
+    Address,
+    /// A source position column (`_sluice_source`, `_sluice_offset`).
+    Position,
+}
+
+impl std::fmt::Display for ReservedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReservedKind::Address => "the address column",
+            ReservedKind::Position => "a position column",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("table location {0:?} is not a valid path or URL")]
@@ -68,12 +86,8 @@ pub enum OpenError {
         found: String,
         expected: String,
     },
-    #[error("record field {field:?} collides with {what} sluice adds")]
-    ReservedColumn {
-        field: String,
-        /// Which: "the address column" or "a position column".
-        what: &'static str,
-    },
+    #[error("record field {field:?} collides with {kind} sluice adds")]
+    ReservedColumn { field: String, kind: ReservedKind },
     #[error("the record schema cannot be stored in Delta: {0}")]
     Schema(String),
     #[error("the table at {0} does not exist yet and no record schema was given")]
@@ -434,16 +448,16 @@ impl WindowTable {
             layout.table_columns(pipelines == Pipelines::Many, options.shard.is_some());
         if let Some(schema) = record_schema {
             for f in schema.fields() {
-                let what = if partition_columns.contains(f.name()) {
-                    "the address column"
+                let kind = if partition_columns.contains(f.name()) {
+                    ReservedKind::Address
                 } else if positions && (f.name() == SOURCE_COLUMN || f.name() == OFFSET_COLUMN) {
-                    "a position column"
+                    ReservedKind::Position
                 } else {
                     continue;
                 };
                 return Err(OpenError::ReservedColumn {
                     field: f.name().clone(),
-                    what,
+                    kind,
                 });
             }
         }

@@ -146,9 +146,7 @@ impl TypeSeed<'_, '_> {
             values: self.values,
         }
     }
-}
 
-impl TypeSeed<'_, '_> {
     /// The value here holds nothing (`{}`): read as null, and counted as left out.
     fn emptied(&mut self) {
         self.found.emptied.push(steps_path(self.at));
