@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// IANA name (Europe/Berlin). [default: UTC]
     #[arg(long, allow_hyphen_values = true)]
     pub time_zone: Option<String>,
+    /// Store each row's event time, as sluice read it, in a `timestamp` (UTC) column of this
+    /// name (added last), so that SQL over time needs no parsing. [default: none]
+    #[arg(long)]
+    pub time_column: Option<String>,
     /// Clock-skew guard: an event further than this ahead of the largest event time seen
     /// does not move the watermark (it lands in its window, published on its own), e.g. 1d;
     /// never less than two windows; off: no guard. [default: 1d]
@@ -95,6 +99,12 @@ pub struct RunArgs {
     /// Tumbling window size, 1m to 1d, dividing a day. [default: 1h]
     #[arg(long)]
     pub window: Option<String>,
+    /// Align windows to this zone's days and hours instead of UTC's (an IANA name or an
+    /// offset): the address is the local date and hour, and a day is 23 or 25 hours long when
+    /// the clocks change. Whole-hour windows only in a zone with daylight saving time.
+    /// [default: UTC]
+    #[arg(long, allow_hyphen_values = true)]
+    pub window_zone: Option<String>,
     /// Address layout: dt_hour (1h windows), dt (1d), window_start (any). [default: by window size]
     #[arg(long, value_parser = ["dt_hour", "dt", "window_start"])]
     pub address: Option<String>,
@@ -269,6 +279,8 @@ pub struct RunSettings {
     pub pipelines: Option<Pipelines>,
     pub time_field: String,
     pub time: TimeSpec,
+    /// `--time-column`.
+    pub time_column: Option<String>,
     pub skew: SkewGuard,
     pub evolution: SchemaEvolution,
     pub columns_max: usize,
@@ -350,6 +362,26 @@ pub struct FollowSettings {
 }
 
 impl RunArgs {
+    /// `--window` in `--window-zone`. A window read back from a table's contract carries its
+    /// zone (`1d in America/New_York`); another zone given with it is refused.
+    fn window_size(&self) -> anyhow::Result<WindowSize> {
+        let window = WindowSize::parse(self.window.as_deref().unwrap_or(defaults::WINDOW))
+            .map_err(|e| usage(format!("--window: {e}")))?;
+        let Some(text) = &self.window_zone else {
+            return Ok(window);
+        };
+        let zone = Zone::parse(text).map_err(|e| usage(format!("--window-zone: {e}")))?;
+        if window.zone() != Zone::Utc && window.zone() != zone {
+            return Err(usage(format!(
+                "--window-zone {text}: the window is {}",
+                window.label()
+            )));
+        }
+        window
+            .in_zone(zone)
+            .map_err(|e| usage(format!("--window-zone: {e}")))
+    }
+
     /// `--time-field`, `--time-format`, `--time-zone`, `--max-time-ahead` and
     /// `--time-jump-events`: the time field, how its values are read, and the skew guard.
     fn time_settings(&self) -> anyhow::Result<(String, TimeSpec, SkewGuard)> {
@@ -517,8 +549,7 @@ impl RunArgs {
         if columns_max == 0 {
             return Err(usage("--columns-max: must be at least 1"));
         }
-        let window = WindowSize::parse(a.window.as_deref().unwrap_or(defaults::WINDOW))
-            .map_err(|e| usage(format!("--window: {e}")))?;
+        let window = a.window_size()?;
         let layout = match a.address.as_deref() {
             None => AddressLayout::default_for(window),
             Some(name) => {
@@ -528,6 +559,15 @@ impl RunArgs {
         layout
             .validate(window)
             .map_err(|e| usage(format!("--address: {e}")))?;
+        let time_column = a.time_column.clone().filter(|c| !c.is_empty());
+        if let Some(c) = time_column
+            .as_deref()
+            .filter(|c| !sluice_source::schema::acceptable(c))
+        {
+            return Err(usage(format!(
+                "--time-column {c:?}: not a column name Delta readers take (empty, or one of ` ,;{{}}()=`, a tab, a newline or a control character)"
+            )));
+        }
         let lateness_ms = parse_duration_ms(a.lateness.as_deref().unwrap_or(defaults::LATENESS))
             .map_err(|e| usage(format!("--lateness: {e}")))?;
         let key = match &a.key {
@@ -681,6 +721,7 @@ impl RunArgs {
             pipelines,
             time_field,
             time,
+            time_column,
             skew,
             evolution,
             columns_max,

@@ -330,6 +330,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         let json = serde_json::json!({
             "derived_windows_recomputed": s.computed,
             "derived_windows_published": s.published,
+            "commits": s.commits,
             "raw_table_version": raw.version(),
             "seconds": started.elapsed().as_secs_f64(),
         });
@@ -337,10 +338,11 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "sluice derive: {} recomputed from raw table version {}, {} published ({} unchanged) in {:.2} s",
+        "sluice derive: {} recomputed from raw table version {}, {} published in {} ({} unchanged) in {:.2} s",
         crate::ingest::counted(s.computed, "derived window"),
         raw.version().map_or("-".into(), |v| v.to_string()),
         s.published,
+        crate::ingest::counted(s.commits, "commit"),
         s.computed - s.published,
         started.elapsed().as_secs_f64()
     );
@@ -395,9 +397,10 @@ async fn follow_raw(
     }
     let s = &deriver.summary;
     println!(
-        "sluice derive --follow: {} recomputed, {} published ({} unchanged), raw table version {}, {} at the raw table in {:.2} s; stopped by a signal",
+        "sluice derive --follow: {} recomputed, {} published in {} ({} unchanged), raw table version {}, {} at the raw table in {:.2} s; stopped by a signal",
         crate::ingest::counted(s.computed, "derived window"),
         s.published,
+        crate::ingest::counted(s.commits, "commit"),
         s.computed - s.published,
         raw.version().map_or("-".into(), |v| v.to_string()),
         crate::ingest::counted(rounds, "look"),

@@ -375,6 +375,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         columns_max: settings.columns_max,
         // Set by open_raw from the table's layout.
         reserved: Vec::new(),
+        time_column: settings.time_column.clone(),
     };
     let config = IngestConfig {
         pipeline: settings.pipeline.clone(),

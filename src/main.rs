@@ -6,6 +6,7 @@
 
 mod args;
 mod backfill;
+mod dead_letters;
 mod demo;
 mod derive;
 mod ingest;
@@ -61,6 +62,9 @@ enum Command {
     /// A table's state: per pipeline its resume positions, windows (complete across shards),
     /// files per window and dead letters; the last commit, the log and its last checkpoint.
     Status(status::StatusArgs),
+    /// A pipeline's dead letters by reason and position; with --replay, land the selected
+    /// ones after their cause is fixed (a new --time-format, say), exactly once.
+    DeadLetters(dead_letters::DeadLettersArgs),
     /// Generate a stream, ingest it with a SIGKILL mid-run, restart, and show the result.
     Demo(demo::DemoArgs),
     /// Remove staged files that no retained table version references (orphans of attempts
@@ -188,6 +192,7 @@ fn main() -> ExitCode {
             Command::Vacuum(a) => report::vacuum(a).await,
             Command::Compact(a) => maintenance::compact(a).await,
             Command::Status(a) => status::status(a).await,
+            Command::DeadLetters(a) => dead_letters::dead_letters(a).await,
             Command::Expire(a) => maintenance::expire(a).await,
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,

@@ -34,8 +34,9 @@ const STREAM_ONLY: [&str; 19] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 20] = [
+const SOURCE_ONLY: [&str; 21] = [
     "source",
+    "time_column",
     "lateness",
     "max_time_ahead",
     "time_jump_events",

@@ -244,12 +244,22 @@ fn text(
         for (target, version) in &p.notified {
             line(format!("  notified  {target} through version {version}"));
         }
+        // `replayed` rows record replays (`sluice dead-letters --replay`), not dead letters.
+        let replayed = dead
+            .and_then(|d| d.get(&p.pipeline))
+            .and_then(|r| r.get("replayed"))
+            .map_or(String::new(), |n| format!(" ({n} replayed since)"));
         match dead.and_then(|d| d.get(&p.pipeline)) {
-            Some(reasons) if !reasons.is_empty() => line(format!(
-                "  dead      {} in {dlq}: {}",
-                reasons.values().sum::<i64>(),
+            Some(reasons) if reasons.keys().any(|r| r != "replayed") => line(format!(
+                "  dead      {} in {dlq}: {}{replayed}",
                 reasons
                     .iter()
+                    .filter(|(r, _)| *r != "replayed")
+                    .map(|(_, n)| n)
+                    .sum::<i64>(),
+                reasons
+                    .iter()
+                    .filter(|(r, _)| *r != "replayed")
                     .map(|(r, n)| format!("{r} {n}"))
                     .collect::<Vec<_>>()
                     .join(", ")

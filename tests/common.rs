@@ -295,3 +295,17 @@ pub fn compare_with_input(table: &Path, dlq: &Path, input: &Path) -> String {
     );
     text.lines().next().unwrap_or_default().to_string()
 }
+
+/// Copies a directory tree (a table, to read or write a copy of it as it was).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -180,7 +180,10 @@ fn derived_tables_stay_exact_through_sigkills_and_late_data_and_equal_the_batch_
     // Twice: nothing changes.
     let before = versions("batch");
     let second = ok(&derive);
-    assert!(second.contains(", 0 published (12 unchanged)"), "{second}");
+    assert!(
+        second.contains(", 0 published in 0 commits (12 unchanged)"),
+        "{second}"
+    );
     assert_eq!(versions("batch"), before);
     eprintln!("derive twice: {second}replay: {replay}");
 }
@@ -366,5 +369,69 @@ fn derive_follow_keeps_a_derived_table_up_to_a_growing_raw_table() {
     eprintln!(
         "derive --follow: {} rows kept beside 3 runs, equal to the batch job; {stdout}",
         followed.len()
+    );
+}
+
+/// A year of daily windows (NOAA temperatures in Seattle, data/seattle-temps.ndjson):
+/// `sluice derive` publishes its 366 derived windows by group commits (2, not 366), each
+/// equal to the query over its raw window; a second `derive` commits nothing.
+#[test]
+fn derive_over_a_year_of_daily_windows_publishes_by_group_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/data/seattle-temps.ndjson");
+    let raw = dir.path().join("temps");
+    let daily = dir.path().join("daily");
+    ok(&[
+        "run",
+        "--source",
+        &format!("ndjson:{data}"),
+        "--table",
+        raw.to_str().unwrap(),
+        "--window",
+        "1d",
+        "--time-field",
+        "date",
+        "--time-format",
+        "%Y/%m/%d %H:%M",
+        "--time-zone",
+        "-08:00",
+    ]);
+    let derive = || {
+        ok(&[
+            "derive",
+            "--table",
+            raw.to_str().unwrap(),
+            "--derive",
+            &format!("daily={}", daily.display()),
+            "--derive-sql",
+            "daily=SELECT count(*) AS hours, max(temp) AS high FROM window",
+            "--from",
+            "2009-01-01T00:00:00Z",
+            "--to",
+            "2012-01-01T00:00:00Z",
+        ])
+    };
+    let out = derive();
+    assert!(
+        out.contains("366 published in 2 commits (0 unchanged)"),
+        "{out}"
+    );
+    let data_commits = commits(&daily)
+        .values()
+        .filter(|actions| actions.iter().any(|a| a.get("add").is_some()))
+        .count();
+    assert_eq!(data_commits, 2, "366 windows, 256 per commit: {out}");
+    assert_eq!(scalar(&daily, "SELECT count(*) FROM t"), "366");
+    let by_window = sorted(query_csv(
+        &[("r", &raw)],
+        "SELECT dt, count(*), max(temp) FROM r GROUP BY dt",
+    ));
+    assert_eq!(derived_rows(&daily, "dt, hours, high"), by_window);
+    let before = version(&daily);
+    derive();
+    assert_eq!(
+        version(&daily),
+        before,
+        "nothing changed, nothing committed"
     );
 }

@@ -4,6 +4,7 @@
 //! streams, the Kafka-protocol and S3 test servers).
 
 mod common;
+mod dead_letters;
 mod derive;
 mod docs;
 mod e2e;
@@ -16,6 +17,7 @@ mod kafka_backfill;
 #[cfg(feature = "kafka")]
 mod kafka_end;
 mod late;
+mod local_days;
 mod maintenance;
 mod merge;
 mod metrics;

@@ -86,11 +86,13 @@ impl RunArgs {
             time_field,
             time_format,
             time_zone,
+            time_column,
             max_time_ahead,
             time_jump_events,
             schema_evolution,
             columns_max,
             window,
+            window_zone,
             address,
             lateness,
             key,
@@ -173,8 +175,9 @@ impl RunArgs {
         let window_given = self.window.is_some();
         // Likewise the merge scope follows the mode.
         let mode_given = self.mode.is_some();
-        let fields: [(&str, &mut Option<String>); 9] = [
+        let fields: [(&str, &mut Option<String>); 10] = [
             (terms::TIME_FIELD, &mut self.time_field),
+            (terms::TIME_COLUMN, &mut self.time_column),
             (terms::TIME_FORMAT, &mut self.time_format),
             (terms::TIME_ZONE, &mut self.time_zone),
             (terms::WINDOW, &mut self.window),
@@ -192,6 +195,13 @@ impl RunArgs {
                 Some(_) if term == terms::MERGE_SCOPE && mode_given => {}
                 Some(value) if field.is_none() => *field = Some(value.to_string()),
                 Some(_) => {}
+            }
+        }
+        // A recorded window carries its zone (`1h in America/New_York`); a zone given on its
+        // own replaces it, so that a different one is refused as a different window.
+        if !window_given && self.window_zone.is_some() {
+            if let Some((size, _zone)) = self.window.as_deref().and_then(|w| w.split_once(" in ")) {
+                self.window = Some(size.to_string());
             }
         }
     }

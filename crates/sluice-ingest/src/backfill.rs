@@ -11,7 +11,7 @@ use deltalake::arrow::compute::take_record_batch;
 use sluice_publish::{Coverage, WindowTable};
 use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
 use sluice_stage::{Busy, Phase, Stager};
-use sluice_window::{EventTime, Window};
+use sluice_window::{EventTime, Window, WindowFinder};
 
 use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
@@ -196,8 +196,9 @@ pub(crate) async fn recompute(
         let schema = publisher.file_schema().clone();
         busy.time(Phase::Route, || {
             let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
+            let mut windows = WindowFinder::new(config.window);
             for (i, t) in decoded.event_times.iter().enumerate() {
-                let window = Window::containing(config.window, *t);
+                let window = windows.find(*t);
                 if window.start() >= from && window.start() < to {
                     groups.entry(window).or_default().push(i as u32);
                 } else {

@@ -27,12 +27,16 @@ use sluice_publish::{
 
 use crate::terms;
 use sluice_sql::{read_window, same_rows, DeriveQueryError, DerivedQuery};
-use sluice_stage::{StageError, StageOptions, Stager};
+use sluice_stage::{StageError, StageOptions, StagedFile, Stager};
 use sluice_window::{EventTime, Window};
 
 /// Raw versions a sharded table's derived table may lag behind in its record when none of
 /// them changed a window it holds (see [`Deriver::follow_sharded`]).
 const SETTLE_BEHIND_MAX: u64 = 100;
+
+/// The most derived windows one commit swaps (the raw table's `--group-windows-max`
+/// default): a pass over a year of daily windows is 2 commits, not 366.
+pub const GROUP_WINDOWS_MAX: usize = 256;
 
 /// One derived table and what the runner knows about it.
 struct Target {
@@ -47,6 +51,9 @@ struct Target {
     /// Windows were recomputed since the table last recorded a settled version: recording
     /// `settled` is worth a commit (a run that recomputed nothing commits nothing).
     dirty: bool,
+    /// Swaps staged and not yet committed: committed together, in one group commit, by
+    /// [`Deriver::flush`] (at [`GROUP_WINDOWS_MAX`] windows, and after every pass).
+    pending: Vec<(DerivedPublication, Vec<StagedFile>)>,
 }
 
 impl Target {
@@ -72,6 +79,8 @@ pub struct DeriveSummary {
     pub published: u64,
     /// Commits that only recorded the settled raw version.
     pub settle_commits: u64,
+    /// Commits that published derived windows (a group commit of swaps, or a MERGE).
+    pub commits: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +222,7 @@ impl Deriver {
                 settled: None,
                 recorded: None,
                 dirty: false,
+                pending: Vec::new(),
             });
         }
         Ok(Deriver {
@@ -265,6 +275,7 @@ impl Deriver {
                 self.derive(i, raw, window, None, Compare::Yes, at_ms)
                     .await?;
             }
+            self.flush(i).await?;
             let target = &mut self.targets[i];
             target.settled = Some(raw_version);
         }
@@ -344,6 +355,7 @@ impl Deriver {
                 self.derive(i, raw, window, None, Compare::Yes, at_ms)
                     .await?;
             }
+            self.flush(i).await?;
             let target = &mut self.targets[i];
             target.settled = Some(raw_version);
             // Commits that changed no window (a notifier's record, other pipelines) are
@@ -381,6 +393,7 @@ impl Deriver {
                 self.derive(i, raw, *window, settles, Compare::No, at_ms)
                     .await?;
             }
+            self.flush(i).await?;
             if follows {
                 self.targets[i].settled = Some(raw_version);
             }
@@ -440,7 +453,36 @@ impl Deriver {
                 done += 1;
                 progress(done, total);
             }
+            self.flush(i).await?;
         }
+        Ok(())
+    }
+
+    /// Commits the swaps of target `i` staged so far, in one commit.
+    async fn flush(&mut self, i: usize) -> Result<(), DeriveError> {
+        let target = &mut self.targets[i];
+        let group = std::mem::take(&mut target.pending);
+        let Some(settles) = group.iter().map(|(p, _)| p.settles).max() else {
+            return Ok(());
+        };
+        let windows = group.len();
+        let published =
+            target
+                .table
+                .swap_group(group)
+                .await
+                .map_err(|source| DeriveError::Publish {
+                    name: target.query.name.clone(),
+                    source: Box::new(source),
+                })?;
+        if let Some(v) = settles {
+            target.recorded = Some(v);
+            target.dirty = false;
+        }
+        self.summary.commits += 1;
+        let version = published.first().map(|p| p.version);
+        let rows: i64 = published.iter().map(|p| p.rows).sum();
+        tracing::info!(derived = %target.query.name, windows, ?version, rows, "published derived windows");
         Ok(())
     }
 
@@ -505,18 +547,24 @@ impl Deriver {
             name: name.clone(),
             source: Box::new(source),
         };
-        let published = if target.query.key.is_empty() || rows.is_empty() {
+        if target.query.key.is_empty() || rows.is_empty() {
             let files = if rows.is_empty() {
                 Vec::new()
             } else {
                 vec![target.stager.stage(&address, &target.output, rows).await?]
             };
-            target
-                .table
-                .swap(publication, files)
-                .await
-                .map_err(publish)?
-        } else {
+            target.pending.push((publication, files));
+            self.summary.published += 1;
+            if self.targets[i].pending.len() >= GROUP_WINDOWS_MAX {
+                self.flush(i).await?;
+            }
+            return Ok(true);
+        }
+        // A MERGE commits on its own, after the swaps staged before it.
+        self.flush(i).await?;
+        let target = &mut self.targets[i];
+        let before = target.table.version();
+        let published = {
             let batch = concat_batches(&target.output, &rows).map_err(compare_error)?;
             check_unique(&batch, &target.query.key).map_err(|e| match e {
                 Unique::Arrow(source) => compare_error(source),
@@ -539,6 +587,9 @@ impl Deriver {
             target.dirty = false;
         }
         self.summary.published += 1;
+        if Some(published.version) != before {
+            self.summary.commits += 1;
+        }
         tracing::info!(derived = %name, window = %label, version = published.version, rows = published.rows, "published a derived window");
         Ok(true)
     }

@@ -61,6 +61,7 @@ mod ledger;
 mod ndjson;
 mod open;
 mod publisher;
+pub mod replay;
 mod run;
 mod state;
 

@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
-use deltalake::arrow::datatypes::{Schema, SchemaRef};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use sluice_publish::{reserved_columns, Contract, OpenError, Pipelines, TableOptions, WindowTable};
+use sluice_source::schema::SOURCE_NAME_KEY;
 use sluice_source::{
     schema, DecodeError, DecodeOptions, LineDecoder, NdjsonSource, SchemaError, SchemaEvolution,
     SourceError,
@@ -72,6 +73,8 @@ pub async fn open_raw(
             spec.options.pipelines == Some(Pipelines::Many),
             spec.options.shard.is_some(),
         );
+        // An inferred field named like the time column is stored under another name.
+        spec.decode.reserved.extend(spec.decode.time_column.clone());
         let record = match spec.declared {
             Some(declared) => declared.clone(),
             None => match spec.infer_from {
@@ -82,6 +85,8 @@ pub async fn open_raw(
                 None => return Err(OpenError::NeedSchema(spec.options.location.clone()).into()),
             },
         };
+        let record = with_time_column(&record, spec.decode.time_column.as_deref())
+            .map_err(decode_error(&record))?;
         let decoder =
             LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
         let table =
@@ -106,9 +111,59 @@ pub async fn open_raw(
             }
         }
     };
+    // A table written before it had a time column (the contract refuses one that records
+    // another) gets it as a new column, as a declared field.
+    let record = match spec.decode.time_column.as_deref() {
+        Some(name) if record.field_with_name(name).is_err() => {
+            if spec.evolution != SchemaEvolution::Add {
+                return Err(OpenRawError::WouldGrow {
+                    table_fields: field_names(&record),
+                });
+            }
+            with_time_column(&record, Some(name)).map_err(decode_error(&record))?
+        }
+        _ => record,
+    };
     let decoder = LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
     table.record_contract(spec.options).await?;
     Ok((table, decoder))
+}
+
+/// The JSON key the time column is read from: none a stream writes.
+const TIME_COLUMN_READ_NAME: &str = "\u{0}sluice.time_column";
+
+/// `record` with the time column `name` (`--time-column`) added last: a `timestamp` (UTC)
+/// that the decoder fills with each row's event time. A record field of that name is refused:
+/// the column would replace its values.
+fn with_time_column(record: &SchemaRef, name: Option<&str>) -> Result<SchemaRef, DecodeError> {
+    let Some(name) = name else {
+        return Ok(record.clone());
+    };
+    if record.field_with_name(name).is_ok() {
+        return Err(DecodeError::TimeColumn {
+            name: name.to_string(),
+            why: "the records have a field of that name; choose another name".into(),
+        });
+    }
+    let mut fields: Vec<Field> = record.fields().iter().map(|f| f.as_ref().clone()).collect();
+    // Read under a name no record field is read by (a renamed field is read by its own
+    // name, which may be `name`): a record key of that name is a clash, not the column.
+    let read_as = [(
+        SOURCE_NAME_KEY.to_string(),
+        TIME_COLUMN_READ_NAME.to_string(),
+    )];
+    fields.push(
+        Field::new(
+            name,
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        )
+        .with_metadata(read_as.into_iter().collect()),
+    );
+    Ok(Arc::new(Schema::new_with_metadata(
+        fields,
+        record.metadata().clone(),
+    )))
 }
 
 /// Why the decode options do not fit `record` (no such time field or key field).
@@ -131,6 +186,10 @@ pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
         .with(terms::TIME_FIELD, decode.time_field.clone())
         .with(terms::TIME_FORMAT, decode.time.format.name())
         .with(terms::TIME_ZONE, decode.time.zone.name())
+        .with(
+            terms::TIME_COLUMN,
+            decode.time_column.clone().unwrap_or_default(),
+        )
         .with(terms::WINDOW, config.window.label())
         .with(terms::ADDRESS, config.layout.name())
         .with(terms::KEY, decode.key.join(","))
@@ -144,6 +203,7 @@ pub mod terms {
     pub const TIME_FIELD: &str = "time-field";
     pub const TIME_FORMAT: &str = "time-format";
     pub const TIME_ZONE: &str = "time-zone";
+    pub const TIME_COLUMN: &str = "time-column";
     pub const WINDOW: &str = "window";
     pub const ADDRESS: &str = "address";
     pub const KEY: &str = "key";

@@ -10,7 +10,7 @@ use deltalake::arrow::array::RecordBatch;
 use sluice_source::Position;
 use sluice_window::{
     EventTime, Observed, Route, SkewGuard, Watermark, WatermarkState, Window, WindowBook,
-    WindowSize,
+    WindowFinder, WindowSize,
 };
 
 use crate::buffer::{Buffers, Part, WindowBuffer};
@@ -176,8 +176,9 @@ impl WindowState {
     ) -> Routed {
         let mut routed = Routed::default();
         let mut last: Option<(Window, Vec<u32>)> = None;
+        let mut windows = WindowFinder::new(self.rules.window);
         for (i, (t, offset)) in event_times.iter().zip(offsets).enumerate() {
-            let window = Window::containing(self.rules.window, *t);
+            let window = windows.find(*t);
             let position = Position {
                 file,
                 offset: *offset,

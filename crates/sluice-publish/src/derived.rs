@@ -154,46 +154,93 @@ impl DerivedTable {
         p: DerivedPublication,
         files: Vec<StagedFile>,
     ) -> Result<Published, PublishError> {
-        let address = self.inner.address(p.window);
-        let prefix = format!("{}/", address.hive_path());
-        if let Some(f) = files.iter().find(|f| !f.path.starts_with(&prefix)) {
-            return Err(PublishError::Invalid {
+        let mut published = self.swap_group(vec![(p, files)]).await?;
+        Ok(published.remove(0))
+    }
+
+    /// Replaces the files of several windows, each with its own (none: its result is empty),
+    /// in one commit (a group commit, as the raw table's): each window is swapped whole, so a
+    /// reader sees each as of one computation. The settled raw version recorded is the latest
+    /// any publication settles. Returns one [`Published`] per window, in order.
+    pub async fn swap_group(
+        &mut self,
+        group: Vec<(DerivedPublication, Vec<StagedFile>)>,
+    ) -> Result<Vec<Published>, PublishError> {
+        let addresses: Vec<Address> = group
+            .iter()
+            .map(|(p, _)| self.inner.address(p.window))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for ((_, files), address) in group.iter().zip(&addresses) {
+            let invalid = |reason: String| PublishError::Invalid {
                 window: address.label(),
-                reason: format!("file {} is not under the window's address {prefix}", f.path),
-            });
+                reason,
+            };
+            if !seen.insert(address.hive_path()) {
+                return Err(invalid("the window appears twice in one commit".into()));
+            }
+            let prefix = format!("{}/", address.hive_path());
+            if let Some(f) = files.iter().find(|f| !f.path.starts_with(&prefix)) {
+                return Err(invalid(format!(
+                    "file {} is not under the window's address {prefix}",
+                    f.path
+                )));
+            }
         }
-        let txns = self.txns(p.settles);
-        let txn_actions = self
+        let Some(at_ms) = group.iter().map(|(p, _)| p.published_at_ms).max() else {
+            return Ok(Vec::new());
+        };
+        let txns = self.txns(group.iter().filter_map(|(p, _)| p.settles).max());
+        let txn_actions = self.inner.txn_actions(&self.pipeline, &txns, at_ms)?;
+        let mut infos: Vec<serde_json::Value> = group
+            .iter()
+            .zip(&addresses)
+            .map(|((p, files), address)| {
+                let rows = files.iter().map(|f| f.rows).sum();
+                self.info(p, address, "swap", rows)
+            })
+            .collect();
+        let info = if infos.len() == 1 {
+            infos.remove(0)
+        } else {
+            json!({"pipeline": self.pipeline, "derived": self.name, "windows": infos})
+        };
+        let changes = group
+            .iter()
+            .zip(&addresses)
+            .map(|((_, files), address)| AddressChange {
+                address,
+                files,
+                replace: Replace::Window,
+                coverage: None,
+            })
+            .collect();
+        let (version, removed) = self
             .inner
-            .txn_actions(&self.pipeline, &txns, p.published_at_ms)?;
-        let rows: i64 = files.iter().map(|f| f.rows).sum();
-        let info = self.info(&p, &address, "swap", rows);
-        let (version, files_removed) = self
-            .inner
-            .commit_files(FileCommit::one(
-                AddressChange {
-                    address: &address,
-                    files: &files,
-                    replace: Replace::Window,
-                    coverage: None,
-                },
-                &self.pipeline,
-                txn_actions,
+            .commit_files(FileCommit {
+                changes,
+                pipeline: &self.pipeline,
+                txns: txn_actions,
                 info,
-                p.published_at_ms,
-            ))
+                at_ms,
+            })
             .await?;
-        let removed_rows: i64 = files_removed.iter().map(|r| r.rows).sum();
-        let files_removed = files_removed.iter().map(|r| r.files).sum();
         self.inner.remember_txns(&self.pipeline, &txns);
-        Ok(Published {
-            version,
-            files_removed,
-            files_added: files.len(),
-            rows,
-            rows_net: rows - removed_rows,
-            bytes_added: files.iter().map(|f| f.size_bytes).sum(),
-        })
+        Ok(group
+            .iter()
+            .zip(removed)
+            .map(|((_, files), removed)| {
+                let rows: i64 = files.iter().map(|f| f.rows).sum();
+                Published {
+                    version,
+                    files_removed: removed.files,
+                    files_added: files.len(),
+                    rows,
+                    rows_net: rows - removed.rows,
+                    bytes_added: files.iter().map(|f| f.size_bytes).sum(),
+                }
+            })
+            .collect())
     }
 
     /// Makes the window's rows equal `rows` by one MERGE on `key` within the window's

@@ -208,8 +208,7 @@ async fn due_windows(
         let size = window_size(&key, layout, &configuration, owner.as_deref(), &files)
             .or(plan.window)
             .ok_or_else(unknown)?;
-        let start = layout.start_of(&key).map_err(|_| unknown())?;
-        let end = EventTime::from_micros(start.as_micros().saturating_add(size.as_micros()));
+        let end = layout.window_of(size, &key).map_err(|_| unknown())?.end();
         if end < plan.ended_before {
             due.push(Due {
                 address,
@@ -221,8 +220,8 @@ async fn due_windows(
     Ok((due, not_windows))
 }
 
-/// The window size at an address: fixed by the `dt_hour` and `dt` layouts, else the
-/// `window` term the table records for the address's pipeline.
+/// The window size at an address: the `window` term the table records for the address's
+/// pipeline (with its zone), else the size the `dt_hour` and `dt` layouts fix.
 fn window_size(
     key: &[(String, String)],
     layout: AddressLayout,
@@ -230,12 +229,10 @@ fn window_size(
     owner: Option<&str>,
     files: &[PublishedFile],
 ) -> Option<WindowSize> {
-    if let Some(size) = layout.fixed_size() {
-        return Some(size);
-    }
-    let pipeline = pipeline_of(key, owner, files)?;
-    let contract = Contract::recorded_in(configuration, &pipeline)?;
-    WindowSize::parse(contract.get("window")?).ok()
+    let recorded = pipeline_of(key, owner, files)
+        .and_then(|pipeline| Contract::recorded_in(configuration, &pipeline))
+        .and_then(|contract| WindowSize::parse(contract.get("window")?).ok());
+    recorded.or(layout.fixed_size())
 }
 
 /// One commit removing every file of `batch`'s windows.

@@ -537,10 +537,9 @@ async fn starting_seals(
         if other_pipeline {
             continue;
         }
-        let end_us = layout
-            .fixed_size()
-            .or(size)
-            .map(|s| start.as_micros().saturating_add(s.as_micros()));
+        let window = layout.window_at(size, key);
+        let start = window.map_or(start, |w| w.start());
+        let end_us = window.map(|w| w.end().as_micros());
         if matches!((end_us, threshold), (Some(end), Some(t)) if end <= t) {
             seals.complete.insert(key.clone());
         }

@@ -290,14 +290,13 @@ fn pipeline_status(
         let Some(layout) = AddressLayout::of_partition_values(key) else {
             continue;
         };
-        let Ok(start) = layout.start_of(key) else {
-            continue;
+        match layout.window_at(size, key) {
+            Some(w) => ends.insert(w.start(), Some(w.end().as_micros())),
+            None => match layout.start_of(key) {
+                Ok(start) => ends.insert(start, None),
+                Err(_) => continue,
+            },
         };
-        let window_size = layout.fixed_size().or(size);
-        ends.insert(
-            start,
-            window_size.map(|s| start.as_micros().saturating_add(s.as_micros())),
-        );
     }
     let complete = ends
         .values()

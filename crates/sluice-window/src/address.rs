@@ -4,8 +4,9 @@
 
 use chrono::{Datelike, NaiveDate, NaiveDateTime, Timelike};
 
-use crate::time::EventTime;
+use crate::time::{EventTime, Zone};
 use crate::window::{Window, WindowSize};
+use crate::zoned;
 
 /// How a window maps to table partition values: its address.
 ///
@@ -110,15 +111,18 @@ impl AddressLayout {
     }
 
     pub fn address(self, window: Window) -> Address {
-        self.address_at(window.start())
+        self.address_at(window.start(), window.size().zone())
     }
 
-    /// The address of the window starting at `start`.
-    fn address_at(self, start: EventTime) -> Address {
-        let t = start
-            .to_datetime()
-            .expect("event times are range-checked on parse, so window starts are valid dates")
-            .naive_utc();
+    /// The address of the window starting at `start` in `zone`: its local date and hour
+    /// (`dt`, `hour`), or its start in UTC (`window_start`, which names an instant).
+    fn address_at(self, start: EventTime, zone: Zone) -> Address {
+        let zone = match self {
+            AddressLayout::WindowStart => Zone::Utc,
+            _ => zone,
+        };
+        let t = zoned::wall_time(zone, start.as_micros())
+            .expect("event times are range-checked on parse, so window starts are valid dates");
         let values = match self {
             AddressLayout::DtHour => vec![date_text(&t), format!("{:02}", t.hour())],
             AddressLayout::Dt => vec![date_text(&t)],
@@ -139,7 +143,14 @@ impl AddressLayout {
         values: &[(String, String)],
     ) -> Result<Window, AddressError> {
         let bad = || AddressError::NotAnAddress(values.to_vec());
-        let start = self.start_of(values)?;
+        let start = match (self, size.zone()) {
+            (AddressLayout::WindowStart, _) | (_, Zone::Utc) => self.start_of(values)?,
+            (_, zone) => {
+                let wall = self.start_of(values)?.to_datetime().ok_or_else(bad)?;
+                let start = zoned::start_of_slot(zone, size.as_micros(), wall.naive_utc());
+                EventTime::from_micros(start.ok_or_else(bad)?)
+            }
+        };
         let window = Window::starting_at(size, start).ok_or_else(bad)?;
         if self
             .address(window)
@@ -156,8 +167,21 @@ impl AddressLayout {
         Ok(window)
     }
 
+    /// The window at an address read back from partition values, when its size is known:
+    /// `size` (the one a table's contract records, with its zone), else the size the layout
+    /// fixes (`dt_hour`, `dt`: in UTC).
+    pub fn window_at(
+        self,
+        size: Option<WindowSize>,
+        values: &[(String, String)],
+    ) -> Option<Window> {
+        self.window_of(size.or(self.fixed_size())?, values).ok()
+    }
+
     /// The start of the window at an address read back from partition values (the window's
-    /// size is not needed: every layout names its window's start).
+    /// size is not needed: every layout names its window's start), as its wall-clock time
+    /// read in UTC: the instant itself for windows in UTC, and always for `window_start`. A
+    /// window in another zone is found by [`AddressLayout::window_of`].
     pub fn start_of(self, values: &[(String, String)]) -> Result<EventTime, AddressError> {
         let get = |name: &str| value_of(values, name);
         let bad = || AddressError::NotAnAddress(values.to_vec());
@@ -300,7 +324,7 @@ impl Address {
             pipeline,
             shard,
         };
-        if address.values != layout.address_at(start).values {
+        if address.values != layout.address_at(start, Zone::Utc).values {
             return Err(bad());
         }
         Ok(address)

@@ -24,6 +24,7 @@ mod rfc3339;
 mod time;
 mod watermark;
 mod window;
+mod zoned;
 
 pub use address::{
     valid_pipeline_name, Address, AddressError, AddressLayout, Shard, PIPELINE_COLUMN, SHARD_COLUMN,
@@ -33,7 +34,7 @@ pub use duration::{parse_duration_ms, DurationError};
 pub use number::{parse_f32_exact, parse_f64_exact, parse_integer_exact, Decimal};
 pub use time::{parse_instant, EventTime, TimeError, TimeFormat, TimeSpec, Zone};
 pub use watermark::{Observed, SkewGuard, Watermark, WatermarkState, JUMP_EVENTS_MAX};
-pub use window::{Window, WindowSize, WindowSizeError};
+pub use window::{Window, WindowFinder, WindowSize, WindowSizeError};
 
 /// The deterministic winner among two deliveries of one row key: the later event time wins,
 /// and on a tie the higher source position wins (DESIGN.md, publish modes).

@@ -81,6 +81,16 @@ pub enum Zone {
 }
 
 impl Zone {
+    /// A total order for keys (UTC, then offsets, then IANA zones in database order); it
+    /// means nothing else.
+    fn rank(self) -> (u8, i64) {
+        match self {
+            Zone::Utc => (0, 0),
+            Zone::Fixed(s) => (1, i64::from(s)),
+            Zone::Named(tz) => (2, tz as i64),
+        }
+    }
+
     /// `UTC`, an offset (`+02:00`, `-0530`, `+02`), or an IANA name (`Europe/Berlin`).
     pub fn parse(text: &str) -> Result<Zone, TimeError> {
         let t = text.trim();
@@ -133,6 +143,18 @@ impl Zone {
             text: text.to_string(),
             zone: self.name(),
         })
+    }
+}
+
+impl PartialOrd for Zone {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Zone {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
     }
 }
 

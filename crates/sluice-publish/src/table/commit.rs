@@ -112,25 +112,6 @@ pub(crate) struct AddressChange<'a> {
     pub coverage: Option<&'a Coverage>,
 }
 
-impl<'a> FileCommit<'a> {
-    /// A commit at one address.
-    pub fn one(
-        change: AddressChange<'a>,
-        pipeline: &'a str,
-        txns: Vec<Transaction>,
-        info: serde_json::Value,
-        at_ms: i64,
-    ) -> Self {
-        FileCommit {
-            changes: vec![change],
-            pipeline,
-            txns,
-            info,
-            at_ms,
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("publishing window {window} conflicted with a commit of another writer ({source}): another writer is publishing to this table (a second run of the pipeline?); the writer re-reads the table before it goes on")]

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 use deltalake::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryBuilder, Decimal128Builder, Float32Builder, Float64Builder,
-    Int16Builder, Int32Builder, Int64Builder, Int8Builder, ListArray, MapArray, StringArray,
-    StructArray, TimestampMicrosecondBuilder,
+    Array, ArrayRef, AsArray, BinaryBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, ListArray, MapArray,
+    StringArray, StructArray, TimestampMicrosecondBuilder,
 };
 use deltalake::arrow::buffer::{BooleanBuffer, NullBuffer};
 use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema};
@@ -328,6 +328,34 @@ impl Reading<'_> {
                     Some(z) => a.with_timezone(z.clone()),
                     None => a,
                 })
+            }
+            // Only the time field is read as text into a date (arrow-json reads other dates):
+            // in its format, as a wall-clock date; a time of day would be lost, so it does
+            // not fit.
+            DataType::Date32 if is_time => {
+                const DAY_US: i64 = 86_400_000_000;
+                let spec = TimeSpec::new(self.time.format.clone(), Zone::Utc);
+                let mut b = Date32Builder::with_capacity(n);
+                for (row, v) in text.iter().enumerate() {
+                    let Some(t) = v else {
+                        b.append_null();
+                        continue;
+                    };
+                    match spec.parse_micros(t) {
+                        Ok(us) if us.rem_euclid(DAY_US) == 0 => {
+                            b.append_value((us.div_euclid(DAY_US)) as i32)
+                        }
+                        Ok(_) => {
+                            fail(row, t, "has a time of day, which a date does not hold");
+                            b.append_null();
+                        }
+                        Err(e) => {
+                            fail(row, t, &format!("is not a date ({e})"));
+                            b.append_null();
+                        }
+                    }
+                }
+                Arc::new(b.finish())
             }
             DataType::Binary => {
                 let mut b = BinaryBuilder::with_capacity(n, 0);

@@ -23,9 +23,11 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, TimestampMicrosecondArray,
+};
 use deltalake::arrow::compute::filter_record_batch;
-use deltalake::arrow::datatypes::{DataType, SchemaRef};
+use deltalake::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::json::reader::{Decoder, ReaderBuilder};
 use sluice_window::{EventTime, TimeError, TimeSpec};
@@ -49,6 +51,10 @@ pub enum DecodeError {
     NoKeyField(PathError),
     #[error("key field {field:?} has type {kind}: a row key is made of scalar fields (string, number, boolean, date, timestamp)")]
     KeyFieldType { field: String, kind: String },
+    /// `--time-column NAME`: the record schema has no timestamp column NAME to fill (the
+    /// opener adds it), or NAME is the time field itself.
+    #[error("time column {name:?}: {why}")]
+    TimeColumn { name: String, why: String },
     #[error("arrow failed on lines it had accepted: {0}")]
     Arrow(#[from] ArrowError),
     #[error("decoding panicked on records that decode on their own (a bug in sluice)")]
@@ -204,6 +210,10 @@ pub struct DecodeOptions {
     /// Top-level columns sluice adds to the table (address and position columns): a field
     /// schema evolution adds is never named like one (it is renamed, see `schema::names`).
     pub reserved: Vec<String>,
+    /// A top-level `timestamp` column of the record schema that holds each row's event time
+    /// as sluice read it (`--time-column`). It is read from a key no record has (see the
+    /// opener); a record that does have that key is a dead letter `field_name_clash`.
+    pub time_column: Option<String>,
 }
 
 impl DecodeOptions {
@@ -216,6 +226,7 @@ impl DecodeOptions {
             evolution: SchemaEvolution::Add,
             columns_max: COLUMNS_MAX_DEFAULT,
             reserved: Vec::new(),
+            time_column: None,
         }
     }
 }
@@ -259,6 +270,7 @@ impl LineDecoder {
         let epoch = options.time.format.is_epoch();
         let ok = match kind {
             DataType::Utf8 | DataType::Timestamp(..) => true,
+            DataType::Date32 => !epoch,
             DataType::Int64 | DataType::Int32 | DataType::Float64 => epoch,
             _ => false,
         };
@@ -270,7 +282,7 @@ impl LineDecoder {
                 needs: if epoch {
                     "a string, long, integer, double or timestamp"
                 } else {
-                    "a string or timestamp"
+                    "a string, date or timestamp"
                 },
             });
         }
@@ -288,6 +300,20 @@ impl LineDecoder {
                 });
             }
             key.push(path);
+        }
+        if let Some(name) = &options.time_column {
+            let bad = |why: &str| DecodeError::TimeColumn {
+                name: name.clone(),
+                why: why.to_string(),
+            };
+            match schema.field_with_name(name).map(|f| f.data_type()) {
+                Ok(DataType::Timestamp(TimeUnit::Microsecond, Some(_))) => {}
+                Ok(_) => return Err(bad("the records have a field of that name")),
+                Err(_) => return Err(bad("not a column of the record schema")),
+            }
+            if time_field.to_string() == *name {
+                return Err(bad("it is the time field itself"));
+            }
         }
         let read = Arc::new(read_schema(schema, &time_field));
         Ok((time_field, key, read))
@@ -830,6 +856,9 @@ impl LineDecoder {
             }
             columns.push(c.array);
         }
+        if let Some(name) = &self.options.time_column {
+            fill_time_column(&self.schema, name, &read, &times, &mut failed, &mut columns)?;
+        }
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         for key in &self.key {
             let Some(values) = key.array(&batch) else {
@@ -885,6 +914,42 @@ impl LineDecoder {
             ignored_rows: 0,
         })
     }
+}
+
+/// Puts each row's event time in the time column `name` (`--time-column`); a row whose
+/// record gave that column a value of its own is failed (`field_name_clash`): its value is
+/// never replaced unseen.
+fn fill_time_column(
+    schema: &SchemaRef,
+    name: &str,
+    read: &RecordBatch,
+    times: &[EventTime],
+    failed: &mut [Option<RejectReason>],
+    columns: &mut [ArrayRef],
+) -> Result<(), ArrowError> {
+    let i = schema.index_of(name)?;
+    let DataType::Timestamp(_, zone) = schema.field(i).data_type() else {
+        return Err(ArrowError::SchemaError(format!(
+            "time column {name} is not a timestamp"
+        )));
+    };
+    let own = read.column(i);
+    for (row, slot) in failed.iter_mut().enumerate() {
+        if own.is_valid(row) {
+            slot.get_or_insert_with(|| {
+                RejectReason::FieldNameClash(format!(
+                    "field {name} is the time column sluice fills (--time-column)"
+                ))
+            });
+        }
+    }
+    let values: TimestampMicrosecondArray = times
+        .iter()
+        .zip(failed.iter())
+        .map(|(t, f)| f.is_none().then_some(t.as_micros()))
+        .collect();
+    columns[i] = Arc::new(values.with_timezone_opt(zone.clone()));
+    Ok(())
 }
 
 /// What the slow path decided for one line, and the line to decode.

@@ -253,6 +253,39 @@ fn timestamp_time_fields_hold_the_event_time() {
     assert_eq!(reasons(&out), [(126, "bad_time"), (138, "bad_time")]);
 }
 
+/// A `date` time field: the event time is the date's midnight in the time zone, the column
+/// holds the date as written; a value with a time of day does not fit (it would be lost).
+#[test]
+fn date_time_fields_hold_the_date() {
+    let s = typed(&[("day", "date"), ("n", "long")]);
+    let spec = TimeSpec::new(
+        TimeFormat::Rfc3339,
+        sluice_window::Zone::parse("America/New_York").unwrap(),
+    );
+    let mut d = LineDecoder::new(s.clone(), DecodeOptions::new("day", spec)).unwrap();
+    let out = d
+        .decode(&chunk(
+            "{\"day\":\"2013-03-10\"}\n{\"day\":\"2013-03-10 05:15\"}\n{\"day\":\"x\"}\n",
+        ))
+        .unwrap();
+    assert_eq!(
+        out.event_times,
+        vec![EventTime::from_micros(1_362_891_600_000_000)],
+        "midnight EST"
+    );
+    let days = out
+        .batch
+        .column(0)
+        .as_primitive::<deltalake::arrow::datatypes::Date32Type>();
+    assert_eq!(days.value(0), 15_774, "2013-03-10");
+    assert_eq!(reasons(&out), [(121, "wrong_type"), (148, "bad_time")]);
+    // An epoch count is not a date.
+    assert!(matches!(
+        LineDecoder::new(s, DecodeOptions::new("day", TimeFormat::EpochSeconds)),
+        Err(DecodeError::TimeFieldType { .. })
+    ));
+}
+
 /// With a row key, a row whose key is null or missing is a dead letter, nested keys too.
 #[test]
 fn rows_without_their_key_are_rejected() {

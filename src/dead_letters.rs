@@ -1,0 +1,394 @@
+//! `sluice dead-letters`: a pipeline's dead letters by reason and position, and `--replay`:
+//! the selected ones read again with decode options that now fit them and landed in the table
+//! exactly once (sluice_ingest's replay), each then recorded in the dead-letter table as
+//! `replayed`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Context;
+use clap::Args;
+use deltalake::arrow::array::{Array, AsArray, RecordBatch};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType, Int64Type};
+use deltalake::datafusion::prelude::{col, lit};
+use sluice_ingest::replay::{replay, Fate, Letter};
+use sluice_ingest::{defaults, terms, Clock, KeySpec};
+use sluice_publish::{
+    recorded_contract, Contract, DeadLetter, DeadLetterTable, TableOptions, WindowTable,
+};
+use sluice_source::{DecodeOptions, LineDecoder, SchemaEvolution};
+use sluice_stage::{StageOptions, Stager};
+use sluice_window::{AddressLayout, TimeFormat, TimeSpec, WindowSize, Zone};
+
+use crate::ingest::{counted, SystemClock};
+use crate::report::parse_storage_options;
+use crate::usage;
+
+/// The reason a dead-letter table records a replay under.
+const REPLAYED: &str = "replayed";
+
+#[derive(Debug, Args)]
+pub struct DeadLettersArgs {
+    /// The table the dead letters were meant for.
+    #[arg(long)]
+    pub table: String,
+    /// Its dead-letter table. [default: the table's location with _dlq appended]
+    #[arg(long)]
+    pub dlq: Option<String>,
+    /// The pipeline whose dead letters these are. [default: sluice]
+    #[arg(long)]
+    pub pipeline: Option<String>,
+    /// Only dead letters of these reasons (comma-separated or repeated), e.g. bad_time.
+    #[arg(long, value_delimiter = ',')]
+    pub reason: Vec<String>,
+    /// How many dead letters are listed (the oldest first by position). [default: 20]
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// table (for people) or json (one object).
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+    /// Land the selected dead letters not replayed yet in the table, read with the table's
+    /// options except the time options given here; each is then recorded as replayed.
+    /// Running it twice lands nothing twice.
+    #[arg(long)]
+    pub replay: bool,
+    /// With --replay: the field holding the event time. [default: the table's]
+    #[arg(long)]
+    pub time_field: Option<String>,
+    /// With --replay: how event times are written. [default: the table's]
+    #[arg(long)]
+    pub time_format: Option<String>,
+    /// With --replay: the zone of event times without an offset. [default: the table's]
+    #[arg(long, allow_hyphen_values = true)]
+    pub time_zone: Option<String>,
+    /// Object store option, KEY=VALUE (repeatable).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
+}
+
+/// One row of the dead-letter table, as listed.
+#[derive(Debug, Clone)]
+struct Stored {
+    letter: Letter,
+    detail: String,
+    window: Option<String>,
+}
+
+pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
+    let pipeline = args
+        .pipeline
+        .clone()
+        .unwrap_or_else(|| defaults::PIPELINE.into());
+    let dlq = args
+        .dlq
+        .clone()
+        .unwrap_or_else(|| format!("{}_dlq", args.table.trim_end_matches('/')));
+    let storage = parse_storage_options(&args.storage_options)?;
+    if (args.time_field.is_some() || args.time_format.is_some() || args.time_zone.is_some())
+        && !args.replay
+    {
+        return Err(usage(
+            "--time-field, --time-format, --time-zone: only with --replay",
+        ));
+    }
+    let stored = read_letters(&dlq, &storage, &pipeline).await?;
+    let replayed: BTreeSet<(String, i64)> = stored
+        .iter()
+        .filter(|s| s.letter.reason == REPLAYED)
+        .map(|s| (s.letter.source.clone(), s.letter.offset))
+        .collect();
+    let selected: Vec<&Stored> = stored
+        .iter()
+        .filter(|s| s.letter.reason != REPLAYED)
+        .filter(|s| args.reason.is_empty() || args.reason.contains(&s.letter.reason))
+        .collect();
+    if !args.replay {
+        return list(&args, &dlq, &selected, &replayed);
+    }
+    let pending: Vec<Letter> = selected
+        .iter()
+        .filter(|s| !replayed.contains(&(s.letter.source.clone(), s.letter.offset)))
+        .map(|s| s.letter.clone())
+        .collect();
+    replay_letters(&args, &pipeline, &dlq, storage, pending).await
+}
+
+/// Prints the counts by reason and the first `--limit` letters.
+fn list(
+    args: &DeadLettersArgs,
+    dlq: &str,
+    selected: &[&Stored],
+    replayed: &BTreeSet<(String, i64)>,
+) -> anyhow::Result<()> {
+    let is_replayed = |s: &Stored| replayed.contains(&(s.letter.source.clone(), s.letter.offset));
+    let mut by_reason: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for s in selected {
+        let entry = by_reason.entry(&s.letter.reason).or_default();
+        entry.0 += 1;
+        entry.1 += u64::from(is_replayed(s));
+    }
+    let limit = args.limit.unwrap_or(20);
+    let shown: Vec<&&Stored> = selected.iter().take(limit).collect();
+    if args.format == "json" {
+        let json = serde_json::json!({
+            "dead_letter_table": dlq,
+            "by_reason": by_reason.iter().map(|(r, (n, done))| (r.to_string(), serde_json::json!({"dead_letters": n, "replayed": done}))).collect::<serde_json::Map<_, _>>(),
+            "dead_letters": shown.iter().map(|s| serde_json::json!({
+                "source_partition": s.letter.source,
+                "source_offset": s.letter.offset,
+                "reason": s.letter.reason,
+                "detail": s.detail,
+                "window": s.window,
+                "replayed": is_replayed(s),
+                "raw": s.letter.raw,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{json}");
+        return Ok(());
+    }
+    println!("{} in {dlq}", counted(selected.len() as u64, "dead letter"));
+    for (reason, (n, done)) in &by_reason {
+        println!("  {reason:<18} {n:>8}  ({done} replayed)");
+    }
+    for s in shown {
+        let mark = if is_replayed(s) { "  [replayed]" } else { "" };
+        println!(
+            "{}:{}  {}  {}{mark}",
+            s.letter.source, s.letter.offset, s.letter.reason, s.detail
+        );
+    }
+    if selected.len() > limit {
+        println!("... {} more (--limit)", selected.len() - limit);
+    }
+    Ok(())
+}
+
+/// Reads the pipeline's rows of the dead-letter table (none if there is no such table), in
+/// position order.
+async fn read_letters(
+    dlq: &str,
+    storage: &std::collections::HashMap<String, String>,
+    pipeline: &str,
+) -> anyhow::Result<Vec<Stored>> {
+    if sluice_publish::open_table(dlq, storage, None)
+        .await
+        .is_err()
+    {
+        return Ok(Vec::new());
+    }
+    let tables = [sluice_sql::TableRef {
+        name: "d".into(),
+        location: dlq.to_string(),
+        version: None,
+    }];
+    let ctx = sluice_sql::session(&tables, storage).await?;
+    let columns = [
+        "source_partition",
+        "source_offset",
+        "reason",
+        "detail",
+        "raw",
+        "window",
+    ];
+    let batches = ctx
+        .table("d")
+        .await?
+        .filter(col("pipeline").eq(lit(pipeline)))?
+        .select_columns(&columns)?
+        .sort(vec![
+            col("source_partition").sort(true, true),
+            col("source_offset").sort(true, true),
+        ])?
+        .collect()
+        .await
+        .with_context(|| format!("reading the dead letters of {dlq}"))?;
+    let mut out = Vec::new();
+    for b in &batches {
+        out.extend(stored_rows(b).with_context(|| format!("reading {dlq}"))?);
+    }
+    Ok(out)
+}
+
+fn stored_rows(b: &RecordBatch) -> anyhow::Result<Vec<Stored>> {
+    let text = |i: usize| cast(b.column(i), &DataType::Utf8);
+    let (source, offset, reason, detail, raw, window) = (
+        text(0)?,
+        cast(b.column(1), &DataType::Int64)?,
+        text(2)?,
+        text(3)?,
+        text(4)?,
+        text(5)?,
+    );
+    let (Some(source), Some(offset), Some(reason), Some(detail), Some(raw), Some(window)) = (
+        source.as_string_opt::<i32>(),
+        offset.as_primitive_opt::<Int64Type>(),
+        reason.as_string_opt::<i32>(),
+        detail.as_string_opt::<i32>(),
+        raw.as_string_opt::<i32>(),
+        window.as_string_opt::<i32>(),
+    ) else {
+        anyhow::bail!("the dead-letter table has unexpected column types");
+    };
+    Ok((0..b.num_rows())
+        .map(|i| Stored {
+            letter: Letter {
+                source: source.value(i).to_string(),
+                offset: offset.value(i),
+                reason: reason.value(i).to_string(),
+                raw: raw.value(i).to_string(),
+            },
+            detail: detail.value(i).to_string(),
+            window: (!window.is_null(i)).then(|| window.value(i).to_string()),
+        })
+        .collect())
+}
+
+/// The table's options that decide how a replayed record is read and where it lands, from
+/// its contract, with the time options given overriding them.
+struct Reading {
+    window: WindowSize,
+    layout: AddressLayout,
+    decode: DecodeOptions,
+    key: Option<KeySpec>,
+}
+
+fn reading(args: &DeadLettersArgs, contract: &Contract) -> anyhow::Result<Reading> {
+    let term = |t: &str| contract.get(t).unwrap_or_default().to_string();
+    let window = WindowSize::parse(&term(terms::WINDOW))
+        .map_err(|e| anyhow::anyhow!("the table's window {:?}: {e}", term(terms::WINDOW)))?;
+    let layout = AddressLayout::parse_name(&term(terms::ADDRESS))?;
+    let time_field = args.time_field.clone().unwrap_or(term(terms::TIME_FIELD));
+    let format = args.time_format.clone().unwrap_or(term(terms::TIME_FORMAT));
+    let zone = args.time_zone.clone().unwrap_or(term(terms::TIME_ZONE));
+    let format =
+        TimeFormat::parse_name(&format).map_err(|e| usage(format!("--time-format: {e}")))?;
+    let zone = Zone::parse(&zone).map_err(|e| usage(format!("--time-zone: {e}")))?;
+    let time = TimeSpec::new(format, zone);
+    let key_columns: Vec<String> = term(terms::KEY)
+        .split(',')
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
+        .collect();
+    let key = (!key_columns.is_empty()).then(|| KeySpec {
+        columns: key_columns.clone(),
+        time_field: time_field.clone(),
+        time: time.clone(),
+    });
+    let time_column = Some(term(terms::TIME_COLUMN)).filter(|c| !c.is_empty());
+    let decode = DecodeOptions {
+        key: key_columns,
+        // A replay lands records in the table's columns; one with fields the table lacks
+        // stays a dead letter (`unknown_field`): the stream grows the table.
+        evolution: SchemaEvolution::Reject,
+        time_column,
+        ..DecodeOptions::new(time_field, time)
+    };
+    Ok(Reading {
+        window,
+        layout,
+        decode,
+        key,
+    })
+}
+
+async fn replay_letters(
+    args: &DeadLettersArgs,
+    pipeline: &str,
+    dlq: &str,
+    storage: std::collections::HashMap<String, String>,
+    letters: Vec<Letter>,
+) -> anyhow::Result<()> {
+    let mut options = TableOptions::new(args.table.clone());
+    options.storage_options = storage.clone();
+    let contract = recorded_contract(&options, pipeline)
+        .await
+        .with_context(|| format!("reading the table {}", args.table))?
+        .ok_or_else(|| {
+            usage(format!(
+                "--table {}: no table of pipeline {pipeline} there (give --pipeline?)",
+                args.table
+            ))
+        })?;
+    let mut r = reading(args, &contract)?;
+    let mut table = WindowTable::open_existing(&options, None, r.layout, r.window)
+        .await
+        .with_context(|| format!("opening the table {}", args.table))?
+        .ok_or_else(|| usage(format!("--table {}: no table there", args.table)))?;
+    r.decode.reserved = table.reserved_columns();
+    let mut decoder = LineDecoder::new(table.record_schema(), r.decode).map_err(|e| {
+        usage(format!(
+            "decoding the dead letters with the table's options: {e}"
+        ))
+    })?;
+    let clock = SystemClock;
+    let attempt = format!("replay-{}", clock.now_ms());
+    let mut stager = Stager::new(table.store(), attempt.clone(), StageOptions::default());
+    let offered = letters.len();
+    let outcome = replay(
+        &mut table,
+        &mut decoder,
+        &mut stager,
+        r.key.as_ref(),
+        pipeline,
+        letters,
+        clock.now_ms(),
+    )
+    .await
+    .context("replaying dead letters")?;
+    let version = outcome.version.or(table.version());
+    let markers: Vec<DeadLetter> = outcome
+        .fates
+        .iter()
+        .filter_map(|(l, fate)| match fate {
+            Fate::Landed { address } => Some(DeadLetter {
+                source: l.source.clone(),
+                offset: l.offset,
+                reason: REPLAYED.into(),
+                detail: format!(
+                    "{} replayed into {} (version {})",
+                    l.reason,
+                    args.table,
+                    version.map_or("-".into(), |v| v.to_string())
+                ),
+                raw: l.raw.clone(),
+                window: Some(address.clone()),
+            }),
+            Fate::Failing { .. } => None,
+        })
+        .collect();
+    if !markers.is_empty() {
+        let mut dlq_options = TableOptions::new(dlq.to_string());
+        dlq_options.storage_options = storage;
+        let mut letters = DeadLetterTable::open_or_create(&dlq_options)
+            .await
+            .with_context(|| format!("opening the dead-letter table {dlq}"))?;
+        let mut dlq_stager = Stager::new(letters.store(), attempt, StageOptions::default());
+        letters
+            .append(pipeline, &markers, &[], clock.now_ms(), &mut dlq_stager)
+            .await
+            .with_context(|| format!("recording the replays in {dlq}"))?;
+    }
+    let failing: Vec<String> = outcome
+        .fates
+        .iter()
+        .filter_map(|(l, f)| match f {
+            Fate::Failing { reason, detail } => {
+                Some(format!("{}:{} {reason}: {detail}", l.source, l.offset))
+            }
+            Fate::Landed { .. } => None,
+        })
+        .collect();
+    println!(
+        "sluice dead-letters: {} replayed: {} landed ({} changed in {}), {} still failing; table version {}",
+        counted(offered as u64, "dead letter"),
+        markers.len(),
+        counted(outcome.rows_changed, "row"),
+        counted(outcome.windows, "window"),
+        failing.len(),
+        version.map_or("-".into(), |v| v.to_string()),
+    );
+    for f in failing.iter().take(5) {
+        eprintln!("  still failing: {f}");
+    }
+    Ok(())
+}
