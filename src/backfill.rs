@@ -360,6 +360,8 @@ struct Progress {
     what: &'static str,
     bar: ProgressBar,
     phase: Option<&'static str>,
+    /// Where no bar is drawn: a line every 10 s.
+    lines: crate::progress::ProgressLines,
 }
 
 impl Progress {
@@ -372,6 +374,11 @@ impl Progress {
             },
             bar: ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
             phase: None,
+            lines: crate::progress::ProgressLines::new(if what == "rewrite" {
+                "rewrite"
+            } else {
+                "backfill"
+            }),
         }
     }
 
@@ -382,6 +389,17 @@ impl Progress {
             BackfillProgress::Published { done, total } => ("publishing", done, total),
         };
         let messages = matches!(p, BackfillProgress::Messages { .. });
+        self.lines.tick(|| match p {
+            BackfillProgress::Read { bytes, total } => {
+                format!("{} read", crate::progress::share_of_bytes(bytes, total))
+            }
+            BackfillProgress::Messages { read, total } => {
+                format!("{read} of {total} messages read")
+            }
+            BackfillProgress::Published { done, total } => {
+                format!("{done} of {total} windows published")
+            }
+        });
         if self.phase != Some(phase) {
             let template = if messages {
                 "{prefix} {msg:<10} [{bar:30}] {pos}/{len} messages {per_sec} eta {eta}"

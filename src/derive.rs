@@ -317,10 +317,12 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         return Err(usage("--from and --to: the range to derive (or --follow)"));
     };
     let now_ms = SystemClock.now_ms();
+    let mut lines = crate::progress::ProgressLines::new("derive");
     deriver
         .derive_range(&mut raw, from, to, now_ms, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);
+            lines.tick(|| format!("{done} of {total} derived windows recomputed"));
         })
         .await
         .context("deriving")?;

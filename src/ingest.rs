@@ -661,17 +661,36 @@ async fn wait_for_first_records(
     }
 }
 
-/// A bounded run with a progress bar on stderr when stderr is a terminal (bytes read of the
-/// source, records, windows published); nothing otherwise.
+/// A bounded run with its progress on stderr (bytes read of the source, records, windows
+/// published): a bar when stderr is a terminal, a line every 10 s otherwise
+/// ([`crate::progress`]).
 fn with_progress_bar<'a, L: sluice_source::ReplayLog>(
     ingester: Ingester<'a, L>,
     total_bytes: u64,
 ) -> Ingester<'a, L> {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return ingester;
-    }
+    let mut lines = crate::progress::ProgressLines::new("run");
     let (tx, mut rx) = tokio::sync::watch::channel(sluice_ingest::RunProgress::default());
+    if lines.enabled() {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(lines.interval());
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    changed = rx.changed() => if changed.is_err() { return },
+                }
+                let p = *rx.borrow();
+                lines.tick(|| {
+                    format!(
+                        "{} read, {} records, {} published",
+                        crate::progress::share_of_bytes(p.bytes, total_bytes),
+                        p.records,
+                        counted(p.windows_published, "window")
+                    )
+                });
+            }
+        });
+        return ingester.with_progress(tx);
+    }
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(total_bytes),
         indicatif::ProgressDrawTarget::stderr(),

@@ -14,6 +14,7 @@ mod maintenance;
 mod metrics;
 mod notify;
 mod options;
+mod progress;
 mod report;
 mod signals;
 mod status;

@@ -420,3 +420,66 @@ fn a_date_typed_time_field_lands_under_its_day() {
         "3"
     );
 }
+
+/// A long run with no terminal is not silent: a progress line on stderr every interval (10 s;
+/// here a few milliseconds), for `run`, `backfill` and `derive`.
+#[test]
+fn long_commands_print_progress_lines_without_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let flights = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/flights-dst.ndjson");
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let with_lines = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .env("SLUICE_PROGRESS_INTERVAL_MS", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let src = format!("ndjson:{flights}");
+    let common = [
+        "--table",
+        t,
+        "--time-field",
+        "sched_dep",
+        "--time-zone",
+        "America/New_York",
+    ];
+    let run = with_lines(&[&["run", "--source", &src][..], &common].concat());
+    assert!(run.contains("sluice run: "), "{run}");
+    assert!(run.contains("% of 0.7 MB read, "), "{run}");
+    let backfill = with_lines(
+        &[
+            &[
+                "backfill",
+                "--source",
+                &src,
+                "--from",
+                "2013-01-01T00:00Z",
+                "--to",
+                "2014-01-02T00:00Z",
+                "--force",
+            ][..],
+            &common,
+        ]
+        .concat(),
+    );
+    assert!(backfill.contains("sluice backfill: "), "{backfill}");
+    let derived = dir.path().join("d");
+    let derive = with_lines(&[
+        "derive",
+        "--table",
+        t,
+        "--derive",
+        &format!("d={}", derived.display()),
+        "--derive-sql",
+        "d=SELECT count(*) AS flights FROM window",
+        "--from",
+        "2013-01-01T00:00Z",
+        "--to",
+        "2014-01-02T00:00Z",
+    ]);
+    assert!(derive.contains("derived windows recomputed, "), "{derive}");
+}
