@@ -1,6 +1,8 @@
 //! Catch-up over many windows: a backlog whose windows all seal at once, landed by `sluice
 //! run` with group commits (the default) and with one commit per window
-//! (`--group-windows-max 1`), and the cost of one commit as the table's window count grows.
+//! (`--group-windows-max 1`); the same year arriving in month blocks out of order (most of
+//! it late); a derived table over its 366 daily windows; and the cost of one commit as the
+//! table's window count grows.
 //!
 //! Inputs: a year of hourly temperatures in two cities (`data/seattle-temps.ndjson`, NOAA data,
 //! and the same hours for a second city 2.5 °F colder: 17,518 lines, 8,760 hourly windows), its
@@ -63,6 +65,7 @@ pub fn catch_up(
         let _ = writeln!(year, "{a}\n{b}");
     }
     write_input(&dir.join("year"), &year)?;
+    write_input(&dir.join("year-blocks"), &month_blocks(&year))?;
     let ten_days: String = year
         .lines()
         .take(10 * 24 * 2)
@@ -100,6 +103,17 @@ pub fn catch_up(
             "one day of one event per minute, `--window 1m` (group commits)".into(),
             dir.join("minutes"),
             vec!["--window", "1m"],
+        ),
+        (
+            "the year in month blocks (Jan, Oct, Nov, Dec, Feb, ..., Sep: 9 of 12 months late), `--window 1h`"
+                .into(),
+            dir.join("year-blocks"),
+            [&temps_args[..], &["--window", "1h"]].concat(),
+        ),
+        (
+            "the year, `--window 1d` (366 daily windows)".into(),
+            dir.join("year"),
+            [&temps_args[..], &["--window", "1d"]].concat(),
         ),
         (
             "the first 10 days of the year, `--window 1h` (group commits)".into(),
@@ -149,8 +163,81 @@ pub fn catch_up(
             wall,
         });
     }
+    runs.push(derive_daily(
+        sluice,
+        &dir.join(format!("table-{DAILY}")),
+        &dir,
+    )?);
     let counts = window_count(&dir, 10, many_windows)?;
     Ok((runs, counts))
+}
+
+/// The case whose table holds the year's daily windows.
+const DAILY: usize = 3;
+
+/// `sluice derive` of one query over every daily window of `raw`, into a new table.
+fn derive_daily(sluice: &Path, raw: &Path, dir: &Path) -> Result<CatchUp, BenchError> {
+    let derived = dir.join("derived-daily");
+    let started = Instant::now();
+    let out = Command::new(sluice)
+        .arg("derive")
+        .arg("--table")
+        .arg(raw)
+        .arg("--derive")
+        .arg(format!("daily={}", derived.display()))
+        .args([
+            "--derive-sql",
+            "daily=SELECT city, count(*) AS hours, max(temp) AS high FROM window GROUP BY city",
+            "--from",
+            "2009-01-01T00:00:00Z",
+            "--to",
+            "2012-01-01T00:00:00Z",
+            "--format",
+            "json",
+        ])
+        .output()?;
+    let wall = started.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "sluice derive failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("sluice derive: its JSON summary: {e}"))?;
+    let count = |k: &str| summary[k].as_u64().unwrap_or(0);
+    eprintln!(
+        "catch-up: derive: {:.2} s, {} windows in {} commits",
+        wall.as_secs_f64(),
+        count("derived_windows_published"),
+        count("commits")
+    );
+    Ok(CatchUp {
+        what: "a derived table over those daily windows (`sluice derive`, one query, from an empty table)".into(),
+        windows: count("derived_windows_published"),
+        commits: count("commits"),
+        wall,
+    })
+}
+
+/// The year's lines with its months in blocks out of order (Jan, Oct, Nov, Dec, Feb, Mar,
+/// ..., Sep), each month in time order: how a backfill of monthly exports arrives.
+fn month_blocks(year: &str) -> String {
+    let month_of = |line: &str| -> u32 {
+        let at = line.find("\"date\":\"").map_or(0, |i| i + 8);
+        line.get(at + 5..at + 7)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut out = String::new();
+    for month in [1, 10, 11, 12, 2, 3, 4, 5, 6, 7, 8, 9] {
+        for line in year.lines().filter(|l| month_of(l) == month) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// The same line for a second city: its name, and 2.5 degrees colder.
@@ -296,12 +383,18 @@ pub fn report(r: &mut String, runs: &[CatchUp], counts: &WindowCount) {
         "| what | windows | commits | wall | windows/s | target | |"
     );
     let _ = writeln!(r, "| --- | --- | --- | --- | --- | --- | --- |");
+    let sorted_s = runs.first().map_or(0.0, |r| r.wall.as_secs_f64());
     for (i, run) in runs.iter().enumerate() {
         let s = run.wall.as_secs_f64();
         let (target, ok) = match i {
-            0 => ("< 10 s", Some(s < 10.0)),
-            1 => ("< 5 s", Some(s < 5.0)),
-            _ => ("", None),
+            0 => ("< 10 s".to_string(), Some(s < 10.0)),
+            1 => ("< 5 s".to_string(), Some(s < 5.0)),
+            2 => (
+                format!("< 3x the first row (now {:.2}x)", s / sorted_s),
+                Some(s < 3.0 * sorted_s),
+            ),
+            _ if i + 1 == runs.len() => ("≤ 5 commits".to_string(), Some(run.commits <= 5)),
+            _ => (String::new(), None),
         };
         let _ = writeln!(
             r,
@@ -313,7 +406,7 @@ pub fn report(r: &mut String, runs: &[CatchUp], counts: &WindowCount) {
             ok.map_or("", verdict)
         );
     }
-    if let [.., grouped, alone] = runs {
+    if let [.., grouped, alone, _derived] = runs {
         let _ = writeln!(
             r,
             "| speed-up of group commits on the 10 days | | | {:.1}x | | | |",
