@@ -614,6 +614,20 @@ pub async fn ingest(
         crate::warnings::warn(crate::signals::STOPPED_NOTE);
     }
     let notified = crate::notify::finish(notifier, settings, clock.now_ms()).await?;
+    // A table this run created and landed nothing in is not kept: its contract would bind
+    // the corrected run to the options that rejected every record.
+    if summary.rows == 0
+        && table
+            .remove_if_unwritten()
+            .await
+            .with_context(|| format!("removing the empty table {}", settings.table))?
+    {
+        crate::warnings::warn(&format!(
+            "sluice run: nothing landed, so the table {} this run created is not kept (a run with other options creates it anew); its dead letters stay in {}",
+            settings.table, settings.dlq
+        ));
+        return Ok((summary, None, notified));
+    }
     Ok((summary, table.version(), notified))
 }
 

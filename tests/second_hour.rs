@@ -483,3 +483,32 @@ fn long_commands_print_progress_lines_without_a_terminal() {
     ]);
     assert!(derive.contains("derived windows recomputed, "), "{derive}");
 }
+
+/// A first run that lands nothing (a typo in `--time-format` rejects every record) leaves no
+/// table: its options are not recorded, so the corrected run is not refused for them. The
+/// dead letters stay, with their reason.
+#[test]
+fn a_first_run_that_lands_nothing_leaves_no_table_to_lock_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, lines) = one_file(dir.path(), 200);
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let src = format!("ndjson:{}", file.display());
+    let out = sluice(&[
+        "run",
+        "--source",
+        &src,
+        "--table",
+        t,
+        "--time-format",
+        "%Y-%m-%d %H:%M",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not kept"), "{}", stderr(&out));
+    assert!(!table.exists(), "no table is left behind");
+    let dlq = dir.path().join("t_dlq");
+    assert_eq!(scalar(&dlq, "SELECT count(*) FROM t"), lines.to_string());
+    let out = ok(&["run", "--source", &src, "--table", t]);
+    assert!(out.contains(&format!("{lines} records")), "{out}");
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t"), lines.to_string());
+}

@@ -233,3 +233,38 @@ pub(crate) async fn table_exists(table: &DeltaTable) -> Result<bool, DeltaTableE
     }
     table.verify_deltatable_existence().await
 }
+
+impl crate::table::WindowTable {
+    /// Removes the table if this writer created it and nothing was written to it since: its
+    /// location holds only the creating commit (version 0). A run that landed no row leaves
+    /// no table behind, so the options it recorded (its contract) bind no later run. Returns
+    /// whether it was removed. A writer that commits to the new table between the listing
+    /// and the removal would lose its commit's base; a table another run is creating at the
+    /// same instant is the only such case.
+    pub async fn remove_if_unwritten(&self) -> Result<bool, DeltaTableError> {
+        if !self.created {
+            return Ok(false);
+        }
+        let store = self.store();
+        let first = object_store::path::Path::from("_delta_log/00000000000000000000.json");
+        let mut listed = store.list(None);
+        let mut only_first = false;
+        while let Some(meta) = futures::StreamExt::next(&mut listed).await {
+            let meta = meta.map_err(DeltaTableError::from)?;
+            if meta.location != first {
+                return Ok(false);
+            }
+            only_first = true;
+        }
+        if !only_first {
+            return Ok(false);
+        }
+        store.delete(&first).await.map_err(DeltaTableError::from)?;
+        if let Some(dir) = local_path(&self.url) {
+            // Each fails, and so keeps it, unless the directory is empty.
+            let _ = std::fs::remove_dir(dir.join("_delta_log"));
+            let _ = std::fs::remove_dir(dir);
+        }
+        Ok(true)
+    }
+}

@@ -278,6 +278,8 @@ pub struct WindowTable {
     pub(crate) schema_change: Option<SchemaRef>,
     /// See [`TableOptions::notified`].
     pub(crate) notified: crate::notify::DeliveredMarks,
+    /// Whether this writer created the table (see [`WindowTable::remove_if_unwritten`]).
+    pub(crate) created: bool,
 }
 
 /// The top-level columns sluice writes itself in a raw table with this layout, several
@@ -598,6 +600,7 @@ impl WindowTable {
             commit_retries: options.commit_retries,
             schema_change: None,
             notified: options.notified.clone(),
+            created: !exists,
         })
     }
 
