@@ -364,7 +364,7 @@ pub struct FollowSettings {
 impl RunArgs {
     /// `--window` in `--window-zone`. A window read back from a table's contract carries its
     /// zone (`1d in America/New_York`); another zone given with it is refused.
-    fn window_size(&self) -> anyhow::Result<WindowSize> {
+    pub(crate) fn window_size(&self) -> anyhow::Result<WindowSize> {
         let window = WindowSize::parse(self.window.as_deref().unwrap_or(defaults::WINDOW))
             .map_err(|e| usage(format!("--window: {e}")))?;
         let Some(text) = &self.window_zone else {
@@ -384,7 +384,7 @@ impl RunArgs {
 
     /// `--time-field`, `--time-format`, `--time-zone`, `--max-time-ahead` and
     /// `--time-jump-events`: the time field, how its values are read, and the skew guard.
-    fn time_settings(&self) -> anyhow::Result<(String, TimeSpec, SkewGuard)> {
+    pub(crate) fn time_settings(&self) -> anyhow::Result<(String, TimeSpec, SkewGuard)> {
         let time_field = self
             .time_field
             .clone()
@@ -759,7 +759,7 @@ impl RunArgs {
     }
 }
 
-fn default_dlq_location(table: &str) -> String {
+pub(crate) fn default_dlq_location(table: &str) -> String {
     format!("{}_dlq", table.trim_end_matches('/'))
 }
 

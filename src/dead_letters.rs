@@ -12,20 +12,19 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
 use deltalake::datafusion::prelude::{col, lit};
 use sluice_ingest::replay::{replay, Fate, Letter};
-use sluice_ingest::{defaults, terms, Clock, KeySpec};
+use sluice_ingest::{defaults, Clock, KeySpec};
 use sluice_publish::{
     recorded_contract, Contract, DeadLetter, DeadLetterTable, TableOptions, WindowTable,
+    REPLAYED_REASON,
 };
 use sluice_source::{DecodeOptions, LineDecoder, SchemaEvolution};
 use sluice_stage::{StageOptions, Stager};
-use sluice_window::{AddressLayout, TimeFormat, TimeSpec, WindowSize, Zone};
+use sluice_window::{AddressLayout, WindowSize};
 
+use crate::args::{default_dlq_location, RunArgs};
 use crate::ingest::{counted, SystemClock};
 use crate::report::parse_storage_options;
 use crate::usage;
-
-/// The reason a dead-letter table records a replay under.
-const REPLAYED: &str = "replayed";
 
 #[derive(Debug, Args)]
 pub struct DeadLettersArgs {
@@ -82,7 +81,7 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
     let dlq = args
         .dlq
         .clone()
-        .unwrap_or_else(|| format!("{}_dlq", args.table.trim_end_matches('/')));
+        .unwrap_or_else(|| default_dlq_location(&args.table));
     let storage = parse_storage_options(&args.storage_options)?;
     if (args.time_field.is_some() || args.time_format.is_some() || args.time_zone.is_some())
         && !args.replay
@@ -94,12 +93,12 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
     let stored = read_letters(&dlq, &storage, &pipeline).await?;
     let replayed: BTreeSet<(String, i64)> = stored
         .iter()
-        .filter(|s| s.letter.reason == REPLAYED)
+        .filter(|s| s.letter.reason == REPLAYED_REASON)
         .map(|s| (s.letter.source.clone(), s.letter.offset))
         .collect();
     let selected: Vec<&Stored> = stored
         .iter()
-        .filter(|s| s.letter.reason != REPLAYED)
+        .filter(|s| s.letter.reason != REPLAYED_REASON)
         .filter(|s| args.reason.is_empty() || args.reason.contains(&s.letter.reason))
         .collect();
     if !args.replay {
@@ -253,28 +252,31 @@ struct Reading {
 }
 
 fn reading(args: &DeadLettersArgs, contract: &Contract) -> anyhow::Result<Reading> {
-    let term = |t: &str| contract.get(t).unwrap_or_default().to_string();
-    let window = WindowSize::parse(&term(terms::WINDOW))
-        .map_err(|e| anyhow::anyhow!("the table's window {:?}: {e}", term(terms::WINDOW)))?;
-    let layout = AddressLayout::parse_name(&term(terms::ADDRESS))?;
-    let time_field = args.time_field.clone().unwrap_or(term(terms::TIME_FIELD));
-    let format = args.time_format.clone().unwrap_or(term(terms::TIME_FORMAT));
-    let zone = args.time_zone.clone().unwrap_or(term(terms::TIME_ZONE));
-    let format =
-        TimeFormat::parse_name(&format).map_err(|e| usage(format!("--time-format: {e}")))?;
-    let zone = Zone::parse(&zone).map_err(|e| usage(format!("--time-zone: {e}")))?;
-    let time = TimeSpec::new(format, zone);
-    let key_columns: Vec<String> = term(terms::KEY)
-        .split(',')
-        .filter(|k| !k.is_empty())
-        .map(str::to_string)
-        .collect();
+    // Read as `run` reads its options: those given, then the table's for the rest.
+    let mut run = RunArgs {
+        time_field: args.time_field.clone(),
+        time_format: args.time_format.clone(),
+        time_zone: args.time_zone.clone(),
+        ..RunArgs::default()
+    };
+    run.adopt(contract);
+    let (time_field, time, _) = run.time_settings()?;
+    let window = run.window_size()?;
+    let layout = match run.address.as_deref() {
+        None => AddressLayout::default_for(window),
+        Some(name) => AddressLayout::parse_name(name)?,
+    };
+    let key_columns: Vec<String> = run
+        .key
+        .as_deref()
+        .map(|k| k.split(',').map(|c| c.trim().to_string()).collect())
+        .unwrap_or_default();
     let key = (!key_columns.is_empty()).then(|| KeySpec {
         columns: key_columns.clone(),
         time_field: time_field.clone(),
         time: time.clone(),
     });
-    let time_column = Some(term(terms::TIME_COLUMN)).filter(|c| !c.is_empty());
+    let time_column = run.time_column.clone();
     let decode = DecodeOptions {
         key: key_columns,
         // A replay lands records in the table's columns; one with fields the table lacks
@@ -343,7 +345,7 @@ async fn replay_letters(
             Fate::Landed { address } => Some(DeadLetter {
                 source: l.source.clone(),
                 offset: l.offset,
-                reason: REPLAYED.into(),
+                reason: REPLAYED_REASON.into(),
                 detail: format!(
                     "{} replayed into {} (version {})",
                     l.reason,

@@ -8,7 +8,7 @@ use clap::Args;
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
-use sluice_publish::TableStatus;
+use sluice_publish::{TableStatus, REPLAYED_REASON};
 
 use crate::report::parse_storage_options;
 use crate::usage;
@@ -54,7 +54,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let dlq = args
         .dlq
         .clone()
-        .unwrap_or_else(|| format!("{}_dlq", args.table.trim_end_matches('/')));
+        .unwrap_or_else(|| crate::args::default_dlq_location(&args.table));
     let dead = dead_letters(&dlq, &storage).await?;
     if json {
         let mut value = serde_json::to_value(&status)?;
@@ -245,26 +245,27 @@ fn text(
             line(format!("  notified  {target} through version {version}"));
         }
         // `replayed` rows record replays (`sluice dead-letters --replay`), not dead letters.
-        let replayed = dead
-            .and_then(|d| d.get(&p.pipeline))
-            .and_then(|r| r.get("replayed"))
+        let reasons = dead.and_then(|d| d.get(&p.pipeline));
+        let letters: Vec<(&String, &i64)> = reasons
+            .into_iter()
+            .flatten()
+            .filter(|(r, _)| *r != REPLAYED_REASON)
+            .collect();
+        let replayed = reasons
+            .and_then(|r| r.get(REPLAYED_REASON))
             .map_or(String::new(), |n| format!(" ({n} replayed since)"));
-        match dead.and_then(|d| d.get(&p.pipeline)) {
-            Some(reasons) if reasons.keys().any(|r| r != "replayed") => line(format!(
+        if letters.is_empty() {
+            line("  dead      none".to_string());
+        } else {
+            line(format!(
                 "  dead      {} in {dlq}: {}{replayed}",
-                reasons
+                letters.iter().map(|(_, n)| **n).sum::<i64>(),
+                letters
                     .iter()
-                    .filter(|(r, _)| *r != "replayed")
-                    .map(|(_, n)| n)
-                    .sum::<i64>(),
-                reasons
-                    .iter()
-                    .filter(|(r, _)| *r != "replayed")
                     .map(|(r, n)| format!("{r} {n}"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
-            _ => line("  dead      none".to_string()),
+            ));
         }
     }
     out

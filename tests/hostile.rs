@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::common::{compare_with_input, ok, query_csv, sluice};
+use crate::common::{compare_with_input, ok, query_csv, sluice, version};
 
 /// What must become of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +182,20 @@ fn a_hostile_corpus_lands_every_record_as_a_row_or_a_dead_letter_on_ndjson() {
     // A rerun: nothing new, nothing fails.
     let again = ok(&args);
     assert!(again.contains(" 0 records"), "{again}");
+    // Every dead letter replayed with the table's own options fails again the same way:
+    // nothing lands, nothing is committed, and a second replay does the same (E8).
+    let v = version(&table);
+    for _ in 0..2 {
+        let out = ok(&[
+            "dead-letters",
+            "--table",
+            table.to_str().unwrap(),
+            "--replay",
+        ]);
+        eprintln!("hostile corpus (ndjson), replayed: {out}");
+        assert!(out.contains(" replayed: 0 landed (0 rows changed"), "{out}");
+    }
+    assert_eq!(version(&table), v);
 
     // Merge mode by `id`: the same fates, but a record without its id is `missing_key`; the
     // MERGE names every column as it is (`a b`, `we"ird\key`, renamed ones).

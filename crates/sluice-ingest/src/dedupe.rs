@@ -41,6 +41,18 @@ fn concat_aligned(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordB
     concat_batches(schema, &align_all(batches, schema)?)
 }
 
+/// The rows of `inputs` that win by row key (or source position, without a key).
+pub(crate) fn unique_rows(
+    schema: &SchemaRef,
+    inputs: &[RecordBatch],
+    key: Option<&KeySpec>,
+) -> Result<RecordBatch, ArrowError> {
+    match key {
+        Some(key) => dedupe(schema, inputs, key),
+        None => dedupe_by_position(schema, inputs),
+    }
+}
+
 /// Keeps one row per key; output rows are in source-position order.
 pub fn dedupe(
     schema: &SchemaRef,

@@ -27,9 +27,7 @@ use self::merge::MergeKind;
 use self::staging::{restage, stage_deduped, Staged, STAGING_TASKS_MAX};
 use crate::buffer::{Part, WindowBuffer};
 use crate::config::{IngestConfig, IngestError, LatePolicy, PublishMode};
-use crate::dedupe::{
-    any_key_in, dedupe, dedupe_by_position, record_fields, split_by_key, KeySpec, KEY_BUCKETS,
-};
+use crate::dedupe::{any_key_in, record_fields, split_by_key, unique_rows, KeySpec, KEY_BUCKETS};
 
 /// How a run publishes, fixed for the run.
 #[derive(Debug, Clone)]
@@ -631,7 +629,7 @@ impl Publisher {
         let key = self.policy.key.as_ref();
         self.stager
             .busy()
-            .time(Phase::Dedupe, || unique_rows(schema, inputs, key))
+            .time(Phase::Dedupe, || Ok(unique_rows(schema, inputs, key)?))
     }
 
     /// The rows the table holds at `address`.
@@ -677,18 +675,6 @@ fn dedupe_groups(buffer: &WindowBuffer, flush_bytes_max: usize) -> u32 {
     let group_bytes_max = (flush_bytes_max / 2).max(1);
     let wanted = buffer.total_bytes().div_ceil(group_bytes_max);
     (wanted.clamp(1, KEY_BUCKETS as usize) as u32).next_power_of_two()
-}
-
-/// The rows of `inputs` that win by row key (or source position, without a key).
-pub(crate) fn unique_rows(
-    schema: &deltalake::arrow::datatypes::SchemaRef,
-    inputs: &[RecordBatch],
-    key: Option<&KeySpec>,
-) -> Result<RecordBatch, IngestError> {
-    Ok(match key {
-        Some(key) => dedupe(schema, inputs, key)?,
-        None => dedupe_by_position(schema, inputs)?,
-    })
 }
 
 /// What a publication commits besides its files, fixed when its window is published: the

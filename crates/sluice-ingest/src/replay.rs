@@ -14,19 +14,16 @@
 use std::collections::BTreeMap;
 
 use deltalake::arrow::array::RecordBatch;
-use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::error::ArrowError;
 use sluice_publish::{
     Coverage, Publication, PublishError, Replace, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
 use sluice_source::ndjson::Chunk;
-use sluice_source::{DecodeError, LineDecoder};
+use sluice_source::{LineDecoder, RAW_BYTES_MAX};
 use sluice_stage::{StageError, Stager};
 use sluice_window::{Window, WindowFinder};
 
-use crate::dedupe::{
-    absent_rows, dedupe, dedupe_by_position, drop_losers, with_positions, KeySpec,
-};
+use crate::dedupe::{absent_rows, drop_losers, unique_rows, with_positions, KeySpec};
 
 /// A dead letter to replay, as the dead-letter table holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +58,6 @@ pub struct Replayed {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    #[error("decoding the dead letters failed: {0}")]
-    Decode(#[from] DecodeError),
     #[error(transparent)]
     Stage(#[from] StageError),
     #[error("arrow failed on replayed rows: {0}")]
@@ -87,25 +82,48 @@ pub async fn replay(
 ) -> Result<Replayed, ReplayError> {
     let schema = table.file_schema().clone();
     let mut finder = WindowFinder::new(table.size());
-    let mut fates: Vec<Option<Fate>> = vec![None; letters.len()];
+    let mut fates = Vec::with_capacity(letters.len());
     let mut offered: BTreeMap<Window, Vec<RecordBatch>> = BTreeMap::new();
-    for (i, letter) in letters.iter().enumerate() {
-        let chunk = Chunk::messages(0, [(letter.offset, letter.raw.as_bytes())]);
-        let decoded = decoder.decode(&chunk)?;
+    for letter in &letters {
+        if let Some(why) = changed_copy(&letter.raw) {
+            fates.push(Fate::Failing {
+                reason: NOT_REPLAYABLE.into(),
+                detail: why,
+            });
+            continue;
+        }
+        // Read as the file's line was: a byte-order mark inside a file is not skipped.
+        let chunk = Chunk {
+            file: 0,
+            start: letter.offset,
+            data: format!("{}\n", letter.raw).into_bytes(),
+            message_offsets: None,
+            overlong: None,
+        };
+        // A record that breaks the decoder (E8) stays a dead letter, as in a run: a replay
+        // that failed on it would fail again on every rerun.
+        let decoded = match decoder.decode(&chunk) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                fates.push(internal_error(e.to_string()));
+                continue;
+            }
+        };
         if let Some(r) = decoded.rejects.first() {
-            fates[i] = Some(Fate::Failing {
+            fates.push(Fate::Failing {
                 reason: r.reason.as_str().to_string(),
                 detail: r.reason.detail(),
             });
             continue;
         }
         let Some(t) = decoded.event_times.first() else {
+            fates.push(internal_error("the record decoded to no row".into()));
             continue;
         };
         let window = finder.find(*t);
         let row = with_positions(&schema, &decoded.batch, &letter.source, vec![letter.offset])?;
         offered.entry(window).or_default().push(row);
-        fates[i] = Some(Fate::Landed {
+        fates.push(Fate::Landed {
             address: table.address(window).hive_path(),
         });
     }
@@ -113,7 +131,7 @@ pub async fn replay(
     let mut rows_changed = 0;
     for (window, rows) in offered {
         let address = table.address(window);
-        let offered = unique(&schema, &rows, key)?;
+        let offered = unique_rows(&schema, &rows, key)?;
         let files = table.files_at(&address).await?;
         let mut current = Vec::new();
         for f in &files {
@@ -128,7 +146,7 @@ pub async fn replay(
         }
         rows_changed += changing.num_rows() as u64;
         current.push(changing);
-        let merged = unique(&schema, &current, key)?;
+        let merged = unique_rows(&schema, &current, key)?;
         let file = stager.stage(&address, &schema, vec![merged]).await?;
         let coverage = files
             .iter()
@@ -153,11 +171,7 @@ pub async fn replay(
         let published = table.publish_group(publications).await?;
         published.first().map(|p| p.version)
     };
-    let fates = letters
-        .into_iter()
-        .zip(fates)
-        .filter_map(|(l, f)| Some((l, f?)))
-        .collect();
+    let fates = letters.into_iter().zip(fates).collect();
     Ok(Replayed {
         fates,
         rows_changed,
@@ -166,21 +180,33 @@ pub async fn replay(
     })
 }
 
-fn position_columns() -> Vec<String> {
-    vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()]
+/// The reason of a dead letter whose record the dead-letter table does not hold exactly.
+const NOT_REPLAYABLE: &str = "not_replayable";
+
+/// Why `raw` may not be the record as it was read: the dead-letter table keeps a record's
+/// first [`RAW_BYTES_MAX`] bytes, as UTF-8 with bytes that are not replaced by U+FFFD.
+/// Replayed, such a copy could land changed values, so it is not replayed (a record that
+/// really holds U+FFFD is refused too: it cannot be told apart).
+fn changed_copy(raw: &str) -> Option<String> {
+    if raw.len() >= RAW_BYTES_MAX {
+        return Some(format!(
+            "the dead-letter table holds only its first {RAW_BYTES_MAX} bytes; backfill its window from the source instead"
+        ));
+    }
+    raw.contains('\u{FFFD}').then(|| {
+        "the dead-letter table holds it with bytes that are not UTF-8 replaced (U+FFFD); backfill its window from the source instead".to_string()
+    })
 }
 
-/// One row per row key among `rows` (the winner by the key rule), in position order.
-fn unique(
-    schema: &deltalake::arrow::datatypes::SchemaRef,
-    rows: &[RecordBatch],
-    key: Option<&KeySpec>,
-) -> Result<RecordBatch, ArrowError> {
-    match key {
-        Some(key) => dedupe(schema, rows, key),
-        None if rows.is_empty() => Ok(RecordBatch::new_empty(schema.clone())),
-        None => dedupe_by_position(schema, &[concat_batches(schema, rows)?]),
+fn internal_error(detail: String) -> Fate {
+    Fate::Failing {
+        reason: "internal_error".into(),
+        detail,
     }
+}
+
+fn position_columns() -> Vec<String> {
+    vec![SOURCE_COLUMN.to_string(), OFFSET_COLUMN.to_string()]
 }
 
 /// The coverage of a window that had no files: the lowest position among its rows (nothing

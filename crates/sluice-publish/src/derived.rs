@@ -147,21 +147,11 @@ impl DerivedTable {
             .collect()
     }
 
-    /// Replaces the window's files with `files` (none: the window's result is empty, and its
-    /// files are removed), in one commit.
-    pub async fn swap(
-        &mut self,
-        p: DerivedPublication,
-        files: Vec<StagedFile>,
-    ) -> Result<Published, PublishError> {
-        let mut published = self.swap_group(vec![(p, files)]).await?;
-        Ok(published.remove(0))
-    }
-
-    /// Replaces the files of several windows, each with its own (none: its result is empty),
-    /// in one commit (a group commit, as the raw table's): each window is swapped whole, so a
-    /// reader sees each as of one computation. The settled raw version recorded is the latest
-    /// any publication settles. Returns one [`Published`] per window, in order.
+    /// Replaces the files of one or more windows, each with its own (none: its result is
+    /// empty, and its files are removed), in one commit (a group commit, as the raw table's):
+    /// each window is swapped whole, so a reader sees each as of one computation. The settled
+    /// raw version recorded is the latest any publication settles. Returns one
+    /// [`Published`] per window, in order.
     pub async fn swap_group(
         &mut self,
         group: Vec<(DerivedPublication, Vec<StagedFile>)>,

@@ -31,6 +31,10 @@ mod expire;
 
 pub use expire::{DeadLetterExpiryPlan, DeadLettersExpired};
 
+/// The reason of a row recording that the dead letter at its position was replayed into the
+/// table (`sluice dead-letters --replay`): not a dead letter itself.
+pub const REPLAYED_REASON: &str = "replayed";
+
 /// One record that did not become a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {

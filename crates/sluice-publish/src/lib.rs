@@ -46,7 +46,7 @@ pub use compact::{
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{
     dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryPlan, DeadLetterTable,
-    DeadLettersExpired,
+    DeadLettersExpired, REPLAYED_REASON,
 };
 pub use expire::{
     expire, ExpireError, ExpirePlan, ExpireReport, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,

@@ -115,25 +115,22 @@ pub(crate) fn repeated_slot(
 /// instant has that slot (a slot inside a skipped hour has none).
 pub(crate) fn start_of_slot(zone: Zone, size_us: i64, wall: NaiveDateTime) -> Option<i64> {
     let wall_us = wall.and_utc().timestamp_micros();
-    let first = match zone {
-        Zone::Utc | Zone::Fixed(_) => wall_us - offset_us(zone, 0),
-        Zone::Named(tz) => match tz.from_local_datetime(&wall) {
-            chrono::LocalResult::Single(t) => t.timestamp_micros(),
-            chrono::LocalResult::Ambiguous(early, _) => early.timestamp_micros(),
-            // The slot's first wall time was skipped. Read at the offset after the change it
-            // is an instant before the change, at the offset before it one after (each in
-            // force a day away: changes are months apart); between them the wall clock only
-            // moves forward, so the first instant at or past `wall` is found by bisection.
-            chrono::LocalResult::None => {
-                let before = wall_us - offset_us(zone, wall_us + DAY_US);
-                let after = wall_us - offset_us(zone, wall_us - DAY_US);
-                let reached = |u: i64| u + offset_us(zone, u) >= wall_us;
-                if reached(before) || !reached(after) {
-                    return None;
-                }
-                first_in(reached, before, after)
+    // The wall time's (earlier) instant; none when the clocks skipped it.
+    let first = match zone.instant_of_wall_micros(wall_us) {
+        Some(t) => t,
+        // Read at the offset after the change it is an instant before the change, at the
+        // offset before it one after (each in force a day away: changes are months apart);
+        // between them the wall clock only moves forward, so the first instant at or past
+        // `wall` is found by bisection.
+        None => {
+            let before = wall_us - offset_us(zone, wall_us + DAY_US);
+            let after = wall_us - offset_us(zone, wall_us - DAY_US);
+            let reached = |u: i64| u + offset_us(zone, u) >= wall_us;
+            if reached(before) || !reached(after) {
+                return None;
             }
-        },
+            first_in(reached, before, after)
+        }
     };
     (slot_of(zone, size_us, first) == wall_us).then(|| bounds(zone, size_us, first).0)
 }

@@ -8,9 +8,9 @@ use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{PublishedFile, Replace};
 use sluice_stage::{StageError, StageSlot, StagedFile};
 
-use super::unique_rows;
 use crate::buffer::WindowBuffer;
 use crate::config::IngestError;
+use crate::dedupe::unique_rows;
 use crate::dedupe::{any_key_in, dedupe, split_by_key, KeySpec};
 
 /// Stages a window's rows deduped by `key`, one group of key buckets at a time (one file per
@@ -98,7 +98,9 @@ pub(super) async fn restage(
     inputs.extend(buffer.batches);
     let (dedupe_schema, dedupe_key) = (schema.clone(), key.clone());
     let unique = slot
-        .compute(move || unique_rows(&dedupe_schema, &inputs, dedupe_key.as_ref()))
+        .compute(move || {
+            Ok::<_, IngestError>(unique_rows(&dedupe_schema, &inputs, dedupe_key.as_ref())?)
+        })
         .await?;
     let mut present_keys: Vec<RecordBatch> = Vec::new();
     for f in &present {
