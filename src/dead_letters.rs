@@ -10,12 +10,12 @@ use clap::Args;
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
-use deltalake::datafusion::prelude::{col, lit};
+use deltalake::datafusion::prelude::{col, lit, DataFrame};
 use sluice_ingest::replay::{replay, Fate, Letter};
 use sluice_ingest::{defaults, Clock, KeySpec};
 use sluice_publish::{
-    recorded_contract, Contract, DeadLetter, DeadLetterTable, TableOptions, WindowTable,
-    REPLAYED_REASON,
+    recorded_contract, Contract, DeadLetter, DeadLetterOwner, DeadLetterTable, TableOptions,
+    WindowTable, REPLAYED_REASON, TABLE_ID_COLUMN,
 };
 use sluice_source::{DecodeOptions, LineDecoder, SchemaEvolution};
 use sluice_stage::{StageOptions, Stager};
@@ -90,7 +90,17 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
             "--time-field, --time-format, --time-zone: only with --replay",
         ));
     }
-    let stored = read_letters(&dlq, &storage, &pipeline).await?;
+    let table_id = match sluice_publish::open_table(&args.table, &storage, None).await {
+        Ok(table) => Some(
+            sluice_publish::table_id(&table)
+                .with_context(|| format!("reading the id of {}", args.table))?,
+        ),
+        Err(sluice_publish::OpenError::NoTable(_)) => None,
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("opening {}", args.table)));
+        }
+    };
+    let (stored, others) = read_letters(&dlq, &storage, &pipeline, table_id.as_deref()).await?;
     let replayed: BTreeSet<(String, i64)> = stored
         .iter()
         .filter(|s| s.letter.reason == REPLAYED_REASON)
@@ -102,7 +112,11 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
         .filter(|s| args.reason.is_empty() || args.reason.contains(&s.letter.reason))
         .collect();
     if !args.replay {
-        return list(&args, &dlq, &selected, &replayed);
+        let meant = Meant {
+            table_exists: table_id.is_some(),
+            others,
+        };
+        return list(&args, &dlq, &selected, &replayed, meant);
     }
     let pending: Vec<Letter> = selected
         .iter()
@@ -112,12 +126,23 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
     replay_letters(&args, &pipeline, &dlq, storage, pending).await
 }
 
+/// Which table the listed dead letters were meant for.
+#[derive(Debug, Clone, Copy)]
+struct Meant {
+    /// Whether the table is there: without it, the dead letters of every table once at its
+    /// location are listed (a run that lands no row leaves no table).
+    table_exists: bool,
+    /// Rows meant for another table once at the location, left out.
+    others: usize,
+}
+
 /// Prints the counts by reason and the first `--limit` letters.
 fn list(
     args: &DeadLettersArgs,
     dlq: &str,
     selected: &[&Stored],
     replayed: &BTreeSet<(String, i64)>,
+    meant: Meant,
 ) -> anyhow::Result<()> {
     let is_replayed = |s: &Stored| replayed.contains(&(s.letter.source.clone(), s.letter.offset));
     let mut by_reason: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -131,6 +156,8 @@ fn list(
     if args.format == "json" {
         let json = serde_json::json!({
             "dead_letter_table": dlq,
+            "table_exists": meant.table_exists,
+            "dead_letters_of_other_tables": meant.others,
             "by_reason": by_reason.iter().map(|(r, (n, done))| (r.to_string(), serde_json::json!({"dead_letters": n, "replayed": done}))).collect::<serde_json::Map<_, _>>(),
             "dead_letters": shown.iter().map(|s| serde_json::json!({
                 "source_partition": s.letter.source,
@@ -146,6 +173,19 @@ fn list(
         return Ok(());
     }
     println!("{} in {dlq}", counted(selected.len() as u64, "dead letter"));
+    if !meant.table_exists {
+        println!(
+            "  (no table at {}: these were meant for a table once there)",
+            args.table
+        );
+    }
+    if meant.others > 0 {
+        println!(
+            "  ({} meant for a table once at {} not listed)",
+            counted(meant.others as u64, "dead letter"),
+            args.table
+        );
+    }
     for (reason, (n, done)) in &by_reason {
         println!("  {reason:<18} {n:>8}  ({done} replayed)");
     }
@@ -162,18 +202,45 @@ fn list(
     Ok(())
 }
 
-/// Reads the pipeline's rows of the dead-letter table (none if there is no such table), in
-/// position order.
+/// The dead-letter rows meant for the table of id `table_id` (with rows written before sluice
+/// recorded table ids, which could be any table's), and how many rows are meant for other
+/// tables: ones removed from this location before (a table that never landed a row is).
+/// Without a table id (no table there), every row.
+pub(crate) async fn meant_for(
+    frame: DataFrame,
+    table_id: Option<&str>,
+) -> anyhow::Result<(DataFrame, usize)> {
+    let Some(id) = table_id else {
+        return Ok((frame, 0));
+    };
+    if frame
+        .schema()
+        .field_with_unqualified_name(TABLE_ID_COLUMN)
+        .is_err()
+    {
+        return Ok((frame, 0));
+    }
+    let own = col(TABLE_ID_COLUMN)
+        .eq(lit(id))
+        .or(col(TABLE_ID_COLUMN).is_null());
+    let others = frame.clone().filter(!own.clone())?.count().await?;
+    Ok((frame.filter(own)?, others))
+}
+
+/// Reads the pipeline's rows of the dead-letter table meant for the table of id `table_id`
+/// ([`meant_for`]; none if there is no dead-letter table), in position order, and how many
+/// rows meant for other tables were left out.
 async fn read_letters(
     dlq: &str,
     storage: &std::collections::HashMap<String, String>,
     pipeline: &str,
-) -> anyhow::Result<Vec<Stored>> {
+    table_id: Option<&str>,
+) -> anyhow::Result<(Vec<Stored>, usize)> {
     if sluice_publish::open_table(dlq, storage, None)
         .await
         .is_err()
     {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     let tables = [sluice_sql::TableRef {
         name: "d".into(),
@@ -189,10 +256,12 @@ async fn read_letters(
         "raw",
         "window",
     ];
-    let batches = ctx
+    let pipeline_rows = ctx
         .table("d")
         .await?
-        .filter(col("pipeline").eq(lit(pipeline)))?
+        .filter(col("pipeline").eq(lit(pipeline)))?;
+    let (rows, others) = meant_for(pipeline_rows, table_id).await?;
+    let batches = rows
         .select_columns(&columns)?
         .sort(vec![
             col("source_partition").sort(true, true),
@@ -205,7 +274,7 @@ async fn read_letters(
     for b in &batches {
         out.extend(stored_rows(b).with_context(|| format!("reading {dlq}"))?);
     }
-    Ok(out)
+    Ok((out, others))
 }
 
 fn stored_rows(b: &RecordBatch) -> anyhow::Result<Vec<Stored>> {
@@ -365,8 +434,10 @@ async fn replay_letters(
             .await
             .with_context(|| format!("opening the dead-letter table {dlq}"))?;
         let mut dlq_stager = Stager::new(letters.store(), attempt, StageOptions::default());
+        let owner = DeadLetterOwner::of(&table, pipeline)
+            .with_context(|| format!("reading the id of {}", args.table))?;
         letters
-            .append(pipeline, &markers, &[], clock.now_ms(), &mut dlq_stager)
+            .append(&owner, &markers, &[], clock.now_ms(), &mut dlq_stager)
             .await
             .with_context(|| format!("recording the replays in {dlq}"))?;
     }

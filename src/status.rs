@@ -10,6 +10,7 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
 use sluice_publish::{TableStatus, REPLAYED_REASON};
 
+use crate::dead_letters::meant_for;
 use crate::report::parse_storage_options;
 use crate::usage;
 
@@ -55,11 +56,15 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .dlq
         .clone()
         .unwrap_or_else(|| crate::args::default_dlq_location(&args.table));
-    let dead = dead_letters(&dlq, &storage).await?;
+    let id = sluice_publish::table_id(&table)
+        .with_context(|| format!("reading the id of {}", args.table))?;
+    let dead = dead_letters(&dlq, &storage, &id).await?;
     if json {
         let mut value = serde_json::to_value(&status)?;
         value["dead_letter_table"] = serde_json::json!(dead.as_ref().map(|_| &dlq));
-        value["dead_letters"] = serde_json::json!(dead.unwrap_or_default());
+        let (counts, others) = dead.unwrap_or_default();
+        value["dead_letters"] = serde_json::json!(counts);
+        value["dead_letters_of_other_tables"] = serde_json::json!(others);
         println!("{value}");
     } else {
         print!("{}", text(&status, &dlq, dead.as_ref()));
@@ -67,11 +72,17 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Dead letters by pipeline and reason; `None` when there is no dead-letter table.
+/// Dead letters by pipeline and reason.
+type DeadCounts = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// The dead letters meant for the table of id `table_id`, by pipeline and reason, and the
+/// number meant for other tables once at its location; `None` when there is no dead-letter
+/// table.
 async fn dead_letters(
     dlq: &str,
     storage: &std::collections::HashMap<String, String>,
-) -> anyhow::Result<Option<BTreeMap<String, BTreeMap<String, i64>>>> {
+    table_id: &str,
+) -> anyhow::Result<Option<(DeadCounts, usize)>> {
     if sluice_publish::open_table(dlq, storage, None)
         .await
         .is_err()
@@ -84,13 +95,15 @@ async fn dead_letters(
         version: None,
     }];
     let ctx = sluice_sql::session(&tables, storage).await?;
+    let (own, others) = meant_for(ctx.table("d").await?, Some(table_id)).await?;
+    ctx.register_table("own", own.into_view())?;
     let batches = sluice_sql::query(
         &ctx,
-        "SELECT pipeline, reason, count(*) AS n FROM d GROUP BY pipeline, reason",
+        "SELECT pipeline, reason, count(*) AS n FROM own GROUP BY pipeline, reason",
     )
     .await
     .with_context(|| format!("counting the dead letters of {dlq}"))?;
-    let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut out = DeadCounts::new();
     for b in &batches {
         // DataFusion may give strings as views or dictionaries: read them as plain strings.
         let as_type = |i: usize, t: &DataType| cast(b.column(i), t);
@@ -115,14 +128,10 @@ async fn dead_letters(
                 .insert(r.value(i).to_string(), n.value(i));
         }
     }
-    Ok(Some(out))
+    Ok(Some((out, others)))
 }
 
-fn text(
-    s: &TableStatus,
-    dlq: &str,
-    dead: Option<&BTreeMap<String, BTreeMap<String, i64>>>,
-) -> String {
+fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> String {
     let mut out = String::new();
     let mut line = |l: String| {
         out.push_str(&l);
@@ -245,7 +254,7 @@ fn text(
             line(format!("  notified  {target} through version {version}"));
         }
         // `replayed` rows record replays (`sluice dead-letters --replay`), not dead letters.
-        let reasons = dead.and_then(|d| d.get(&p.pipeline));
+        let reasons = dead.and_then(|(d, _)| d.get(&p.pipeline));
         let letters: Vec<(&String, &i64)> = reasons
             .into_iter()
             .flatten()
@@ -267,6 +276,13 @@ fn text(
                     .join(", ")
             ));
         }
+    }
+    if let Some((_, others @ 1..)) = dead {
+        line(String::new());
+        line(format!(
+            "{} in {dlq} meant for a table once at this location (removed; not counted above)",
+            crate::ingest::counted(*others as u64, "dead letter")
+        ));
     }
     out
 }

@@ -508,7 +508,66 @@ fn a_first_run_that_lands_nothing_leaves_no_table_to_lock_the_next() {
     assert!(!table.exists(), "no table is left behind");
     let dlq = dir.path().join("t_dlq");
     assert_eq!(scalar(&dlq, "SELECT count(*) FROM t"), lines.to_string());
+    // The dead letters say which table and contract they were meant for: a table that is
+    // gone, whose time format had the typo.
+    let typo = "SELECT count(*) FROM t WHERE table_id IS NOT NULL \
+                AND strpos(contract, '\"%Y-%m-%d %H:%M\"') > 0";
+    assert_eq!(scalar(&dlq, typo), lines.to_string());
+    let listed = ok(&["dead-letters", "--table", t, "--limit", "1"]);
+    assert!(
+        listed.starts_with(&format!("{lines} dead letters in "))
+            && listed.contains(&format!(
+                "(no table at {t}: these were meant for a table once there)"
+            )),
+        "{listed}"
+    );
     let out = ok(&["run", "--source", &src, "--table", t]);
     assert!(out.contains(&format!("{lines} records")), "{out}");
     assert_eq!(scalar(&table, "SELECT count(*) FROM t"), lines.to_string());
+    // The new table's status and dead letters are its own: none.
+    let status = ok(&["status", "--table", t]);
+    assert!(status.contains("  dead      none\n"), "{status}");
+    assert!(
+        status.contains(&format!(
+            "{lines} dead letters in {t}_dlq meant for a table once at this location (removed; not counted above)"
+        )),
+        "{status}"
+    );
+    let listed = ok(&["dead-letters", "--table", t]);
+    assert_eq!(
+        listed,
+        format!("0 dead letters in {t}_dlq\n  ({lines} dead letters meant for a table once at {t} not listed)\n")
+    );
+}
+
+/// A table removed and run again from the start gets its own dead letters: the dead-letter
+/// offsets are kept per table, so the old table's are neither counted for the new one nor
+/// taken for already written.
+#[test]
+fn a_table_run_again_after_removal_counts_its_own_dead_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, lines) = one_file(dir.path(), 100);
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("{torn\n[1]\n{\"no\": \"time\"}\n");
+    std::fs::write(&file, text).unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let src = format!("ndjson:{}", file.display());
+    let run = || ok(&["run", "--source", &src, "--table", t]);
+    run();
+    std::fs::remove_dir_all(&table).unwrap();
+    run();
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t"), lines.to_string());
+    let dlq = dir.path().join("t_dlq");
+    let per_table = "SELECT count(DISTINCT table_id) || ' ' || count(*) FROM t";
+    assert_eq!(scalar(&dlq, per_table), "2 6");
+    let status = ok(&["status", "--table", t]);
+    assert!(
+        status.contains(&format!("  dead      3 in {t}_dlq: ")),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!("3 dead letters in {t}_dlq meant for a table once")),
+        "{status}"
+    );
 }

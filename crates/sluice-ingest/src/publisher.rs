@@ -14,8 +14,8 @@ use std::task::Poll;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{
-    Coverage, DeadLetter, DeadLetterTable, MergeScope, Publication, Published, Replace,
-    WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
+    Coverage, DeadLetter, DeadLetterOwner, DeadLetterTable, MergeScope, Publication, Published,
+    Replace, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
 use sluice_stage::{Phase, StageError, StageOptions, StagedFile, Stager};
 use sluice_window::{Address, Window};
@@ -151,10 +151,15 @@ impl Publisher {
     ) -> Result<std::collections::HashMap<String, i64>, IngestError> {
         match &self.dlq {
             Some(dlq) => Ok(dlq
-                .committed_offsets(&self.policy.pipeline, partitions)
+                .committed_offsets(&self.dead_letter_owner()?, partitions)
                 .await?),
             None => Ok(Default::default()),
         }
+    }
+
+    /// Whose dead letters this run writes: its pipeline's, for this table.
+    fn dead_letter_owner(&self) -> Result<DeadLetterOwner, IngestError> {
+        Ok(DeadLetterOwner::of(&self.table, &self.policy.pipeline)?)
     }
 
     pub fn into_table(self) -> WindowTable {
@@ -211,14 +216,14 @@ impl Publisher {
         if self.dead_pending.is_empty() {
             return Ok(false);
         }
+        let owner = self.dead_letter_owner()?;
         let (Some(dlq), Some(stager)) = (self.dlq.as_mut(), self.dlq_stager.as_mut()) else {
             return Err(IngestError::NoDeadLetterTable {
                 count: self.dead_pending.len(),
             });
         };
-        let pipeline = &self.policy.pipeline;
         let busy = self.stager.busy().clone();
-        let append = dlq.append(pipeline, &self.dead_pending, through, now_ms, stager);
+        let append = dlq.append(&owner, &self.dead_pending, through, now_ms, stager);
         busy.time_async(Phase::Commit, append).await?;
         self.dead_pending.clear();
         self.dead_pending_bytes = 0;

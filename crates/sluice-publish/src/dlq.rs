@@ -2,11 +2,13 @@
 //! position and reason (E6), exactly once under replays.
 //!
 //! Exactly once works like the data table's offsets: each dead-letter commit carries one
-//! `txn(<pipeline>/<partition>, offset)` per source partition, meaning "every dead letter
-//! below this position is in the table". A replay skips dead letters below it. The runner
-//! commits pending dead letters *before* any data commit that moves the resume position past
-//! them, so a crash between the two commits re-reads the records (they are skipped by the
-//! dead-letter offsets) and never loses one.
+//! `txn(<pipeline>@<table id>/<partition>, offset)` per source partition, meaning "every dead
+//! letter of that table below this position is in the table". A replay skips dead letters
+//! below it. The runner commits pending dead letters *before* any data commit that moves the
+//! resume position past them, so a crash between the two commits re-reads the records (they
+//! are skipped by the dead-letter offsets) and never loses one. Each row names the table it
+//! was meant for ([`DeadLetterOwner`]): a table removed and created again at its location has
+//! a new id, and its run writes (and counts) its own dead letters.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,23 +19,67 @@ use deltalake::arrow::array::{
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
-use deltalake::kernel::{Action, Add, StructType, Transaction};
+use deltalake::kernel::{Action, Add, MetadataExt, StructField, StructType, Transaction};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::table::state::DeltaTableState;
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use sluice_stage::{StageError, Stager};
 
-use crate::table::{app_id, open_table_if_exists, unloaded_table, OpenError, TableOptions};
+use crate::table::{
+    app_id, open_table_if_exists, unloaded_table, OpenError, TableOptions, WindowTable,
+};
 
 mod expire;
+#[cfg(test)]
+mod tests;
 
 pub use expire::{DeadLetterExpiryPlan, DeadLettersExpired};
 
 /// The reason of a row recording that the dead letter at its position was replayed into the
 /// table (`sluice dead-letters --replay`): not a dead letter itself.
 pub const REPLAYED_REASON: &str = "replayed";
+
+/// The dead-letter table's column naming the table a dead letter was meant for (its Delta
+/// table id); null in rows written before sluice recorded it.
+pub const TABLE_ID_COLUMN: &str = "table_id";
+
+/// Whose dead letters a commit holds: the pipeline, and the table they were meant for. A
+/// table removed and created again at the same location has a new id, so the dead letters
+/// of the old one are neither counted as the new table's nor taken for written when the new
+/// table's run meets the same records (the dead-letter offsets are kept per table id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterOwner {
+    pub pipeline: String,
+    /// The data table's id ([`crate::table_id`]).
+    pub table_id: String,
+    /// The pipeline's contract as the table records it ([`Contract::to_property`], JSON);
+    /// empty when the table records none. Kept with each dead letter: a table that never
+    /// landed a row is removed, and its contract with it.
+    pub contract: String,
+}
+
+impl DeadLetterOwner {
+    /// The owner of `pipeline`'s dead letters for `table`.
+    pub fn of(table: &WindowTable, pipeline: &str) -> Result<Self, DeltaTableError> {
+        Ok(DeadLetterOwner {
+            pipeline: pipeline.to_string(),
+            table_id: table.id()?,
+            contract: table
+                .contract(pipeline)?
+                .map(|c| c.to_property())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The `txn` appId of the dead-letter offset of `partition`: `<pipeline>@<table id>/
+    /// <partition>` (a pipeline name has no `@`).
+    fn app_id(&self, partition: &str) -> String {
+        app_id(&format!("{}@{}", self.pipeline, self.table_id), partition)
+    }
+}
 
 /// One record that did not become a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +161,75 @@ pub fn dead_letter_schema() -> SchemaRef {
             DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
             false,
         ),
+        // Added after the first release: last, and nullable, so older tables grow them
+        // ([`DeadLetterTable::append`]).
+        Field::new(TABLE_ID_COLUMN, DataType::Utf8, true),
+        Field::new("contract", DataType::Utf8, true),
     ]))
+}
+
+/// The rows of `letters`, detected at `detected_at_ms`, in the dead-letter table's columns.
+fn dead_letter_batch(
+    owner: &DeadLetterOwner,
+    letters: &[DeadLetter],
+    detected_at_ms: i64,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    let pipeline = owner.pipeline.as_str();
+    let strings = |f: &dyn Fn(&DeadLetter) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(letters.iter().map(f)))
+    };
+    RecordBatch::try_new(
+        dead_letter_schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                letters.iter().map(|_| pipeline),
+            )),
+            strings(&|d| d.source.as_str()),
+            Arc::new(Int64Array::from_iter_values(
+                letters.iter().map(|d| d.offset),
+            )),
+            strings(&|d| d.reason.as_str()),
+            strings(&|d| d.detail.as_str()),
+            strings(&|d| d.raw.as_str()),
+            Arc::new(StringArray::from_iter(
+                letters.iter().map(|d| d.window.as_deref()),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    letters.iter().map(|_| detected_at_ms.saturating_mul(1000)),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(StringArray::from_iter_values(
+                letters.iter().map(|_| owner.table_id.as_str()),
+            )),
+            Arc::new(StringArray::from_iter(letters.iter().map(|_| {
+                (!owner.contract.is_empty()).then_some(owner.contract.as_str())
+            }))),
+        ],
+    )
+}
+
+/// For a dead-letter table written before the owner columns existed, the metadata action
+/// that adds them (committed with the next dead letters: rows written before keep nulls).
+fn owner_columns(snapshot: &DeltaTableState) -> Result<Option<Action>, DeltaTableError> {
+    if snapshot.schema().field(TABLE_ID_COLUMN).is_some() {
+        return Ok(None);
+    }
+    let mut fields: Vec<StructField> = snapshot.schema().fields().cloned().collect();
+    let wanted: StructType = dead_letter_schema()
+        .as_ref()
+        .try_into_kernel()
+        .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+    for field in wanted.fields() {
+        if snapshot.schema().field(field.name()).is_none() {
+            fields.push(field.clone());
+        }
+    }
+    let schema = StructType::try_new(fields)?;
+    Ok(Some(Action::Metadata(
+        snapshot.metadata().clone().with_schema(&schema)?,
+    )))
 }
 
 /// `stats` with the bounds of `detected_at`, which every row of the file shares (the
@@ -233,10 +347,10 @@ impl DeadLetterTable {
             })
     }
 
-    /// Per partition, the position below which every dead letter of `pipeline` is in the table.
+    /// Per partition, the position below which every dead letter of `owner` is in the table.
     pub async fn committed_offsets(
         &self,
-        pipeline: &str,
+        owner: &DeadLetterOwner,
         partitions: &[String],
     ) -> Result<HashMap<String, i64>, DeadLetterError> {
         let read = |source| DeadLetterError::Read {
@@ -246,7 +360,7 @@ impl DeadLetterTable {
         let snapshot = self.table.snapshot().map_err(read)?;
         let log_store = self.table.log_store();
         let lookups = partitions.iter().map(|p| {
-            let id = app_id(pipeline, p);
+            let id = owner.app_id(p);
             let log_store = log_store.clone();
             async move {
                 let v = snapshot
@@ -272,53 +386,24 @@ impl DeadLetterTable {
     /// blindly: if the table moved, the caller re-reads it.
     pub async fn append(
         &mut self,
-        pipeline: &str,
+        owner: &DeadLetterOwner,
         letters: &[DeadLetter],
         through: &[(String, i64)],
         detected_at_ms: i64,
         stager: &mut Stager,
     ) -> Result<u64, DeadLetterError> {
         let n = letters.len();
-        let strings = |f: &dyn Fn(&DeadLetter) -> &str| -> ArrayRef {
-            Arc::new(StringArray::from_iter_values(letters.iter().map(f)))
-        };
-        let batch = RecordBatch::try_new(
-            dead_letter_schema(),
-            vec![
-                Arc::new(StringArray::from_iter_values(
-                    letters.iter().map(|_| pipeline),
-                )),
-                strings(&|d| d.source.as_str()),
-                Arc::new(Int64Array::from_iter_values(
-                    letters.iter().map(|d| d.offset),
-                )),
-                strings(&|d| d.reason.as_str()),
-                strings(&|d| d.detail.as_str()),
-                strings(&|d| d.raw.as_str()),
-                Arc::new(StringArray::from_iter(
-                    letters.iter().map(|d| d.window.as_deref()),
-                )),
-                Arc::new(
-                    TimestampMicrosecondArray::from_iter_values(
-                        letters.iter().map(|_| detected_at_ms.saturating_mul(1000)),
-                    )
-                    .with_timezone("UTC"),
-                ),
-            ],
-        )
-        .map_err(|e| DeadLetterError::Write {
-            url: self.url.clone(),
-            records: n,
-            source: e.into(),
+        let batch = dead_letter_batch(owner, letters, detected_at_ms).map_err(|e| {
+            DeadLetterError::Write {
+                url: self.url.clone(),
+                records: n,
+                source: e.into(),
+            }
         })?;
         let txns: Vec<Transaction> = through
             .iter()
             .map(|(p, offset)| {
-                Transaction::new_with_last_update(
-                    app_id(pipeline, p),
-                    *offset,
-                    Some(detected_at_ms),
-                )
+                Transaction::new_with_last_update(owner.app_id(p), *offset, Some(detected_at_ms))
             })
             .collect();
         // Staged as the data is (sluice's own Parquet writer and statistics), then committed
@@ -340,6 +425,7 @@ impl DeadLetterTable {
             source,
         };
         let snapshot = self.table.snapshot().map_err(write_error)?;
+        let grown = owner_columns(snapshot).map_err(write_error)?;
         let properties =
             crate::table::commit::commit_properties(snapshot, txns, None, self.commit_retries);
         let add = Action::Add(Add {
@@ -357,7 +443,7 @@ impl DeadLetterTable {
             predicate: None,
         };
         let result = CommitBuilder::from(properties)
-            .with_actions(vec![add])
+            .with_actions(grown.into_iter().chain([add]).collect())
             .build(Some(snapshot), self.table.log_store(), operation)
             .await;
         match result {

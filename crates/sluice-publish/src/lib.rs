@@ -45,8 +45,8 @@ pub use compact::{
 };
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{
-    dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryPlan, DeadLetterTable,
-    DeadLettersExpired, REPLAYED_REASON,
+    dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryPlan, DeadLetterOwner,
+    DeadLetterTable, DeadLettersExpired, REPLAYED_REASON, TABLE_ID_COLUMN,
 };
 pub use expire::{
     expire, ExpireError, ExpirePlan, ExpireReport, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,
@@ -73,7 +73,7 @@ pub use table::contract::{
 };
 pub use table::merge::{MergeAction, MergePublication, MergeScope};
 pub use table::{
-    active_files, location_url, open_table, open_table_with, reserved_columns, OpenError,
+    active_files, location_url, open_table, open_table_with, reserved_columns, table_id, OpenError,
     Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions, WindowTable,
     CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
 };

@@ -178,6 +178,15 @@ pub(crate) fn check(
 }
 
 impl WindowTable {
+    /// The contract the table records for `pipeline`, if any.
+    pub fn contract(&self, pipeline: &str) -> Result<Option<Contract>, deltalake::DeltaTableError> {
+        let snapshot = self.loaded.snapshot()?;
+        Ok(Contract::recorded_in(
+            snapshot.metadata().configuration(),
+            pipeline,
+        ))
+    }
+
     /// Records the options' contract in the table if it lacks any of its terms (a table
     /// written before contracts, or a new pipeline of a table of several): one commit of a
     /// metadata action. Call it once the run's options are validated; a table created by

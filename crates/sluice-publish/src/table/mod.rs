@@ -647,6 +647,11 @@ impl WindowTable {
         self.share.address(window)
     }
 
+    /// The table's id (`metaData.id`, see [`table_id`]).
+    pub fn id(&self) -> Result<String, DeltaTableError> {
+        table_id(&self.loaded)
+    }
+
     pub fn size(&self) -> WindowSize {
         self.share.size
     }
@@ -812,6 +817,18 @@ pub(crate) fn pipeline_of(
         .map(|(_, v)| v.clone())
         .or_else(|| owner.map(str::to_string))
         .or_else(|| files.iter().find_map(|f| f.pipeline.clone()))
+}
+
+/// A Delta table's id (its `metaData.id`): fixed at creation, so a table removed and created
+/// again at the same location has another one.
+pub fn table_id(table: &DeltaTable) -> Result<String, DeltaTableError> {
+    let metadata = serde_json::to_value(table.snapshot()?.metadata())?;
+    match metadata.get("id").and_then(|id| id.as_str()) {
+        Some(id) => Ok(id.to_string()),
+        None => Err(DeltaTableError::MetadataError(
+            "the table's metadata has no id".into(),
+        )),
+    }
 }
 
 pub(crate) fn app_id(pipeline: &str, partition: &str) -> String {

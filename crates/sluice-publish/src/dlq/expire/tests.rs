@@ -2,7 +2,7 @@ use deltalake::arrow::array::{Array, Int64Array, StringArray};
 
 use super::*;
 use crate::table::OpenError;
-use crate::{DeadLetter, TableOptions};
+use crate::{DeadLetter, DeadLetterOwner, TableOptions};
 
 fn options(dir: &std::path::Path) -> TableOptions {
     TableOptions::new(dir.to_str().unwrap())
@@ -19,6 +19,15 @@ fn letter(offset: i64) -> DeadLetter {
     }
 }
 
+/// `pipeline`'s dead letters for the table of id `t1`.
+fn owner(pipeline: &str) -> DeadLetterOwner {
+    DeadLetterOwner {
+        pipeline: pipeline.into(),
+        table_id: "t1".into(),
+        contract: String::new(),
+    }
+}
+
 /// Appends one dead letter of `pipeline` at `offset`, detected at `at_ms`.
 async fn append(table: &mut DeadLetterTable, pipeline: &str, offset: i64, at_ms: i64) {
     let options = sluice_stage::StageOptions::default();
@@ -26,7 +35,7 @@ async fn append(table: &mut DeadLetterTable, pipeline: &str, offset: i64, at_ms:
     let mut stager = sluice_stage::Stager::new(table.store(), attempt, options);
     table
         .append(
-            pipeline,
+            &owner(pipeline),
             &[letter(offset)],
             &[("in".into(), offset + 1)],
             at_ms,
@@ -132,9 +141,15 @@ async fn expiry_removes_exactly_the_dead_letters_detected_before_the_cutoff() {
     assert_eq!(letters(&table).await, pairs(&[("a", 30)]));
 
     // The dead-letter offsets stay: a replay still skips the expired records.
-    let offsets = table.committed_offsets("a", &["in".into()]).await.unwrap();
+    let offsets = table
+        .committed_offsets(&owner("a"), &["in".into()])
+        .await
+        .unwrap();
     assert_eq!(offsets.get("in"), Some(&31));
-    let offsets = table.committed_offsets("b", &["in".into()]).await.unwrap();
+    let offsets = table
+        .committed_offsets(&owner("b"), &["in".into()])
+        .await
+        .unwrap();
     assert_eq!(offsets.get("in"), Some(&41));
 
     // Another process reads the same table as this one left it.
