@@ -2,7 +2,9 @@
 //! `<!-- test: run -->` line in README.md or docs/*.md is run by bash (`-euo pipefail`) with the
 //! binary under test first on PATH, in a scratch copy of `data/` and `examples/`; the blocks of
 //! one file run in order in one directory, as a reader would type them. A block that fails
-//! fails the test with its output. docs/cli.md is also checked against the command's own
+//! fails the test with its output, and so does output the documentation shows that the
+//! binary does not print (the marks are in `blocks`; every block of output is checked, or
+//! marked as a figure). docs/cli.md is also checked against the command's own
 //! option definitions: every option is documented, and every documented option exists.
 
 use std::path::{Path, PathBuf};
@@ -10,37 +12,31 @@ use std::process::Command;
 
 use crate::common::{copy_dir, ok, BIN};
 
-const MARK: &str = "<!-- test: run -->";
+pub mod blocks;
 
-/// The runnable blocks of a Markdown file, in order.
-fn runnable_blocks(markdown: &str) -> Vec<String> {
-    let mut blocks = Vec::new();
-    let mut lines = markdown.lines();
-    while let Some(line) = lines.next() {
-        if line.trim() != MARK {
-            continue;
-        }
-        let fence = lines.next().unwrap_or_default();
-        assert_eq!(
-            fence.trim(),
-            "```sh",
-            "{MARK} must be followed by a ```sh fence"
-        );
-        let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
-        blocks.push(body.join("\n"));
-    }
-    blocks
+use blocks::Block;
+
+/// The runnable blocks' commands of a Markdown file, in order.
+fn runnable_blocks(file: &str, markdown: &str) -> Vec<String> {
+    blocks::blocks(file, markdown)
+        .unwrap()
+        .into_iter()
+        .filter_map(|b| match b {
+            Block::Run { body, .. } => Some(body),
+            _ => None,
+        })
+        .collect()
 }
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs the runnable blocks of `file` (relative to the repository) in a scratch directory;
-/// returns how many ran.
+/// Runs the runnable blocks of `file` (relative to the repository) in a scratch directory,
+/// checking the output each shows and the output blocks after it; returns how many ran.
 fn run_blocks_of(file: &str) -> usize {
     let text = std::fs::read_to_string(repo().join(file)).unwrap();
-    let blocks = runnable_blocks(&text);
+    let blocks = blocks::blocks(file, &text).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("data"), &dir.path().join("data"));
     copy_dir(&repo().join("examples"), &dir.path().join("examples"));
@@ -50,29 +46,51 @@ fn run_blocks_of(file: &str) -> usize {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    for (i, block) in blocks.iter().enumerate() {
-        let out = Command::new("bash")
-            .args(["-euo", "pipefail", "-c", block])
-            .current_dir(dir.path())
-            .env("PATH", &path)
-            .env_remove("SLUICE_LOG")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{file}, runnable block {} failed ({}):\n{block}\n--- stdout\n{}\n--- stderr\n{}",
-            i + 1,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!(
-            "{file}, block {}: ok\n{}",
-            i + 1,
-            String::from_utf8_lossy(&out.stdout)
-        );
+    let mut ran = 0;
+    // What the last runnable block printed, stdout and stderr in order.
+    let mut printed: Option<String> = None;
+    for block in &blocks {
+        match block {
+            Block::Run { body, shown } => {
+                ran += 1;
+                let out = Command::new("bash")
+                    .args(["-euo", "pipefail", "-c", &format!("exec 2>&1\n{body}")])
+                    .current_dir(dir.path())
+                    .env("PATH", &path)
+                    .env_remove("SLUICE_LOG")
+                    .env("SLUICE_PROGRESS_INTERVAL_MS", "3600000")
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                assert!(
+                    out.status.success(),
+                    "{}: runnable block failed ({}):\n{body}\n--- output\n{text}",
+                    shown.at,
+                    out.status,
+                );
+                blocks::check(shown, &text).unwrap_or_else(|e| panic!("{e}"));
+                eprintln!("{}: ok\n{text}", shown.at);
+                printed = Some(text);
+            }
+            Block::Output(shown) => {
+                let printed = printed.as_deref().unwrap_or_else(|| {
+                    panic!("{}: output with no runnable block before it", shown.at)
+                });
+                blocks::check(shown, printed).unwrap_or_else(|e| panic!("{e}"));
+            }
+            Block::OutputOf { test, shown } => {
+                // The named test checks it: it must exist and read this file's blocks.
+                let source = std::fs::read_to_string(repo().join(test))
+                    .unwrap_or_else(|e| panic!("{}: {test}: {e}", shown.at));
+                assert!(
+                    source.contains(&format!("shown_of(\"{file}\"")),
+                    "{}: {test} does not check it (blocks::shown_of)",
+                    shown.at
+                );
+            }
+        }
     }
-    blocks.len()
+    ran
 }
 
 /// The README's quickstart runs the installed binary only: after `cargo install`, no command
@@ -80,7 +98,7 @@ fn run_blocks_of(file: &str) -> usize {
 #[test]
 fn the_readme_commands_run_as_written() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    for block in runnable_blocks(&readme) {
+    for block in runnable_blocks("README.md", &readme) {
         assert!(
             !block.contains("cargo "),
             "a quickstart command builds: {block}"

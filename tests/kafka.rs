@@ -483,10 +483,12 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
         "{status}"
     );
     assert_eq!(p["rows"], rows, "{status}");
-    eprintln!(
-        "sluice status:\n{}",
-        scenario.ok(&["status", "--table", &scenario.table])
-    );
+    // The status docs/kafka.md shows is this one's.
+    let text = scenario.ok(&["status", "--table", &scenario.table]);
+    eprintln!("sluice status:\n{text}");
+    for shown in crate::docs::blocks::shown_of("docs/kafka.md", "tests/kafka.rs") {
+        crate::docs::blocks::check(&shown, &text).unwrap_or_else(|e| panic!("{e}"));
+    }
 
     // A restart with no new events commits nothing (to the derived table either).
     let revenue = dir.join("revenue");

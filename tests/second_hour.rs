@@ -450,6 +450,17 @@ fn long_commands_print_progress_lines_without_a_terminal() {
     let run = with_lines(&[&["run", "--source", &src][..], &common].concat());
     assert!(run.contains("sluice run: "), "{run}");
     assert!(run.contains("% of 0.7 MB read, "), "{run}");
+    // Bytes count as read with the records they hold: a line that counts records does not
+    // say 0% read (bytes were once counted only at the end of the pass).
+    for line in run.lines().filter(|l| l.contains("% of 0.7 MB read, ")) {
+        let records = line
+            .split(" read, ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next());
+        if records != Some("0") {
+            assert!(!line.starts_with("sluice run: 0% "), "{line}");
+        }
+    }
     let backfill = with_lines(
         &[
             &[

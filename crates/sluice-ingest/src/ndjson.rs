@@ -138,6 +138,8 @@ impl Ingester<'_, NdjsonSource> {
         while let Some(item) = rx.recv().await {
             let (decoded, chunk) = item?;
             bytes += chunk.data.len() as u64;
+            // Counted as read, so the progress a chunk's records report includes its bytes.
+            self.count_bytes(chunk.data.len() as u64);
             let commits = self.commits();
             self.take(decoded, &chunk).await?;
             // The lag moves only with the table's resume positions (and the files' lengths,
@@ -157,7 +159,6 @@ impl Ingester<'_, NdjsonSource> {
             .await
             .map_err(|_| IngestError::ReaderGone)?
             .map_err(|_| IngestError::ReaderGone)?;
-        self.count_bytes(bytes);
         self.report_file_lag();
         Ok(bytes)
     }
