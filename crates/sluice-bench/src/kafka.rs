@@ -259,7 +259,7 @@ fn sluice_run(
         .args(["--key", "event_id", "--late", "rewrite", "--window", "1h"])
         .args(["--max-events", &messages.to_string(), "--format", "json"]);
     let log = work.join(format!("{topic}-{run}.log"));
-    let measured = crate::measure::run_measured(command, &log)?;
+    let measured = crate::usage::run_measured(command, &log)?;
     // The run read every message (a bench that lost some would be fast for nothing).
     let text = std::fs::read_to_string(&log)?;
     let summary: serde_json::Value = text

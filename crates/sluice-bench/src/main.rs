@@ -29,6 +29,7 @@ mod measure;
 mod moto;
 mod server;
 mod split;
+mod usage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::alternatives::BenchError;
-use crate::measure::run_usage;
+use crate::usage::run_usage;
 
 /// Medians of a few runs of one command with `--format json`.
 pub struct Split {

@@ -34,6 +34,7 @@ mod expire;
 mod gc;
 mod listing;
 mod local;
+mod marks;
 mod notify;
 mod retry;
 mod status;

@@ -20,7 +20,6 @@
 //! it (see `seals`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
 
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
 use deltalake::kernel::Transaction;
@@ -33,18 +32,13 @@ use serde_json::json;
 use sluice_window::{Address, AddressLayout, EventTime, Shard, WindowSize, SHARD_COLUMN};
 
 use crate::listing::{read_commit, shard_sealed_txn, ListError};
+pub use crate::marks::{notify_txn, DeliveredMarks};
 use crate::table::contract::Contract;
 use crate::table::{app_id, file_of};
 use crate::COMMIT_INFO_KEY;
 use seals::{label_without_shard, micros_of, split_shard, Pending, Seals, WindowKey};
 
 mod seals;
-
-/// The `txn` partition name under which delivery to notify target `target` is recorded
-/// (appId `<pipeline>/.notify/<target>`, version = the last table version delivered).
-pub fn notify_txn(target: &str) -> String {
-    format!(".notify/{target}")
-}
 
 /// A notify target's name: it names the target's bookkeeping in the table, so it is kept to
 /// letters, digits, `_`, `-` and `.` (1 to 64 of them).
@@ -53,27 +47,6 @@ pub fn valid_target_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
-/// The last table version delivered to each notify target, shared by a notifier (which
-/// raises a target's mark after delivering) and the writer of the table (whose every commit
-/// records the marks, see [`crate::TableOptions::notified`]). A clone is the same marks.
-#[derive(Debug, Clone, Default)]
-pub struct DeliveredMarks(Arc<Mutex<BTreeMap<String, u64>>>);
-
-impl DeliveredMarks {
-    /// Raises `target`'s mark to `through` (never lowers it).
-    pub fn deliver(&self, target: &str, through: u64) {
-        let mut marks = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let mark = marks.entry(target.to_string()).or_insert(through);
-        *mark = (*mark).max(through);
-    }
-
-    /// Every target's mark.
-    pub fn marks(&self) -> Vec<(String, u64)> {
-        let marks = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        marks.iter().map(|(t, v)| (t.clone(), *v)).collect()
-    }
 }
 
 /// Why a window is notified.

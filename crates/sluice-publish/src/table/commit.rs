@@ -458,7 +458,7 @@ impl WindowTable {
         // back: the notifier raises it only after delivering.
         for (target, through) in self.notified.marks() {
             actions.push(Transaction::new_with_last_update(
-                app_id(pipeline, &crate::notify::notify_txn(&target)),
+                app_id(pipeline, &crate::marks::notify_txn(&target)),
                 through as i64,
                 Some(at_ms),
             ));

@@ -5,8 +5,8 @@
 //! [`WindowTable`]'s writing is split by concern into sub-modules: `commit` (a window's
 //! publication, one commit), `merge` (MERGE publications) and `schema` (growing the table's
 //! schema in the commit of the first rows that need it). The table uses only leaf modules of
-//! the crate (local listing, retries, tags); the others (derived, dead letters, listing, gc)
-//! use it, so the crate's modules form no circle.
+//! the crate (local listing, retries, tags, notify marks); the others (derived, dead letters,
+//! listing, gc, notify) use it, so the crate's modules form no circle.
 
 pub(crate) mod commit;
 pub(crate) mod contract;
@@ -202,8 +202,8 @@ pub struct TableOptions {
     pub contract: Option<contract::Contract>,
     /// How far each notify target of the pipeline has been delivered: every commit of the
     /// writer records them (`txn` appIds `<pipeline>/.notify/<target>`), so a notifier
-    /// running beside the writer never commits to the table itself (see [`crate::notify`]).
-    pub notified: crate::notify::DeliveredMarks,
+    /// running beside the writer never commits to the table itself (see [`crate::marks`]).
+    pub notified: crate::marks::DeliveredMarks,
 }
 
 impl TableOptions {
@@ -277,7 +277,7 @@ pub struct WindowTable {
     /// commit as the first rows that carry its new columns, never a commit of its own).
     pub(crate) schema_change: Option<SchemaRef>,
     /// See [`TableOptions::notified`].
-    pub(crate) notified: crate::notify::DeliveredMarks,
+    pub(crate) notified: crate::marks::DeliveredMarks,
     /// Whether this writer created the table (see [`WindowTable::remove_if_unwritten`]).
     pub(crate) created: bool,
 }
