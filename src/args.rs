@@ -233,7 +233,7 @@ pub struct RunArgs {
     pub derive_key: Vec<String>,
     /// Derived tables from the config file.
     #[arg(skip)]
-    pub derive: Vec<crate::derive::DeriveConfig>,
+    pub derive: Vec<DeriveConfig>,
     /// A notify target NAME=URL (repeatable): POST a JSON body for each window that becomes
     /// complete or is rewritten, header Idempotency-Key, at least once (docs/notifications.md).
     /// In a config file: [[notify]] targets with name, url or command, on and timeout.
@@ -247,7 +247,7 @@ pub struct RunArgs {
     pub notify_commands: Vec<String>,
     /// Notify targets from the config file.
     #[arg(skip)]
-    pub notify: Vec<crate::notify::NotifyConfig>,
+    pub notify: Vec<NotifyConfig>,
     /// How long a run that ends goes on delivering notifications of what it published, e.g.
     /// 30s; what is left is delivered by the next run. [default: 30s]
     #[arg(long)]
@@ -311,8 +311,8 @@ pub struct RunSettings {
     pub retain_ms: Option<i64>,
     pub storage_options: HashMap<String, String>,
     pub attempt: Option<String>,
-    pub derive: Vec<crate::derive::DeriveConfig>,
-    pub notify: Vec<crate::notify::NotifyConfig>,
+    pub derive: Vec<DeriveConfig>,
+    pub notify: Vec<NotifyConfig>,
     pub notify_drain_ms: u64,
     /// See `--max-reject-ratio`: a share from 0 to 1.
     pub max_reject_ratio: f64,
@@ -689,8 +689,8 @@ impl RunArgs {
                 return Err(usage("--attempt: use letters, digits and _ only"));
             }
         }
-        crate::derive::check(&a.derive, &[&table, &dlq])?;
-        crate::notify::check(&a.notify)?;
+        derive_tables::check(&a.derive, &[&table, &dlq])?;
+        notify_targets::check(&a.notify)?;
         let notify_drain_ms =
             duration_or_default("--notify-drain", &a.notify_drain, defaults::NOTIFY_DRAIN)?.max(0)
                 as u64;
@@ -764,11 +764,17 @@ pub(crate) fn default_dlq_location(table: &str) -> String {
 }
 
 mod config;
+mod derive_tables;
+mod notify_targets;
 mod values;
+
+pub use derive_tables::DeriveConfig;
+pub(crate) use notify_targets::timeout_ms;
+pub use notify_targets::NotifyConfig;
 
 pub(crate) use values::duration_or_default;
 use values::{duration_option, parse_source};
-pub use values::{key_value, parse_bytes, parse_ratio};
+pub use values::{key_value, parse_bytes, parse_range_of, parse_ratio};
 
 #[cfg(test)]
 mod tests;

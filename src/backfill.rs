@@ -9,9 +9,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_ingest::{backfill, BackfillProgress};
 use sluice_window::{parse_instant, EventTime, Window};
 
-use crate::args::{RunArgs, RunSettings};
-use crate::derive::open_deriver;
-use crate::ingest::{attempt, wire, SystemClock};
+use crate::args::{parse_range_of, RunArgs, RunSettings};
+use crate::open::open_deriver;
+use crate::open::{attempt, wire, SystemClock};
 use crate::usage;
 use sluice_ingest::Clock;
 
@@ -54,25 +54,15 @@ pub fn parse_range(args: &BackfillArgs) -> anyhow::Result<(EventTime, EventTime)
     parse_range_of(&args.from, &args.to)
 }
 
-/// The range `[from, to)` given as `--from` and `--to`.
-pub fn parse_range_of(from: &str, to: &str) -> anyhow::Result<(EventTime, EventTime)> {
-    let from = parse_instant(from).map_err(|e| usage(format!("--from: {e}")))?;
-    let to = parse_instant(to).map_err(|e| usage(format!("--to: {e}")))?;
-    if to <= from {
-        return Err(usage("--to: must be after --from"));
-    }
-    Ok((from, to))
-}
-
 pub async fn backfill_command(args: BackfillArgs) -> anyhow::Result<()> {
     let (from, to) = parse_range(&args)?;
-    let settings = crate::ingest::resolve(args.run).await?;
+    let settings = crate::open::resolve(args.run).await?;
     recompute(settings, from, to, "backfill", args.force.force).await
 }
 
 pub async fn rewrite_command(args: RewriteArgs) -> anyhow::Result<()> {
     let at = parse_instant(&args.at).map_err(|e| usage(format!("--at: {e}")))?;
-    let settings = crate::ingest::resolve(args.run).await?;
+    let settings = crate::open::resolve(args.run).await?;
     let window = Window::containing(settings.window, at);
     let (from, to) = (window.start(), window.end());
     recompute(settings, from, to, "rewrite", args.force.force).await
@@ -98,9 +88,8 @@ async fn recompute(
     if let Some(kafka) = &settings.kafka {
         return recompute_kafka(&settings, kafka, (from, to), what, force).await;
     }
-    let (decode, config) = crate::ingest::runner(&settings);
-    if crate::ingest::table_is_sharded(&crate::ingest::table_options(&settings, &config, &decode))
-        .await
+    let (decode, config) = crate::open::runner(&settings);
+    if crate::open::table_is_sharded(&crate::open::table_options(&settings, &config, &decode)).await
     {
         return Err(usage(format!(
             "--source ndjson: the table at {} is a Kafka table, whose rows are kept per topic partition (a shard each); an NDJSON file does not say which partition each line came from, so its windows cannot be recomputed from it: {what} it from its topic (--source kafka:TOPIC --brokers HOST:PORT)",
@@ -182,7 +171,7 @@ fn report(
             "rejected_by_reason": summary.rejections.by_reason,
             "table_version": summary.last_version,
             "seconds": started.elapsed().as_secs_f64(),
-            "busy_seconds": crate::ingest::busy_seconds(&summary.busy_us),
+            "busy_seconds": crate::words::busy_seconds(&summary.busy_us),
         });
         if let (Some(json), serde_json::Value::Object(extra)) = (json.as_object_mut(), extra) {
             json.extend(extra);
@@ -232,11 +221,11 @@ async fn recompute_kafka(
         )));
     }
     let started = Instant::now();
-    let (decode, config) = crate::ingest::runner(settings);
-    let mut options = crate::ingest::table_options(settings, &config, &decode);
+    let (decode, config) = crate::open::runner(settings);
+    let mut options = crate::open::table_options(settings, &config, &decode);
     options.shard = Some(sluice_window::Shard(0));
     options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
-    let (mut raw, decoder) = crate::ingest::open_raw(settings, &options, decode, None).await?;
+    let (mut raw, decoder) = crate::open::open_raw(settings, &options, decode, None).await?;
     options.shard = None;
     let derived_options = TableOptions {
         commit_retries: 0,

@@ -22,9 +22,10 @@ use sluice_stage::{StageOptions, Stager};
 use sluice_window::{AddressLayout, WindowSize};
 
 use crate::args::{default_dlq_location, RunArgs};
-use crate::ingest::{counted, SystemClock};
+use crate::open::SystemClock;
 use crate::report::parse_storage_options;
 use crate::usage;
+use crate::words::counted;
 
 #[derive(Debug, Args)]
 pub struct DeadLettersArgs {

@@ -1,28 +1,20 @@
-//! `sluice run`: wires the options to the library and prints the run summary.
+//! `sluice run`: the pipeline `open` wired, run over NDJSON files or a Kafka topic, with its
+//! progress, notifier and summary.
 
 use std::time::Instant;
 
 use anyhow::Context;
-use sluice_ingest::{
-    open_raw as open_raw_table, Clock, Follow, IngestConfig, Ingester, OpenRawError, RawTableSpec,
-};
-use sluice_publish::{DeadLetterTable, OpenError, RetryPolicy, TableOptions, WindowTable};
-use sluice_source::{DecodeOptions, LineDecoder, NdjsonSource, RecordSchema};
-use sluice_stage::StageOptions;
+use sluice_ingest::{Clock, Follow, Ingester};
+use sluice_publish::{DeadLetterTable, TableOptions};
+use sluice_source::NdjsonSource;
 
 use crate::args::{RunArgs, RunSettings};
-use crate::derive::open_deriver;
+use crate::open::{
+    attempt, open_deriver, open_raw, resolve, runner, table_options, wire, SystemClock,
+};
 use crate::signals::{Signal, Stop};
 use crate::usage;
-
-/// The process's wall clock: the one place sluice reads it.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        chrono::Utc::now().timestamp_millis()
-    }
-}
+use crate::words::{busy_seconds, counted};
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = resolve(args).await?;
@@ -167,15 +159,6 @@ fn summary_line(
     )
 }
 
-/// `n` and a noun, plural unless `n` is 1 ("1 commit", "3 commits").
-pub fn counted(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
 /// " (N records/s)", or nothing when the run was too short to say.
 fn rate(records: u64, secs: f64) -> String {
     if secs < 0.01 {
@@ -221,192 +204,6 @@ fn summary_json(
         "seconds": secs,
         "busy_seconds": busy_seconds(&s.busy_us),
     })
-}
-
-/// Busy time by phase as a JSON object of seconds (`busy_seconds` of `--format json`).
-pub fn busy_seconds(busy_us: &[(&str, u64)]) -> serde_json::Value {
-    busy_us
-        .iter()
-        .map(|(phase, us)| (phase.to_string(), serde_json::json!(*us as f64 / 1e6)))
-        .collect::<serde_json::Map<String, serde_json::Value>>()
-        .into()
-}
-
-/// A pipeline's parts, opened from a run settings: the source, the table (created with the
-/// record schema if new), the decoder and the runner's configuration.
-pub struct Wired {
-    pub source: NdjsonSource,
-    pub table: WindowTable,
-    pub decoder: LineDecoder,
-    pub config: IngestConfig,
-    pub options: TableOptions,
-}
-
-pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
-    crate::derive::check_contracts(settings).await?;
-    let source = if settings.follow.is_some() {
-        NdjsonSource::open_following(&settings.source)
-    } else {
-        NdjsonSource::open(&settings.source)
-    }
-    .map_err(|e| usage(format!("--source: {e}")))?;
-    let (decode, config) = runner(settings);
-    let options = table_options(settings, &config, &decode);
-    let (table, decoder) = open_raw(settings, &options, decode, Some(&source)).await?;
-    Ok(Wired {
-        source,
-        table,
-        decoder,
-        config,
-        options,
-    })
-}
-
-/// Merges the config file, fills the options that decide what the table holds from the
-/// contract the table records (where neither a flag nor the file gave them), and validates.
-pub async fn resolve(args: RunArgs) -> anyhow::Result<RunSettings> {
-    let mut args = args.merge_config()?;
-    args.config = None;
-    if let Some(location) = &args.table {
-        let mut options = TableOptions::new(location.clone());
-        for kv in &args.storage_options {
-            let (k, v) = crate::args::key_value("--storage-option", kv)?;
-            options.storage_options.insert(k, v);
-        }
-        let pipeline = args
-            .pipeline
-            .clone()
-            .unwrap_or_else(|| sluice_ingest::defaults::PIPELINE.into());
-        let recorded = sluice_publish::recorded_contract(&options, &pipeline)
-            .await
-            .with_context(|| format!("reading the table {location}"))?;
-        if let Some(contract) = recorded {
-            args.adopt(&contract);
-        }
-    }
-    args.settings()
-}
-
-/// Opens the raw table (sluice_ingest::open_raw: created with the schema file's schema, or
-/// else one inferred from `infer_from`, once the decode options are known to fit it), with
-/// the decoder for its record schema; its errors named after the flags that cause them.
-pub(crate) async fn open_raw(
-    settings: &RunSettings,
-    options: &TableOptions,
-    decode: DecodeOptions,
-    infer_from: Option<&NdjsonSource>,
-) -> anyhow::Result<(WindowTable, LineDecoder)> {
-    let declared = match &settings.schema {
-        Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
-        None => None,
-    };
-    let spec = RawTableSpec {
-        options,
-        declared: declared.as_ref(),
-        layout: settings.layout,
-        window: settings.window,
-        evolution: settings.evolution,
-        infer_from: infer_from.map(|source| (source, settings.infer_lines)),
-        decode,
-    };
-    open_raw_table(spec).await.map_err(|e| match e {
-        OpenRawError::Open(e) => open_error(e, &settings.table),
-        OpenRawError::Infer(e) => usage(format!("--schema: {e}; give a schema file with --schema")),
-        e @ OpenRawError::Read(_) => {
-            anyhow::Error::new(e).context("reading the source to infer its schema")
-        }
-        e @ (OpenRawError::Conflict(_) | OpenRawError::WouldGrow { .. }) => {
-            usage(format!("--schema: {e}"))
-        }
-        OpenRawError::Decode { source, fields } => match source {
-            sluice_source::DecodeError::NoKeyField(_)
-            | sluice_source::DecodeError::KeyFieldType { .. } => usage(format!(
-                "--key: {source} (fields: {fields}); nothing was written"
-            )),
-            e => usage(format!(
-                "--time-field/--time-format: {e} (fields: {fields}); nothing was written"
-            )),
-        },
-    })
-}
-
-/// An error opening the raw table, named after the flags that cause it.
-pub fn open_error(e: OpenError, table: &str) -> anyhow::Error {
-    match e {
-        OpenError::PartitionMismatch { .. } => {
-            usage(format!("--window/--address/--pipelines: {e}"))
-        }
-        OpenError::SchemaMismatch { .. } => usage(format!("--schema: {e}")),
-        OpenError::ReservedColumn { kind, .. } => {
-            let address = if kind == sluice_publish::ReservedKind::Address {
-                "give --address window_start (the window's start as one timestamp column), or "
-            } else {
-                ""
-            };
-            usage(format!(
-                "--schema: {e}: {address}store the field as another column: `column = \"NAME\"` beside its `name` in the schema file"
-            ))
-        }
-        OpenError::ForeignPipeline { .. } | OpenError::PipelineName(_) => {
-            usage(format!("--pipeline: {e}"))
-        }
-        OpenError::PipelinesMismatch { .. } => usage(format!("--pipelines: {e}")),
-        OpenError::ContractMismatch { .. } => usage(format!(
-            "{e}. Nothing was written. Leave these options out to use the table's, or write to another table"
-        )),
-        OpenError::NeedSchema(_) => usage(format!(
-            "--schema: {e}: a Kafka source has no file to infer the schema from; give a schema file"
-        )),
-        other => anyhow::Error::new(other).context(format!("opening table {table}")),
-    }
-}
-
-/// The decode options and the runner's configuration of a run.
-pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
-    let decode = DecodeOptions {
-        time_field: settings.time_field.clone(),
-        time: settings.time.clone(),
-        key: settings
-            .key
-            .as_ref()
-            .map(|k| k.columns.clone())
-            .unwrap_or_default(),
-        evolution: settings.evolution,
-        columns_max: settings.columns_max,
-        // Set by open_raw from the table's layout.
-        reserved: Vec::new(),
-        time_column: settings.time_column.clone(),
-    };
-    let config = IngestConfig {
-        pipeline: settings.pipeline.clone(),
-        window: settings.window,
-        layout: settings.layout,
-        lateness_ms: settings.lateness_ms,
-        key: settings.key.clone(),
-        flush_bytes_max: settings.flush_bytes_max,
-        chunk_bytes: settings.chunk_bytes,
-        chunks_in_flight_max: 4,
-        decode_threads: settings.decode_threads,
-        group_windows_max: settings.group_windows_max,
-        restarts_max: settings.restarts_max,
-        compact: settings
-            .compact_files_min
-            .map(|files_min| sluice_publish::CompactPlan {
-                files_min,
-                ..Default::default()
-            }),
-        retain_ms: settings.retain_ms,
-        late_batch_ms: settings.late_batch_ms,
-        late: settings.late,
-        mode: settings.mode,
-        max_rewrite_age_ms: settings.max_rewrite_age_ms,
-        skew: settings.skew,
-        stage: StageOptions {
-            codec: settings.codec,
-            ..StageOptions::default()
-        },
-    };
-    (decode, config)
 }
 
 /// A Kafka run: the processes of one consumer group share the topic's partitions, each
@@ -482,47 +279,6 @@ async fn ingest_kafka(
     }
     let notified = crate::notify::finish(notifier, settings, SystemClock.now_ms()).await?;
     Ok((summary, version, notified))
-}
-
-/// How the settings's table is reached (the dead-letter and derived tables use the same options
-/// at their own locations), and the run's contract with it.
-pub fn table_options(
-    settings: &RunSettings,
-    config: &IngestConfig,
-    decode: &DecodeOptions,
-) -> TableOptions {
-    TableOptions {
-        location: settings.table.clone(),
-        storage_options: settings.storage_options.clone(),
-        checkpoint_interval: settings.checkpoint_interval,
-        retry: RetryPolicy {
-            attempts_max: settings.store_attempts_max,
-            // Jitter only spreads retries out; any seed will do, and the binary owns the clock.
-            jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
-            ..RetryPolicy::default()
-        },
-        pipeline: Some(settings.pipeline.clone()),
-        pipelines: settings.pipelines,
-        contract: Some(sluice_ingest::run_contract(config, decode)),
-        ..TableOptions::new("")
-    }
-}
-
-/// How the settings's table is reached, with the contract of a run with these settings.
-pub fn raw_options(settings: &RunSettings) -> TableOptions {
-    let (decode, config) = runner(settings);
-    table_options(settings, &config, &decode)
-}
-
-/// The attempt id in staged file names: given, or from the clock and process id.
-pub fn attempt(settings: &RunSettings) -> String {
-    settings.attempt.clone().unwrap_or_else(|| {
-        format!(
-            "{}{:05}",
-            chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
-            std::process::id() % 100_000
-        )
-    })
 }
 
 /// Runs one ingestion; returns the summary and the table version at the end.
@@ -728,18 +484,4 @@ fn with_progress_bar<'a, L: sluice_source::ReplayLog>(
         bar.finish_and_clear();
     });
     ingester.with_progress(tx)
-}
-
-/// Whether the table at `options` is a Kafka run's (a `shard` partition column: a shard per
-/// topic partition); `false` if there is no table there yet.
-pub async fn table_is_sharded(options: &TableOptions) -> bool {
-    match sluice_publish::open_table_with(options, None).await {
-        Ok(table) => table.snapshot().is_ok_and(|s| {
-            s.metadata()
-                .partition_columns()
-                .iter()
-                .any(|c| c == sluice_window::SHARD_COLUMN)
-        }),
-        Err(_) => false,
-    }
 }

@@ -13,12 +13,14 @@ mod ingest;
 mod maintenance;
 mod metrics;
 mod notify;
+mod open;
 mod options;
 mod progress;
 mod report;
 mod signals;
 mod status;
 mod warnings;
+mod words;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -100,7 +100,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let files_after: usize = report.compacted.iter().map(|c| c.files_after).sum();
     println!(
         "sluice compact: {} compacted ({files_before} files -> {files_after}), {} left as they are{}{}",
-        crate::ingest::counted(report.compacted.len() as u64, "window"),
+        crate::words::counted(report.compacted.len() as u64, "window"),
         report.left_alone,
         if report.gave_way.is_empty() {
             String::new()

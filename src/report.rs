@@ -118,7 +118,7 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
     }
     println!(
         "sluice vacuum: {} removed from the table longer ago than {} {}",
-        crate::ingest::counted(vacuumed.files.len() as u64, "file"),
+        crate::words::counted(vacuumed.files.len() as u64, "file"),
         args.retention.as_deref().unwrap_or("the table's retention"),
         if args.apply {
             "deleted"
@@ -154,7 +154,7 @@ pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
     }
     println!(
         "sluice gc: {} ({bytes} bytes) older than {} {}",
-        crate::ingest::counted(orphans.len() as u64, "orphaned file"),
+        crate::words::counted(orphans.len() as u64, "orphaned file"),
         args.older_than,
         if args.dry_run {
             "found (dry run, nothing removed)"

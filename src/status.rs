@@ -281,7 +281,7 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
         line(String::new());
         line(format!(
             "{} in {dlq} meant for a table once at this location (removed; not counted above)",
-            crate::ingest::counted(*others as u64, "dead letter")
+            crate::words::counted(*others as u64, "dead letter")
         ));
     }
     out

@@ -11,7 +11,11 @@ impl RunArgs {
     /// Fills options not given as flags from the config file.
     pub fn merge_config(self) -> anyhow::Result<RunArgs> {
         let mut merged = self.merge_config_file()?;
-        crate::derive::apply_flags(&mut merged.derive, &merged.derive_sql, &merged.derive_key)?;
+        super::derive_tables::apply_flags(
+            &mut merged.derive,
+            &merged.derive_sql,
+            &merged.derive_key,
+        )?;
         // Applied: a second merge (commands that merge before planning) changes nothing.
         merged.notify_urls.clear();
         merged.notify_commands.clear();
@@ -23,14 +27,16 @@ impl RunArgs {
 
     fn merge_config_file(mut self) -> anyhow::Result<RunArgs> {
         // Derived tables: those given as flags replace the file's of the same name.
-        for d in crate::derive::tables_from_flags(&self.derive_tables)? {
+        for d in super::derive_tables::tables_from_flags(&self.derive_tables)? {
             match self.derive.iter_mut().find(|f| f.name == d.name) {
                 Some(f) => *f = d,
                 None => self.derive.push(d),
             }
         }
         // Notify targets: those given as flags replace the file's of the same name.
-        for t in crate::notify::targets_from_flags(&self.notify_urls, &self.notify_commands)? {
+        for t in
+            super::notify_targets::targets_from_flags(&self.notify_urls, &self.notify_commands)?
+        {
             match self.notify.iter_mut().find(|f| f.name == t.name) {
                 Some(f) => *f = t,
                 None => self.notify.push(t),

@@ -1,9 +1,9 @@
-//! The values of single flags: durations, byte sizes, shares, `KEY=VALUE` pairs and
-//! `--source`, each with its usage error.
+//! The values of single flags: durations, byte sizes, shares, `KEY=VALUE` pairs,
+//! `--source` and a `--from`/`--to` range, each with its usage error.
 
 use std::path::PathBuf;
 
-use sluice_window::parse_duration_ms;
+use sluice_window::{parse_duration_ms, parse_instant, EventTime};
 
 use crate::usage;
 
@@ -84,4 +84,14 @@ pub fn key_value(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
         _ => Err(usage(format!("{flag} {text:?}: expected KEY=VALUE"))),
     }
+}
+
+/// The range `[from, to)` given as `--from` and `--to`.
+pub fn parse_range_of(from: &str, to: &str) -> anyhow::Result<(EventTime, EventTime)> {
+    let from = parse_instant(from).map_err(|e| usage(format!("--from: {e}")))?;
+    let to = parse_instant(to).map_err(|e| usage(format!("--to: {e}")))?;
+    if to <= from {
+        return Err(usage("--to: must be after --from"));
+    }
+    Ok((from, to))
 }
