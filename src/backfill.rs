@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_ingest::{backfill, BackfillProgress};
+use sluice_ingest::{backfill, BackfillProgress, RestartPolicy, Restarts};
 use sluice_window::{parse_instant, EventTime, Window};
 
 use crate::args::{parse_range_of, RunArgs, RunSettings};
@@ -110,26 +110,49 @@ async fn recompute(
     .await?;
     let clock = SystemClock;
     let mut bar = Progress::new(what);
-    let (summary, mut table) = backfill(
-        &w.config,
-        &w.source,
-        &w.decoder,
-        w.table,
-        from,
-        to,
-        force,
-        attempt,
-        &clock,
-        &mut |p| bar.show(p),
-    )
-    .await
-    .with_context(|| format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339()))?;
+    let range = || format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339());
+    // A backfill is idempotent: restarted, it recomputes the range from the re-read table,
+    // and windows published before the failure are left unchanged.
+    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
+    let (summary, mut table) = loop {
+        let recomputed = backfill(
+            &w.config,
+            &w.source,
+            &w.decoder,
+            w.table,
+            from,
+            to,
+            force,
+            match restarts.total() {
+                0 => attempt.clone(),
+                n => format!("{attempt}r{n}"),
+            },
+            &clock,
+            &mut |p| bar.show(p),
+        )
+        .await;
+        match recomputed {
+            Ok(done) => break done,
+            Err(e) => {
+                let pause = restarts
+                    .resume_after(e, "re-reading the table and recomputing the range again")
+                    .with_context(range)?;
+                tokio::time::sleep(pause).await;
+                w = wire(&settings).await?;
+            }
+        }
+    };
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
-            d.catch_up(&mut table, clock.now_ms())
-                .await
-                .context("recomputing the derived tables")?;
+            let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
+            while let Err(e) = d.catch_up(&mut table, clock.now_ms()).await {
+                let pause = restarts
+                    .resume_after(e, "re-reading the tables and deriving again")
+                    .context("recomputing the derived tables")?;
+                tokio::time::sleep(pause).await;
+                table.reload().await.context("re-reading the raw table")?;
+            }
             format!(
                 "; {} derived windows recomputed, {} published",
                 d.summary.computed, d.summary.published
@@ -265,22 +288,17 @@ async fn recompute_kafka(
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
-            let mut failures = 0;
+            let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
             loop {
                 raw.reload().await.context("re-reading the raw table")?;
-                match d
+                let followed = d
                     .follow_sharded(&mut raw, &settings.pipeline, clock.now_ms())
-                    .await
-                {
-                    Ok(()) => break,
-                    Err(e) if e.is_resumable() && failures < settings.restarts_max => {
-                        failures += 1;
-                        tracing::info!(error = %e, attempt = failures, "deriving again from the re-read tables");
-                    }
-                    Err(e) => {
-                        return Err(anyhow::Error::new(e).context("recomputing the derived tables"))
-                    }
-                }
+                    .await;
+                let Err(e) = followed else { break };
+                let pause = restarts
+                    .resume_after(e, "deriving again from the re-read tables")
+                    .context("recomputing the derived tables")?;
+                tokio::time::sleep(pause).await;
             }
             format!(
                 "; {} derived windows recomputed, {} published",

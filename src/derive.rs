@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_ingest::{DeriveError, Deriver};
+use sluice_ingest::{DeriveError, Deriver, RestartPolicy, Restarts};
 use sluice_publish::{TableOptions, WindowTable};
 
 use crate::args::{parse_range_of, RunSettings};
@@ -112,16 +112,29 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     let Some((from, to)) = range else {
         return Err(usage("--from and --to: the range to derive (or --follow)"));
     };
-    let now_ms = SystemClock.now_ms();
     let mut lines = crate::progress::ProgressLines::new("derive");
-    deriver
-        .derive_range(&mut raw, from, to, now_ms, &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-            lines.tick(|| format!("{done} of {total} derived windows recomputed"));
-        })
-        .await
-        .context("deriving")?;
+    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
+    loop {
+        let derived = deriver
+            .derive_range(
+                &mut raw,
+                from,
+                to,
+                SystemClock.now_ms(),
+                &mut |done, total| {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                    lines.tick(|| format!("{done} of {total} derived windows recomputed"));
+                },
+            )
+            .await;
+        let Err(e) = derived else { break };
+        let pause = restarts
+            .resume_after(e, "re-reading the tables and deriving the range again")
+            .context("deriving")?;
+        tokio::time::sleep(pause).await;
+        raw.reload().await.context("re-reading the raw table")?;
+    }
     bar.finish_and_clear();
     let s = &deriver.summary;
     if settings.json {
@@ -151,7 +164,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
 /// table up to it (the windows changed since each settled; in a Kafka table, the windows that
 /// became complete or were rewritten while complete), until SIGINT or SIGTERM. A failure
 /// another writer causes (a derived window published by a run beside it) re-reads the tables,
-/// up to `--restarts-max` times in a row.
+/// by the one restart rule (`--restarts-max` failures in a row, growing pauses).
 async fn follow_raw(
     settings: &RunSettings,
     raw: &mut WindowTable,
@@ -162,7 +175,7 @@ async fn follow_raw(
 ) -> anyhow::Result<()> {
     let stop = crate::signals::Stop::on_signal();
     let mut stopped = stop.rx.clone();
-    let mut failures = 0;
+    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
     let mut rounds: u64 = 0;
     while !*stopped.borrow() {
         let now_ms = SystemClock.now_ms();
@@ -180,12 +193,13 @@ async fn follow_raw(
         }
         .await;
         match step {
-            Ok(()) => failures = 0,
-            Err(e) if e.is_resumable() && failures < settings.restarts_max => {
-                failures += 1;
-                tracing::warn!(error = %e, attempt = failures, "re-reading the tables and deriving again");
+            Ok(()) => restarts.progressed(),
+            Err(e) => {
+                let pause = restarts
+                    .resume_after(e, "re-reading the tables and deriving again")
+                    .context("following the raw table")?;
+                tokio::time::sleep(pause).await;
             }
-            Err(e) => return Err(anyhow::Error::new(e).context("following the raw table")),
         }
         rounds += 1;
         tokio::select! {

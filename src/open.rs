@@ -179,7 +179,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         chunks_in_flight_max: 4,
         decode_threads: settings.decode_threads,
         group_windows_max: settings.group_windows_max,
-        restarts_max: settings.restarts_max,
+        restart: sluice_ingest::RestartPolicy::new(settings.restarts_max),
         compact: settings
             .compact_files_min
             .map(|files_min| sluice_publish::CompactPlan {

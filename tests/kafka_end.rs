@@ -69,7 +69,7 @@ fn config(window: WindowSize) -> IngestConfig {
         group_windows_max: 256,
         late_batch_ms: 0,
         stage: Default::default(),
-        restarts_max: 5,
+        restart: sluice_ingest::RestartPolicy::new(5),
         late: LatePolicy::Rewrite,
         mode: PublishMode::Swap,
         max_rewrite_age_ms: None,

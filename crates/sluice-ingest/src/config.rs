@@ -115,10 +115,11 @@ pub struct IngestConfig {
     /// were due at the same moment, so steady-state seal-to-visible is unchanged.
     pub group_windows_max: usize,
     pub stage: StageOptions,
-    /// Consecutive times a run re-reads the table and resumes from it after a failed publish
-    /// or store operation (a conflict with another writer, a commit whose outcome is unknown,
-    /// store faults that outlasted their retries) before it gives up with the error.
-    pub restarts_max: u32,
+    /// How a run restarts after a failed publish or store operation (a conflict with another
+    /// writer, a commit whose outcome is unknown, store faults that outlasted their retries):
+    /// it re-reads the table and resumes from it, after a growing pause, up to
+    /// [`RestartPolicy::restarts_max`] times in a row, then gives up with the error.
+    pub restart: crate::restart::RestartPolicy,
     /// Compaction in the run: after a commit, each window it published that now holds more
     /// than [`sluice_publish::CompactPlan::files_min`] files (late-row appends, MERGE
     /// rewrites) is compacted by a commit of its own (same rows, `dataChange = false`).
@@ -195,6 +196,24 @@ pub enum IngestError {
     Compact(Box<sluice_publish::CompactError>),
     #[error("removing windows past the retention failed: {0}")]
     Expire(Box<sluice_publish::ExpireError>),
+    /// Resumable failures came more times in a row than the restart policy allows.
+    #[error(transparent)]
+    Exhausted(Box<crate::restart::RestartsExhausted<IngestError>>),
+}
+
+impl From<crate::restart::RestartEnd<IngestError>> for IngestError {
+    fn from(end: crate::restart::RestartEnd<IngestError>) -> Self {
+        match end {
+            crate::restart::RestartEnd::Fatal(e) => e,
+            crate::restart::RestartEnd::Exhausted(e) => IngestError::Exhausted(Box::new(e)),
+        }
+    }
+}
+
+impl crate::restart::Resumable for IngestError {
+    fn is_resumable(&self) -> bool {
+        IngestError::is_resumable(self)
+    }
 }
 
 impl From<sluice_publish::ExpireError> for IngestError {

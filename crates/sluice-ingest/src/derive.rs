@@ -132,6 +132,12 @@ pub enum DeriveError {
     },
 }
 
+impl crate::restart::Resumable for DeriveError {
+    fn is_resumable(&self) -> bool {
+        DeriveError::is_resumable(self)
+    }
+}
+
 impl DeriveError {
     /// Whether re-reading the tables may get past this error (see `IngestError`).
     pub fn is_resumable(&self) -> bool {

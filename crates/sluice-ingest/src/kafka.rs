@@ -25,7 +25,8 @@ use tokio::sync::watch;
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
 use crate::derive::{DeriveError, Deriver};
 use crate::instruments::LagUnit;
-use crate::run::{Ingester, Restarts};
+use crate::restart::{AfterFailure, RestartPolicy, Restarts, RestartsExhausted, Resumable};
+use crate::run::{Ingester, StepRestarts};
 
 /// How long `--until-idle` waits at least for the group's first assignment of the process:
 /// several session timeouts and a rebalance of a group whose members come and go.
@@ -35,13 +36,6 @@ pub const JOIN_WAIT_MS: i64 = 60_000;
 /// writers of one table race on every commit, on disjoint addresses, so a commit is retried
 /// over commits that do not conflict with it (see `TableOptions::commit_retries`).
 pub const SHARD_COMMIT_RETRIES: usize = 15;
-
-/// At the end of a run, how many times `restarts_max` the derived tables are brought up to
-/// the raw table after lost races with other processes of the group (see `KafkaRun::follow`).
-pub const END_DERIVE_ATTEMPTS_PER_RESTART: u32 = 4;
-
-/// The pause before the n-th attempt of the end of a run's derivation: n times this.
-const END_DERIVE_PAUSE_MS: u64 = 25;
 
 /// The default [`KafkaRun::tick_ms`].
 pub const TICK_MS_DEFAULT: u64 = 200;
@@ -91,6 +85,18 @@ pub enum KafkaRunError {
     Derive(DeriveError),
     #[error("the run's last publication of partitions {partitions:?} kept failing (commits of other writers conflicted with it, or the run had read its count of messages); their rows after the table's positions are still only in the topic: run again to land them")]
     EndConflict { partitions: Vec<i32> },
+    /// The end of the run's publication failed more times in a row than `--restarts-max`.
+    #[error(transparent)]
+    Exhausted(Box<RestartsExhausted<KafkaRunError>>),
+    #[error("keeping the derived tables failed: {0}")]
+    DeriveExhausted(Box<RestartsExhausted<DeriveError>>),
+}
+
+impl Resumable for KafkaRunError {
+    /// Only a last publication that conflicted is resumed, by re-reading its partitions.
+    fn is_resumable(&self) -> bool {
+        matches!(self, KafkaRunError::EndConflict { .. })
+    }
 }
 
 /// One assigned partition: its writer and where its messages stand.
@@ -105,7 +111,7 @@ struct Owned<'a> {
     /// after a rebuild must go back to).
     origin: Option<i64>,
     /// Its consecutive failures and restarts from the table.
-    restarts: Restarts,
+    restarts: StepRestarts,
     /// When its last message arrived (or it was assigned), processing time.
     last_input_ms: i64,
 }
@@ -196,7 +202,8 @@ impl KafkaRun {
         // A dropped stop sender means nobody can stop the run any more (not a stop).
         let mut stoppable = true;
         // Attempts at the run's end that had to re-read partitions (see `drain_owned`).
-        let mut end_rounds: u32 = 0;
+        // Rounds of re-reading partitions whose last publication failed at the end.
+        let mut end_restarts = Restarts::new(self.config.restart);
         let ended = loop {
             let event = tokio::select! {
                 // What the consumer handed over goes first: a tick must not find the run idle
@@ -336,10 +343,16 @@ impl KafkaRun {
                                 break true;
                             }
                             // Partitions to re-read from the table's positions: idle counts
-                            // again from here; a bounded number of times in a row.
-                            end_rounds += 1;
-                            if end_rounds > self.config.restarts_max {
-                                return Err(KafkaRunError::EndConflict { partitions: again });
+                            // again from here; restarted by the one rule.
+                            let failed = KafkaRunError::EndConflict { partitions: again };
+                            match end_restarts.after_failure(failed) {
+                                AfterFailure::Resume { pause, .. } => {
+                                    tokio::time::sleep(pause).await
+                                }
+                                AfterFailure::Fatal(e) => return Err(e),
+                                AfterFailure::Exhausted(e) => {
+                                    return Err(KafkaRunError::Exhausted(Box::new(e)))
+                                }
                             }
                             last_input_ms = clock.now_ms();
                             continue;
@@ -416,8 +429,8 @@ impl KafkaRun {
     /// finds the derived table moved (another process published a window or settled first)
     /// is a lost race, not a fault: during the run it is left for the next tick (the tables
     /// are re-read then; ingestion never waits on it); at the run's `end` it is retried over
-    /// re-read tables, each time after a longer pause (the processes of a group often end
-    /// together), up to [`END_DERIVE_ATTEMPTS_PER_RESTART`] times `restarts_max`.
+    /// re-read tables by the one restart rule ([`RestartPolicy`]: the processes of a group
+    /// often end together, and its growing pauses spread them out).
     async fn follow(
         &self,
         deriver: &mut Option<Deriver>,
@@ -428,12 +441,16 @@ impl KafkaRun {
         let (Some(deriver), Some(raw)) = (deriver.as_mut(), raw.as_mut()) else {
             return Ok(true);
         };
-        let attempts_max = if end {
-            self.config.restarts_max.max(1) * END_DERIVE_ATTEMPTS_PER_RESTART
+        // During the run a lost race waits for the next tick: no restart here.
+        let policy = if end {
+            self.config.restart
         } else {
-            1
+            RestartPolicy {
+                restarts_max: 0,
+                ..self.config.restart
+            }
         };
-        let mut failures = 0;
+        let mut restarts = Restarts::new(policy);
         loop {
             let followed = async {
                 raw.reload()
@@ -444,24 +461,26 @@ impl KafkaRun {
                     .await
             }
             .await;
-            match followed {
-                Ok(()) => return Ok(true),
-                Err(e) if e.is_resumable() => {
-                    failures += 1;
-                    if failures >= attempts_max && !end {
-                        tracing::info!(error = %e, "deriving again at the next tick, from the re-read tables");
-                        return Ok(false);
-                    }
-                    if failures >= attempts_max {
-                        return Err(KafkaRunError::Derive(e));
-                    }
-                    tracing::info!(error = %e, attempt = failures, "deriving again from the re-read tables");
-                    tokio::time::sleep(Duration::from_millis(
-                        END_DERIVE_PAUSE_MS * u64::from(failures),
-                    ))
-                    .await;
+            let Err(e) = followed else {
+                return Ok(true);
+            };
+            match restarts.after_failure(e) {
+                AfterFailure::Resume {
+                    attempt,
+                    pause,
+                    error,
+                } => {
+                    tracing::info!(error = %error, attempt, "deriving again from the re-read tables");
+                    tokio::time::sleep(pause).await;
                 }
-                Err(e) => return Err(KafkaRunError::Derive(e)),
+                AfterFailure::Exhausted(e) if !end => {
+                    tracing::info!(error = %e.last, "deriving again at the next tick, from the re-read tables");
+                    return Ok(false);
+                }
+                AfterFailure::Exhausted(e) => {
+                    return Err(KafkaRunError::DeriveExhausted(Box::new(e)))
+                }
+                AfterFailure::Fatal(e) => return Err(KafkaRunError::Derive(e)),
             }
         }
     }
@@ -511,7 +530,7 @@ impl KafkaRun {
             generation: 0,
             next: None,
             origin: None,
-            restarts: Restarts::default(),
+            restarts: StepRestarts::new(&self.config),
             last_input_ms: clock.now_ms(),
         };
         owned.next = owned.committed();

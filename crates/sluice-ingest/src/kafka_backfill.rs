@@ -29,6 +29,7 @@ use sluice_window::{EventTime, Shard, Window};
 
 use crate::backfill::{recompute, BackfillInput, BackfillProgress, BackfillSummary};
 use crate::config::{Clock, IngestConfig, IngestError};
+use crate::restart::Restarts;
 use crate::SHARD_COMMIT_RETRIES;
 
 /// Everything a Kafka backfill needs besides the range and the clock.
@@ -113,7 +114,7 @@ impl KafkaBackfill {
         let total: u64 = bounds.iter().map(|b| (b.high - b.low) as u64).sum();
         let mut summary = KafkaBackfillSummary::default();
         for b in &bounds {
-            let mut failures = 0;
+            let mut restarts = Restarts::new(self.config.restart);
             loop {
                 let table = self.open(b.partition).await?;
                 let mut input = PartitionInput::open(&self.kafka, *b, summary.messages, total)?;
@@ -125,7 +126,7 @@ impl KafkaBackfill {
                     from,
                     to,
                     force,
-                    format!("{}-s{}w{failures}", self.attempt, b.partition),
+                    format!("{}-s{}w{}", self.attempt, b.partition, restarts.total()),
                     clock,
                     progress,
                 )
@@ -137,16 +138,16 @@ impl KafkaBackfill {
                         summary.partitions += 1;
                         break;
                     }
-                    Err(e) if e.is_resumable() && failures < self.config.restarts_max => {
-                        failures += 1;
+                    Err(e) => {
+                        let partition = b.partition;
+                        let pause = restarts
+                            .resume_after(e, "the partition's backfill failed resumably: recomputing it from the re-read table")
+                            .map_err(|end| KafkaBackfillError::Partition {
+                                partition,
+                                source: end.into(),
+                            })?;
                         summary.restarts += 1;
-                        tracing::info!(partition = b.partition, error = %e, attempt = failures, "the partition's backfill lost a race: recomputing it from the re-read table");
-                    }
-                    Err(source) => {
-                        return Err(KafkaBackfillError::Partition {
-                            partition: b.partition,
-                            source,
-                        })
+                        tokio::time::sleep(pause).await;
                     }
                 }
             }

@@ -23,7 +23,8 @@
 //!                                     │  ▼                                       │
 //!                                     │ Deriver       derived windows recomputed │
 //!                                     │ Restarts      conflict or store failure: │
-//!                                     │  re-read the table, resume (bounded)     │
+//!                                     │  pause, re-read the table, resume; the   │
+//!                                     │  one rule of every mode (restart.rs)     │
 //!                                     └──────────────────────────────────────────┘
 //!   runs:  Ingester::run / ::follow (NDJSON)    KafkaRun: one Ingester<LogPartition> per
 //!          backfill: Buffers + Publisher        assigned partition (a shard), same Restarts
@@ -32,7 +33,7 @@
 //! Each type owns one job and keeps its fields private: `WindowState` (state.rs) decides
 //! (no I/O; property-tested: the same events in any chunking route the same way, E5), the
 //! `Ledger` (ledger.rs) counts positions, the `Publisher` (publisher.rs) does the I/O, and
-//! the [`Ingester`] only moves what one returns to the next. Backfill uses the same buffers
+//! the [`Ingester`] moves what one returns to the next (and keeps the run's counts). Backfill uses the same buffers
 //! and publisher, so a day-long window is bounded by `--flush-bytes-max` as a stream's is.
 //!
 //! Reading and decoding run on their own thread, so they overlap with staging and commits.
@@ -62,6 +63,7 @@ mod ndjson;
 mod open;
 mod publisher;
 pub mod replay;
+mod restart;
 mod run;
 mod state;
 
@@ -81,6 +83,10 @@ pub use kafka::{
 #[cfg(feature = "kafka")]
 pub use kafka_backfill::{KafkaBackfill, KafkaBackfillError, KafkaBackfillSummary};
 pub use open::{field_names, open_raw, run_contract, terms, OpenRawError, RawTableSpec};
+pub use restart::{
+    AfterFailure, RestartEnd, RestartPolicy, Restarts, RestartsExhausted, Resumable,
+    RESTART_PAUSE_MS_FIRST, RESTART_PAUSE_MS_MAX,
+};
 pub use run::{Ingester, RunProgress};
 
 #[cfg(test)]

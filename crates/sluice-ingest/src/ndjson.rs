@@ -9,14 +9,14 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{IngestError, RunSummary};
 use crate::follow::{pause, Follow};
-use crate::run::{Ingester, Restarts};
+use crate::run::{Ingester, StepRestarts};
 
 impl Ingester<'_, NdjsonSource> {
     /// Reads the source to its end, publishing every window it seals.
     ///
     /// A resumable failure ([`IngestError::is_resumable`]) makes the run re-read the tables and
-    /// resume from them, exactly as a restarted process would, up to
-    /// [`crate::IngestConfig::restarts_max`] times in a row without a successful commit.
+    /// resume from them, exactly as a restarted process would, by the run's restart rule
+    /// ([`crate::IngestConfig::restart`]).
     pub async fn run(self) -> Result<(RunSummary, WindowTable), IngestError> {
         self.drive(None).await
     }
@@ -32,7 +32,7 @@ impl Ingester<'_, NdjsonSource> {
         mut self,
         mut follow: Option<Follow>,
     ) -> Result<(RunSummary, WindowTable), IngestError> {
-        let mut restarts = Restarts::default();
+        let mut restarts = StepRestarts::new(self.config());
         loop {
             let commits_before = self.commits();
             let outcome = match follow.as_mut() {

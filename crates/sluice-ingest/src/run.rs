@@ -1,8 +1,9 @@
 //! The runner of one pipeline over one replayable log into one window table (one shard of
 //! it, for a sharded table): it feeds decoded chunks to the [`WindowState`], buffers the rows
 //! it keeps, and has the [`Publisher`] publish what the state says is due, with the `txn`s
-//! the [`Ledger`] names. Restarts from the table go through [`Restarts`], for every kind of
-//! run alike.
+//! the [`Ledger`] names. Restarts from the table go through [`StepRestarts`], the one
+//! restart rule ([`crate::restart`]) applied after each step of a run or a Kafka partition's
+//! writer.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use crate::derive::Deriver;
 use crate::instruments::{Instruments, LagUnit, RunLabels};
 use crate::ledger::Ledger;
 use crate::publisher::{Committed, Plan, Policy, Publisher};
+use crate::restart::{AfterFailure, Restarts};
 use crate::state::{Rules, WindowState};
 
 mod upkeep;
@@ -761,19 +763,23 @@ fn raw_line(chunk: &Chunk, offset: i64) -> String {
     String::from_utf8_lossy(&line[..line.len().min(RAW_BYTES_MAX)]).into_owned()
 }
 
-/// Consecutive resumable failures of one run (or one Kafka partition's writer), and the
-/// restart from the table that follows each: the one restart loop of every kind of run.
-#[derive(Debug, Default)]
-pub(crate) struct Restarts {
-    failures: u32,
-}
+/// The restarts of one run (or one Kafka partition's writer) under the run's
+/// [`RestartPolicy`](crate::RestartPolicy) (`IngestConfig::restart`): after a step, a
+/// resumable failure re-reads the tables and resumes from them (as a restarted process
+/// would), after the policy's pause; a step that succeeds, or that committed something before
+/// it failed, is progress.
+#[derive(Debug)]
+pub(crate) struct StepRestarts(Restarts);
 
-impl Restarts {
+impl StepRestarts {
+    pub fn new(config: &IngestConfig) -> Self {
+        StepRestarts(Restarts::new(config.restart))
+    }
+
     /// After a step of `ingester` that ended in `result`, with `commits_before` commits made
-    /// before it: on a resumable failure, re-reads the tables and resumes from them (as a
-    /// restarted process would) and returns `true`; up to
-    /// [`IngestConfig::restarts_max`] failures in a row without a successful step or commit.
-    /// Anything else is returned as the error.
+    /// before it: `true` if it failed and the ingester resumed from the re-read tables;
+    /// `false` if it succeeded. A failure that is not resumable, or one past the limit
+    /// ([`IngestError::Exhausted`]), is returned.
     pub async fn after_step<L: ReplayLog>(
         &mut self,
         ingester: &mut Ingester<'_, L>,
@@ -782,26 +788,32 @@ impl Restarts {
     ) -> Result<bool, IngestError> {
         let mut error = match result {
             Ok(()) => {
-                self.failures = 0;
+                self.0.progressed();
                 return Ok(false);
             }
             Err(e) => e,
         };
         if ingester.commits() > commits_before {
-            self.failures = 0;
+            self.0.progressed();
         }
         loop {
-            if !error.is_resumable() || self.failures >= ingester.config.restarts_max {
-                return Err(error);
-            }
-            self.failures += 1;
+            let (attempt, pause, failed) = match self.0.after_failure(error) {
+                AfterFailure::Resume {
+                    attempt,
+                    pause,
+                    error,
+                } => (attempt, pause, error),
+                AfterFailure::Fatal(e) => return Err(e),
+                AfterFailure::Exhausted(e) => return Err(IngestError::Exhausted(Box::new(e))),
+            };
             ingester.summary.restarts += 1;
-            if error.is_conflict() {
+            if failed.is_conflict() {
                 ingester.instruments.restarts_conflict.increment(1);
             } else {
                 ingester.instruments.restarts_other.increment(1);
             }
-            tracing::warn!(error = %error, restart = self.failures, "re-reading the table and resuming from it");
+            tracing::warn!(error = %failed, restart = attempt, pause_ms = pause.as_millis() as u64, "re-reading the table and resuming from it");
+            tokio::time::sleep(pause).await;
             match ingester.reload().await {
                 Ok(()) => return Ok(true),
                 Err(e) => error = e,

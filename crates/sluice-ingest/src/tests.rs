@@ -31,7 +31,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         group_windows_max: 256,
         late_batch_ms: 0,
         stage: StageOptions::default(),
-        restarts_max: 5,
+        restart: crate::RestartPolicy::immediate(5),
         late: LatePolicy::Rewrite,
         mode: PublishMode::Swap,
         max_rewrite_age_ms: None,

@@ -20,12 +20,14 @@
 //! two writers can never both create one version.
 //!
 //! Failure model: the writer reaches its store through [`RetryStore`] (bounded, jittered
-//! retries of transient failures). A commit is attempted once against the snapshot the writer
-//! read: if the table moved (another writer, or this writer's own earlier attempt that landed
-//! but reported failure), [`WindowTable::publish`] returns [`PublishError::TableMoved`] instead
-//! of re-checking and retrying, and the caller re-reads the table, where the answer is.
-//! (Concurrent writers of different shards of one table will want Delta's conflict checker
-//! instead; they do not exist yet.)
+//! retries of transient failures). A table with one writer per pipeline commits once against
+//! the snapshot the writer read: if the table moved (another writer, or this writer's own
+//! earlier attempt that landed but reported failure), [`WindowTable::publish`] returns
+//! [`PublishError::TableMoved`] instead of re-checking and retrying, and the caller re-reads
+//! the table, where the answer is. The writers of a sharded table (one per Kafka partition)
+//! race on disjoint addresses all the time: their commits go through Delta's conflict
+//! checker ([`TableOptions::commit_retries`]), which lets a commit land over others that
+//! touched other shards and other `txn` appIds, and reports a real conflict as one.
 
 mod compact;
 mod derived;

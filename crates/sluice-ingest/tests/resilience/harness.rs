@@ -441,7 +441,7 @@ impl Run {
             group_windows_max: 256,
             late_batch_ms: 0,
             stage: StageOptions::default(),
-            restarts_max: self.restarts_max,
+            restart: sluice_ingest::RestartPolicy::immediate(self.restarts_max),
             compact: self
                 .compact_files_min
                 .map(|files_min| sluice_publish::CompactPlan {

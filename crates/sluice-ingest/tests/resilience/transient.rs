@@ -163,6 +163,13 @@ async fn exhausted_retries_stop_with_a_clear_error_and_a_restart_finishes() {
             "the error names the failed operation: {e}"
         );
     }
+    // A fault the run could have resumed from says that the limit, not the fault, ended it.
+    assert!(
+        errors.iter().any(|e| e.contains(
+            "; gave up after 0 restarts in a row from the re-read tables (--restarts-max 0)"
+        )),
+        "{errors:?}"
+    );
     println!(
         "{} processes stopped by faults before one finished; first error: {}",
         errors.len(),
@@ -177,4 +184,48 @@ async fn exhausted_retries_stop_with_a_clear_error_and_a_restart_finishes() {
         dead_letters(&dir).await,
         script.expected_dead_letters(Policy::Rewrite)
     );
+}
+
+/// The one restart rule's limit: a store that fails every operation from three quarters of
+/// a clean run on (a process whose disk went away) is restarted `restarts_max` times in a
+/// row, each a re-read of the table that fails too, and the run ends naming the limit and
+/// the fault; a process on a working store then finishes the clean run's table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_keeps_failing_ends_the_run_at_its_restart_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Script::write(tmp.path());
+    let run = Run {
+        restarts_max: 2,
+        ..Run::new(false)
+    };
+    let counting = FaultStore::new(local_root(), FaultPlan::PassThrough);
+    run.run(
+        &script.dir,
+        &tmp.path().join("probe"),
+        Arc::new(counting.clone()),
+        "k",
+    )
+    .await
+    .unwrap();
+    let dir = tmp.path().join("table");
+    let failing = FaultStore::new(
+        local_root(),
+        FaultPlan::CrashAfter {
+            ops: counting.ops() * 3 / 4,
+        },
+    );
+    let error = run
+        .run(&script.dir, &dir, Arc::new(failing), "a")
+        .await
+        .unwrap_err();
+    assert!(error.contains("injected fault: operation"), "{error}");
+    assert!(
+        error.ends_with(
+            "; gave up after 2 restarts in a row from the re-read tables (--restarts-max 2)"
+        ),
+        "{error}"
+    );
+    run.run(&script.dir, &dir, local_root(), "b").await.unwrap();
+    let (rows, _) = rows_at(&dir, None).await;
+    assert_eq!(rows, script.expected_final(false, Policy::Rewrite));
 }
