@@ -232,7 +232,6 @@ async fn recompute_kafka(
     what: &str,
     force: bool,
 ) -> anyhow::Result<()> {
-    use sluice_publish::TableOptions;
     let stream_only = [
         ("--until-idle", kafka.until_idle_ms.is_some()),
         ("--idle-timeout", kafka.idle_timeout_ms.is_some()),
@@ -245,15 +244,12 @@ async fn recompute_kafka(
     }
     let started = Instant::now();
     let (decode, config) = crate::open::runner(settings);
-    let mut options = crate::open::table_options(settings, &config, &decode);
-    options.shard = Some(sluice_window::Shard(0));
-    options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
-    let (mut raw, decoder) = crate::open::open_raw(settings, &options, decode, None).await?;
-    options.shard = None;
-    let derived_options = TableOptions {
-        commit_retries: 0,
-        ..options.clone()
-    };
+    let crate::open::ShardedRaw {
+        table: mut raw,
+        decoder,
+        options,
+        derived_options,
+    } = crate::open::open_sharded_raw(settings, decode, &config).await?;
     let attempt = attempt(settings);
     // Derived queries are checked before anything is recomputed.
     let deriver = open_deriver(

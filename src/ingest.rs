@@ -9,9 +9,7 @@ use sluice_publish::{DeadLetterTable, TableOptions};
 use sluice_source::NdjsonSource;
 
 use crate::args::{RunArgs, RunSettings};
-use crate::open::{
-    attempt, open_deriver, open_raw, resolve, runner, table_options, wire, SystemClock,
-};
+use crate::open::{attempt, open_deriver, resolve, runner, wire, SystemClock};
 use crate::signals::{Signal, Stop};
 use crate::usage;
 use crate::words::{busy_seconds, counted};
@@ -219,16 +217,12 @@ async fn ingest_kafka(
     Vec<sluice_notify::TargetReport>,
 )> {
     let (decode, config) = runner(settings);
-    let mut options = table_options(settings, &config, &decode);
-    options.shard = Some(sluice_window::Shard(0));
-    options.commit_retries = sluice_ingest::SHARD_COMMIT_RETRIES;
-    let (mut table, decoder) = open_raw(settings, &options, decode, None).await?;
-    options.shard = None;
-    // Derived tables have one writer at a time: a process that loses a race re-reads.
-    let derived_options = TableOptions {
-        commit_retries: 0,
-        ..options.clone()
-    };
+    let crate::open::ShardedRaw {
+        mut table,
+        decoder,
+        options,
+        derived_options,
+    } = crate::open::open_sharded_raw(settings, decode, &config).await?;
     let deriver = open_deriver(
         settings,
         &mut table,

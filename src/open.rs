@@ -347,3 +347,44 @@ pub async fn open_deriver(
         Err(other) => Err(anyhow::Error::new(other).context("opening the derived tables")),
     }
 }
+
+/// A Kafka run's table, opened for its writers: created (or checked) as shard 0's writer
+/// would open it, with the decoder of its record schema; `options` are the table's without a
+/// shard (each partition's writer takes its own, [`sluice_ingest::shard_writer_options`])
+/// and with a shard writer's commit retries,
+/// `derived_options` those of its derived tables (one writer at a time: a process that loses
+/// a race re-reads, so no commit retries).
+#[cfg(feature = "kafka")]
+pub struct ShardedRaw {
+    pub table: WindowTable,
+    pub decoder: LineDecoder,
+    pub options: TableOptions,
+    pub derived_options: TableOptions,
+}
+
+/// Opens a Kafka run's table for its writers ([`ShardedRaw`]).
+#[cfg(feature = "kafka")]
+pub async fn open_sharded_raw(
+    settings: &RunSettings,
+    decode: DecodeOptions,
+    config: &IngestConfig,
+) -> anyhow::Result<ShardedRaw> {
+    let unsharded = table_options(settings, config, &decode);
+    let first = sluice_ingest::shard_writer_options(&unsharded, sluice_window::Shard(0));
+    let (table, decoder) = open_raw(settings, &first, decode, None).await?;
+    // The writers' retries stay: the dead-letter table and the notifier's marks are written
+    // by every process of the group too, racing on disjoint `txn`s.
+    let options = TableOptions {
+        shard: None,
+        ..first
+    };
+    Ok(ShardedRaw {
+        table,
+        decoder,
+        derived_options: TableOptions {
+            commit_retries: 0,
+            ..options.clone()
+        },
+        options,
+    })
+}

@@ -25,17 +25,13 @@ use tokio::sync::watch;
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
 use crate::derive::{DeriveError, Deriver};
 use crate::instruments::LagUnit;
+use crate::open::shard_writer_options;
 use crate::restart::{AfterFailure, RestartPolicy, Restarts, RestartsExhausted, Resumable};
 use crate::run::{Ingester, StepRestarts};
 
 /// How long `--until-idle` waits at least for the group's first assignment of the process:
 /// several session timeouts and a rebalance of a group whose members come and go.
 pub const JOIN_WAIT_MS: i64 = 60_000;
-
-/// Commit attempts of a partition's writer when another shard took the version first: the
-/// writers of one table race on every commit, on disjoint addresses, so a commit is retried
-/// over commits that do not conflict with it (see `TableOptions::commit_retries`).
-pub const SHARD_COMMIT_RETRIES: usize = 15;
 
 /// The default [`KafkaRun::tick_ms`].
 pub const TICK_MS_DEFAULT: u64 = 200;
@@ -486,10 +482,7 @@ impl KafkaRun {
     }
 
     fn sharded(&self, shard: Shard) -> TableOptions {
-        let mut options = self.table.clone();
-        options.shard = Some(shard);
-        options.commit_retries = options.commit_retries.max(SHARD_COMMIT_RETRIES);
-        options
+        shard_writer_options(&self.table, shard)
     }
 
     /// A partition's writer, rebuilt from the table alone; `incarnation` numbers the writers

@@ -29,8 +29,8 @@ use sluice_window::{EventTime, Shard, Window};
 
 use crate::backfill::{recompute, BackfillInput, BackfillProgress, BackfillSummary};
 use crate::config::{Clock, IngestConfig, IngestError};
+use crate::open::shard_writer_options;
 use crate::restart::Restarts;
-use crate::SHARD_COMMIT_RETRIES;
 
 /// Everything a Kafka backfill needs besides the range and the clock.
 #[derive(Clone)]
@@ -157,9 +157,7 @@ impl KafkaBackfill {
 
     /// The table as the writer of `partition`'s shard sees it.
     async fn open(&self, partition: i32) -> Result<WindowTable, KafkaBackfillError> {
-        let mut options = self.table.clone();
-        options.shard = Some(Shard(partition.max(0) as u32));
-        options.commit_retries = options.commit_retries.max(SHARD_COMMIT_RETRIES);
+        let options = shard_writer_options(&self.table, Shard(partition.max(0) as u32));
         Ok(WindowTable::open_or_create(
             &options,
             self.record_schema.as_ref(),

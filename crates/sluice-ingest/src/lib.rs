@@ -77,12 +77,13 @@ pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
 pub use instruments::{describe_metrics, LagUnit, RunLabels};
 #[cfg(feature = "kafka")]
-pub use kafka::{
-    KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, SHARD_COMMIT_RETRIES, TICK_MS_DEFAULT,
-};
+pub use kafka::{KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, TICK_MS_DEFAULT};
 #[cfg(feature = "kafka")]
 pub use kafka_backfill::{KafkaBackfill, KafkaBackfillError, KafkaBackfillSummary};
-pub use open::{field_names, open_raw, run_contract, terms, OpenRawError, RawTableSpec};
+pub use open::{
+    field_names, open_raw, run_contract, shard_writer_options, terms, OpenRawError, RawTableSpec,
+    SHARD_COMMIT_RETRIES,
+};
 pub use restart::{
     AfterFailure, RestartEnd, RestartPolicy, Restarts, RestartsExhausted, Resumable,
     RESTART_PAUSE_MS_FIRST, RESTART_PAUSE_MS_MAX,

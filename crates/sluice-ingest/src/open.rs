@@ -17,7 +17,7 @@ use sluice_source::{
     schema, DecodeError, DecodeOptions, LineDecoder, NdjsonSource, SchemaError, SchemaEvolution,
     SourceError,
 };
-use sluice_window::{AddressLayout, WindowSize};
+use sluice_window::{AddressLayout, Shard, WindowSize};
 
 use crate::{IngestConfig, PublishMode};
 
@@ -57,6 +57,22 @@ pub struct RawTableSpec<'a> {
     pub infer_from: Option<(&'a NdjsonSource, usize)>,
     /// How records are decoded: checked against the record schema before anything is written.
     pub decode: DecodeOptions,
+}
+
+/// Commit attempts of a shard's writer when another shard took the version first: the
+/// writers of one table race on every commit, on disjoint addresses, so a commit is retried
+/// over commits that do not conflict with it (see `TableOptions::commit_retries`).
+pub const SHARD_COMMIT_RETRIES: usize = 15;
+
+/// The options of the writer of `shard` of a sharded table (a Kafka run's: a shard per topic
+/// partition): `table`'s, in that shard, with the commit retries of writers that race on
+/// disjoint addresses. The one place a shard's writer is configured.
+pub fn shard_writer_options(table: &TableOptions, shard: Shard) -> TableOptions {
+    TableOptions {
+        shard: Some(shard),
+        commit_retries: table.commit_retries.max(SHARD_COMMIT_RETRIES),
+        ..table.clone()
+    }
 }
 
 /// Opens or creates the raw table (see the module doc); returns it with the decoder for its
