@@ -110,38 +110,8 @@ async fn recompute(
     .await?;
     let clock = SystemClock;
     let mut bar = Progress::new(what);
-    let range = || format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339());
-    // A backfill is idempotent: restarted, it recomputes the range from the re-read table,
-    // and windows published before the failure are left unchanged.
-    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-    let (summary, mut table) = loop {
-        let recomputed = backfill(
-            &w.config,
-            &w.source,
-            &w.decoder,
-            w.table,
-            from,
-            to,
-            force,
-            match restarts.total() {
-                0 => attempt.clone(),
-                n => format!("{attempt}r{n}"),
-            },
-            &clock,
-            &mut |p| bar.show(p),
-        )
-        .await;
-        match recomputed {
-            Ok(done) => break done,
-            Err(e) => {
-                let pause = restarts
-                    .resume_after(e, "re-reading the table and recomputing the range again")
-                    .with_context(range)?;
-                tokio::time::sleep(pause).await;
-                w = wire(&settings).await?;
-            }
-        }
-    };
+    let (summary, mut table) =
+        backfill_restarting(&settings, w, (from, to), what, force, &attempt, &mut bar).await?;
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
@@ -169,6 +139,50 @@ async fn recompute(
         &derived,
         started,
     )
+}
+
+/// Recomputes `[from, to)` from the NDJSON source into `w`'s table by the one restart rule:
+/// a backfill is idempotent, so a restarted one recomputes the range from the re-read table
+/// (windows published before the failure are left unchanged).
+async fn backfill_restarting(
+    settings: &RunSettings,
+    mut w: crate::open::Wired,
+    (from, to): (EventTime, EventTime),
+    what: &str,
+    force: bool,
+    attempt: &str,
+    bar: &mut Progress,
+) -> anyhow::Result<(sluice_ingest::BackfillSummary, sluice_publish::WindowTable)> {
+    let range = || format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339());
+    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
+    loop {
+        let recomputed = backfill(
+            &w.config,
+            &w.source,
+            &w.decoder,
+            w.table,
+            from,
+            to,
+            force,
+            match restarts.total() {
+                0 => attempt.to_string(),
+                n => format!("{attempt}r{n}"),
+            },
+            &SystemClock,
+            &mut |p| bar.show(p),
+        )
+        .await;
+        match recomputed {
+            Ok(done) => return Ok(done),
+            Err(e) => {
+                let pause = restarts
+                    .resume_after(e, "re-reading the table and recomputing the range again")
+                    .with_context(range)?;
+                tokio::time::sleep(pause).await;
+                w = wire(settings).await?;
+            }
+        }
+    }
 }
 
 /// Prints a recomputation's summary line (or its JSON object, with `extra`'s fields added;

@@ -8,6 +8,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_ingest::{DeriveError, Deriver, RestartPolicy, Restarts};
 use sluice_publish::{TableOptions, WindowTable};
+use sluice_window::EventTime;
 
 use crate::args::{parse_range_of, RunSettings};
 use crate::open::{attempt, open_deriver, raw_options, SystemClock};
@@ -32,37 +33,7 @@ pub struct DeriveArgs {
 /// With `--follow`, keeps the derived tables up to the raw table as it grows (beside the
 /// ingesters), every `--poll-interval`, until SIGINT or SIGTERM.
 pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
-    let range = match (&args.from, &args.to) {
-        (Some(from), Some(to)) => Some(parse_range_of(from, to)?),
-        _ => None,
-    };
-    let mut run = args.run.merge_config()?;
-    run.config = None;
-    let follow_ms = if run.follow {
-        let ms = crate::args::duration_or_default(
-            "--poll-interval",
-            &run.poll_interval,
-            sluice_ingest::defaults::POLL_INTERVAL,
-        )?;
-        if ms < 1 {
-            return Err(usage("--poll-interval: must be at least 1ms"));
-        }
-        Some(ms as u64)
-    } else {
-        None
-    };
-    // Not a followed source: the raw table is what is followed.
-    run.follow = false;
-    run.poll_interval = None;
-    // The source is not read; a placeholder satisfies the run options' check.
-    run.source.get_or_insert_with(|| "ndjson:-".into());
-    // The window size and layout come from the raw table's contract.
-    let settings = crate::open::resolve(run).await?;
-    if settings.derive.is_empty() {
-        return Err(usage(
-            "no derived tables: declare them with [[derive]] in --config, or --derive NAME=LOCATION --derive-sql NAME=SQL",
-        ));
-    }
+    let (settings, range, follow_ms) = derive_settings(args).await?;
     let started = Instant::now();
     // Only read: the raw table's contract is not checked or recorded here.
     let mut options = TableOptions {
@@ -112,29 +83,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     let Some((from, to)) = range else {
         return Err(usage("--from and --to: the range to derive (or --follow)"));
     };
-    let mut lines = crate::progress::ProgressLines::new("derive");
-    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-    loop {
-        let derived = deriver
-            .derive_range(
-                &mut raw,
-                from,
-                to,
-                SystemClock.now_ms(),
-                &mut |done, total| {
-                    bar.set_length(total);
-                    bar.set_position(done);
-                    lines.tick(|| format!("{done} of {total} derived windows recomputed"));
-                },
-            )
-            .await;
-        let Err(e) = derived else { break };
-        let pause = restarts
-            .resume_after(e, "re-reading the tables and deriving the range again")
-            .context("deriving")?;
-        tokio::time::sleep(pause).await;
-        raw.reload().await.context("re-reading the raw table")?;
-    }
+    derive_range_restarting(&settings, &mut raw, &mut deriver, (from, to), &bar).await?;
     bar.finish_and_clear();
     let s = &deriver.summary;
     if settings.json {
@@ -157,6 +106,74 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         s.computed - s.published,
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// The settings of `sluice derive`, its range (`--from`, `--to`) and, with `--follow`, its
+/// poll interval in milliseconds.
+async fn derive_settings(
+    args: DeriveArgs,
+) -> anyhow::Result<(RunSettings, Option<(EventTime, EventTime)>, Option<u64>)> {
+    let range = match (&args.from, &args.to) {
+        (Some(from), Some(to)) => Some(parse_range_of(from, to)?),
+        _ => None,
+    };
+    let mut run = args.run.merge_config()?;
+    run.config = None;
+    let follow_ms = if run.follow {
+        let ms = crate::args::duration_or_default(
+            "--poll-interval",
+            &run.poll_interval,
+            sluice_ingest::defaults::POLL_INTERVAL,
+        )?;
+        if ms < 1 {
+            return Err(usage("--poll-interval: must be at least 1ms"));
+        }
+        Some(ms as u64)
+    } else {
+        None
+    };
+    // Not a followed source: the raw table is what is followed.
+    run.follow = false;
+    run.poll_interval = None;
+    // The source is not read; a placeholder satisfies the run options' check.
+    run.source.get_or_insert_with(|| "ndjson:-".into());
+    // The window size and layout come from the raw table's contract.
+    let settings = crate::open::resolve(run).await?;
+    if settings.derive.is_empty() {
+        return Err(usage(
+            "no derived tables: declare them with [[derive]] in --config, or --derive NAME=LOCATION --derive-sql NAME=SQL",
+        ));
+    }
+    Ok((settings, range, follow_ms))
+}
+
+/// Recomputes the derived windows of `[from, to)` by the one restart rule (a range derived
+/// again from the re-read tables leaves unchanged windows as they are).
+async fn derive_range_restarting(
+    settings: &RunSettings,
+    raw: &mut WindowTable,
+    deriver: &mut Deriver,
+    (from, to): (EventTime, EventTime),
+    bar: &ProgressBar,
+) -> anyhow::Result<()> {
+    let mut lines = crate::progress::ProgressLines::new("derive");
+    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
+    loop {
+        let derived = deriver
+            .derive_range(raw, from, to, SystemClock.now_ms(), &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+                lines.tick(|| format!("{done} of {total} derived windows recomputed"));
+            })
+            .await;
+        let Err(e) = derived else { break };
+        let pause = restarts
+            .resume_after(e, "re-reading the tables and deriving the range again")
+            .context("deriving")?;
+        tokio::time::sleep(pause).await;
+        raw.reload().await.context("re-reading the raw table")?;
+    }
     Ok(())
 }
 
