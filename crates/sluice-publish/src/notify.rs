@@ -34,7 +34,7 @@ use sluice_window::{Address, AddressLayout, EventTime, Shard, WindowSize, SHARD_
 use crate::listing::{read_commit, shard_sealed_txn, ListError};
 pub use crate::marks::{notify_txn, DeliveredMarks};
 use crate::table::contract::Contract;
-use crate::table::{app_id, file_of};
+use crate::table::{app_id, file_of, table_id};
 use crate::COMMIT_INFO_KEY;
 use seals::{label_without_shard, micros_of, split_shard, Pending, Seals, WindowKey};
 
@@ -226,11 +226,7 @@ impl ChangeFeed {
     pub async fn after(table: &DeltaTable, pipeline: &str) -> Result<ChangeFeed, NotifyLogError> {
         let snapshot = table.snapshot()?;
         let through = snapshot.version();
-        // The metadata id (kernel 0.28 keeps its getter internal; the action serializes it).
-        let table_id = serde_json::to_value(snapshot.metadata())
-            .ok()
-            .and_then(|m| m.get("id").and_then(|id| id.as_str()).map(str::to_string))
-            .unwrap_or_default();
+        let table_id = table_id(table).unwrap_or_default();
         let views: Vec<_> = table
             .get_active_add_actions_by_partitions(&[])
             .try_collect()

@@ -820,7 +820,8 @@ pub(crate) fn pipeline_of(
 }
 
 /// A Delta table's id (its `metaData.id`): fixed at creation, so a table removed and created
-/// again at the same location has another one.
+/// again at the same location has another one. (The kernel keeps its getter internal; the
+/// action serializes it.)
 pub fn table_id(table: &DeltaTable) -> Result<String, DeltaTableError> {
     let metadata = serde_json::to_value(table.snapshot()?.metadata())?;
     match metadata.get("id").and_then(|id| id.as_str()) {
