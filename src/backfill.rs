@@ -6,14 +6,13 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_ingest::{backfill, BackfillProgress, RestartPolicy, Restarts};
+use sluice_ingest::{BackfillProgress, NdjsonBackfill, RawShape, RestartPolicy, Restarts};
 use sluice_window::{parse_instant, EventTime, Window};
 
 use crate::args::{parse_range_of, RunArgs, RunSettings};
 use crate::open::open_deriver;
 use crate::open::{attempt, wire, SystemClock};
 use crate::usage;
-use sluice_ingest::Clock;
 
 #[derive(Debug, Args)]
 pub struct BackfillArgs {
@@ -111,18 +110,14 @@ async fn recompute(
     let clock = SystemClock;
     let mut bar = Progress::new(what);
     let (summary, mut table) =
-        backfill_restarting(&settings, w, (from, to), what, force, &attempt, &mut bar).await?;
+        backfill_restarting(w, (from, to), what, force, &attempt, &mut bar).await?;
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
             let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-            while let Err(e) = d.catch_up(&mut table, clock.now_ms()).await {
-                let pause = restarts
-                    .resume_after(e, "re-reading the tables and deriving again")
-                    .context("recomputing the derived tables")?;
-                tokio::time::sleep(pause).await;
-                table.reload().await.context("re-reading the raw table")?;
-            }
+            d.keep_up_restarting(&mut table, RawShape::Whole, &clock, &mut restarts)
+                .await
+                .context("recomputing the derived tables")?;
             format!(
                 "; {} derived windows recomputed, {} published",
                 d.summary.computed, d.summary.published
@@ -141,48 +136,29 @@ async fn recompute(
     )
 }
 
-/// Recomputes `[from, to)` from the NDJSON source into `w`'s table by the one restart rule:
-/// a backfill is idempotent, so a restarted one recomputes the range from the re-read table
-/// (windows published before the failure are left unchanged).
+/// Recomputes `[from, to)` from the NDJSON source into `w`'s table by the one restart rule
+/// ([`NdjsonBackfill`]).
 async fn backfill_restarting(
-    settings: &RunSettings,
-    mut w: crate::open::Wired,
+    w: crate::open::Wired,
     (from, to): (EventTime, EventTime),
     what: &str,
     force: bool,
     attempt: &str,
     bar: &mut Progress,
 ) -> anyhow::Result<(sluice_ingest::BackfillSummary, sluice_publish::WindowTable)> {
-    let range = || format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339());
-    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-    loop {
-        let recomputed = backfill(
-            &w.config,
-            &w.source,
-            &w.decoder,
-            w.table,
-            from,
-            to,
-            force,
-            match restarts.total() {
-                0 => attempt.to_string(),
-                n => format!("{attempt}r{n}"),
-            },
-            &SystemClock,
-            &mut |p| bar.show(p),
-        )
-        .await;
-        match recomputed {
-            Ok(done) => return Ok(done),
-            Err(e) => {
-                let pause = restarts
-                    .resume_after(e, "re-reading the table and recomputing the range again")
-                    .with_context(range)?;
-                tokio::time::sleep(pause).await;
-                w = wire(settings).await?;
-            }
-        }
-    }
+    let backfill = NdjsonBackfill {
+        config: &w.config,
+        source: &w.source,
+        decoder: &w.decoder,
+        table: &w.options,
+        attempt,
+    };
+    backfill
+        .run(w.table, (from, to), force, &SystemClock, &mut |p| {
+            bar.show(p)
+        })
+        .await
+        .with_context(|| format!("{what} of [{}, {})", from.to_rfc3339(), to.to_rfc3339()))
 }
 
 /// Prints a recomputation's summary line (or its JSON object, with `extra`'s fields added;
@@ -299,17 +275,12 @@ async fn recompute_kafka(
     let derived = match deriver {
         Some(mut d) => {
             let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-            loop {
-                raw.reload().await.context("re-reading the raw table")?;
-                let followed = d
-                    .follow_sharded(&mut raw, &settings.pipeline, clock.now_ms())
-                    .await;
-                let Err(e) = followed else { break };
-                let pause = restarts
-                    .resume_after(e, "deriving again from the re-read tables")
-                    .context("recomputing the derived tables")?;
-                tokio::time::sleep(pause).await;
-            }
+            let shape = RawShape::Sharded {
+                pipeline: &settings.pipeline,
+            };
+            d.keep_up_restarting(&mut raw, shape, &clock, &mut restarts)
+                .await
+                .context("recomputing the derived tables")?;
             format!(
                 "; {} derived windows recomputed, {} published",
                 d.summary.computed, d.summary.published

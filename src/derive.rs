@@ -6,14 +6,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_ingest::{DeriveError, Deriver, RestartPolicy, Restarts};
+use sluice_ingest::{Deriver, RawShape, RestartPolicy};
 use sluice_publish::{TableOptions, WindowTable};
 use sluice_window::EventTime;
 
 use crate::args::{parse_range_of, RunSettings};
 use crate::open::{attempt, open_deriver, raw_options, SystemClock};
 use crate::usage;
-use sluice_ingest::Clock;
 
 /// `sluice derive` takes the run options and a range, as `backfill` does, or `--follow`.
 #[derive(Debug, clap::Args)]
@@ -83,7 +82,22 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
     let Some((from, to)) = range else {
         return Err(usage("--from and --to: the range to derive (or --follow)"));
     };
-    derive_range_restarting(&settings, &mut raw, &mut deriver, (from, to), &bar).await?;
+    let mut lines = crate::progress::ProgressLines::new("derive");
+    let policy = RestartPolicy::new(settings.restarts_max);
+    deriver
+        .derive_range_restarting(
+            &mut raw,
+            (from, to),
+            policy,
+            &SystemClock,
+            &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+                lines.tick(|| format!("{done} of {total} derived windows recomputed"));
+            },
+        )
+        .await
+        .context("deriving")?;
     bar.finish_and_clear();
     let s = &deriver.summary;
     if settings.json {
@@ -148,35 +162,6 @@ async fn derive_settings(
     Ok((settings, range, follow_ms))
 }
 
-/// Recomputes the derived windows of `[from, to)` by the one restart rule (a range derived
-/// again from the re-read tables leaves unchanged windows as they are).
-async fn derive_range_restarting(
-    settings: &RunSettings,
-    raw: &mut WindowTable,
-    deriver: &mut Deriver,
-    (from, to): (EventTime, EventTime),
-    bar: &ProgressBar,
-) -> anyhow::Result<()> {
-    let mut lines = crate::progress::ProgressLines::new("derive");
-    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-    loop {
-        let derived = deriver
-            .derive_range(raw, from, to, SystemClock.now_ms(), &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-                lines.tick(|| format!("{done} of {total} derived windows recomputed"));
-            })
-            .await;
-        let Err(e) = derived else { break };
-        let pause = restarts
-            .resume_after(e, "re-reading the tables and deriving the range again")
-            .context("deriving")?;
-        tokio::time::sleep(pause).await;
-        raw.reload().await.context("re-reading the raw table")?;
-    }
-    Ok(())
-}
-
 /// `sluice derive --follow`: every `poll_ms`, re-reads the raw table and brings every derived
 /// table up to it (the windows changed since each settled; in a Kafka table, the windows that
 /// became complete or were rewritten while complete), until SIGINT or SIGTERM. A failure
@@ -191,39 +176,18 @@ async fn follow_raw(
     started: Instant,
 ) -> anyhow::Result<()> {
     let stop = crate::signals::Stop::on_signal();
-    let mut stopped = stop.rx.clone();
-    let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-    let mut rounds: u64 = 0;
-    while !*stopped.borrow() {
-        let now_ms = SystemClock.now_ms();
-        let step = async {
-            raw.reload()
-                .await
-                .map_err(|e| DeriveError::Raw(Box::new(e)))?;
-            if sharded {
-                deriver
-                    .follow_sharded(raw, &settings.pipeline, now_ms)
-                    .await
-            } else {
-                deriver.catch_up(raw, now_ms).await
-            }
+    let shape = if sharded {
+        RawShape::Sharded {
+            pipeline: &settings.pipeline,
         }
-        .await;
-        match step {
-            Ok(()) => restarts.progressed(),
-            Err(e) => {
-                let pause = restarts
-                    .resume_after(e, "re-reading the tables and deriving again")
-                    .context("following the raw table")?;
-                tokio::time::sleep(pause).await;
-            }
-        }
-        rounds += 1;
-        tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_millis(poll_ms)) => {}
-            _ = stopped.changed() => {}
-        }
-    }
+    } else {
+        RawShape::Whole
+    };
+    let policy = RestartPolicy::new(settings.restarts_max);
+    let rounds = deriver
+        .follow(raw, shape, poll_ms, policy, &SystemClock, stop.rx.clone())
+        .await
+        .context("following the raw table")?;
     let s = &deriver.summary;
     println!(
         "sluice derive --follow: {} recomputed, {} published in {} ({} unchanged), raw table version {}, {} at the raw table in {:.2} s; stopped by a signal",

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::kernel::{DataType as DeltaType, StructField};
-use sluice_faults::FaultStore;
+use sluice_faults::{FaultPlan, FaultStore};
 use sluice_ingest::{
     Clock, IngestConfig, KafkaRun, KeySpec, LatePolicy, PublishMode, SHARD_COMMIT_RETRIES,
 };
-use sluice_publish::{TableOptions, WindowTable};
+use sluice_publish::{RetryPolicy, TableOptions, WindowTable};
 use sluice_source::kafka::{KafkaOptions, StartAt};
 use sluice_source::{DecodeOptions, LineDecoder};
 use sluice_window::{AddressLayout, Shard, TimeFormat, WindowSize};
@@ -79,12 +79,9 @@ fn config(window: WindowSize) -> IngestConfig {
     }
 }
 
-#[test]
-fn a_conflict_at_the_end_of_a_bounded_run_is_re_read_and_landed_not_left_in_the_topic() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = tansu();
-    create_topic(&broker, "events", 1);
-    let messages: Vec<(String, Vec<u8>)> = (0..EVENTS)
+/// The topic's messages: `EVENTS` distinct events in one hour.
+fn events() -> Vec<(String, Vec<u8>)> {
+    (0..EVENTS)
         .map(|i| {
             let line = serde_json::json!({
                 "event_id": format!("e{i:04}"),
@@ -96,7 +93,56 @@ fn a_conflict_at_the_end_of_a_bounded_run_is_re_read_and_landed_not_left_in_the_
             });
             (format!("k{i}"), line.to_string().into_bytes())
         })
-        .collect();
+        .collect()
+}
+
+/// A bounded run (it ends after 3 s without messages) of `topic` into the table at
+/// `table_dir`, read and written through `store`, as consumer group `group`.
+fn bounded_run(
+    broker: &str,
+    topic: &str,
+    group: &str,
+    table_dir: &std::path::Path,
+    store: Arc<dyn object_store::ObjectStore>,
+    config: IngestConfig,
+) -> KafkaRun {
+    let mut options = TableOptions::new(table_dir.to_str().unwrap());
+    options.store = Some(store);
+    options.commit_retries = SHARD_COMMIT_RETRIES;
+    let dlq = format!("{}_dlq", table_dir.display());
+    KafkaRun {
+        config,
+        kafka: KafkaOptions {
+            brokers: broker.into(),
+            topic: topic.into(),
+            group: group.into(),
+            start: StartAt::Earliest,
+            client_options: Vec::new(),
+            chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
+            chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
+        },
+        dlq: TableOptions::new(dlq),
+        table: options,
+        record_schema: Some(record_schema()),
+        decoder: LineDecoder::new(
+            record_schema(),
+            DecodeOptions::new("ts", TimeFormat::Rfc3339),
+        )
+        .unwrap(),
+        attempt: group.into(),
+        until_idle_ms: Some(3_000),
+        max_events: None,
+        tick_ms: sluice_ingest::TICK_MS_DEFAULT,
+        idle_timeout_ms: None,
+    }
+}
+
+#[test]
+fn a_conflict_at_the_end_of_a_bounded_run_is_re_read_and_landed_not_left_in_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    create_topic(&broker, "events", 1);
+    let messages = events();
     produce(&broker, "events", &messages);
 
     let table_dir = dir.path().join("events");
@@ -139,30 +185,16 @@ fn a_conflict_at_the_end_of_a_bounded_run_is_re_read_and_landed_not_left_in_the_
             Arc::new(object_store::local::LocalFileSystem::new()),
             hook,
         );
-        let mut options = TableOptions::new(location.clone());
-        options.store = Some(Arc::new(store));
-        options.commit_retries = SHARD_COMMIT_RETRIES;
-        let run = KafkaRun {
-            config: config(window),
-            kafka: KafkaOptions {
-                brokers: broker.address.clone(),
-                topic: "events".into(),
-                group: "end".into(),
-                start: StartAt::Earliest,
-                client_options: Vec::new(),
-                chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
-                chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
-            },
-            dlq: TableOptions::new(dir.path().join("events_dlq").to_str().unwrap()),
-            table: options,
-            record_schema: None,
-            decoder,
-            attempt: "end".into(),
-            until_idle_ms: Some(3_000),
-            max_events: None,
-            tick_ms: sluice_ingest::TICK_MS_DEFAULT,
-            idle_timeout_ms: None,
-        };
+        let mut run = bounded_run(
+            &broker.address,
+            "events",
+            "end",
+            &table_dir,
+            Arc::new(store),
+            config(window),
+        );
+        run.record_schema = None;
+        run.decoder = decoder;
         let (_stop, stopped) = watch::channel(false);
         run.run(&Wall, stopped)
             .await
@@ -188,4 +220,86 @@ fn a_conflict_at_the_end_of_a_bounded_run_is_re_read_and_landed_not_left_in_the_
         .map(|a| a["txn"]["version"].as_i64().unwrap())
         .max();
     assert_eq!(position, Some(EVENTS as i64));
+}
+
+/// The one restart rule in a Kafka run (the other modes' tests are the ingest crate's
+/// `resilience::modes`): an outage of the table's store at the partition writer's first
+/// staged file is resumed from the re-read table and every message lands once; a store that
+/// never comes back ends the run after `--restarts-max` restarts in a row, with the limit's
+/// message.
+#[test]
+fn a_kafka_run_resumes_after_an_outage_and_ends_at_its_restart_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    create_topic(&broker, "outage", 1);
+    produce(&broker, "outage", &events());
+    let window = WindowSize::parse("1h").unwrap();
+    let config = IngestConfig {
+        restart: sluice_ingest::RestartPolicy::immediate(2),
+        ..config(window)
+    };
+    let local = || -> Arc<dyn object_store::ObjectStore> {
+        Arc::new(object_store::local::LocalFileSystem::new())
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let run = |name: &str, store: FaultStore| {
+        let table_dir = dir.path().join(name);
+        let mut run = bounded_run(
+            &broker.address,
+            "outage",
+            name,
+            &table_dir,
+            Arc::new(store),
+            config.clone(),
+        );
+        // No retry of the failed operation itself: the failure reaches the restart rule.
+        run.table.retry = RetryPolicy {
+            attempts_max: 1,
+            backoff_ms_base: 0,
+            backoff_ms_max: 0,
+            jitter_seed: 1,
+        };
+        let (_stop, stopped) = watch::channel(false);
+        let ran = runtime.block_on(run.run(&Wall, stopped));
+        (table_dir, ran)
+    };
+
+    let counting = FaultStore::new(local(), FaultPlan::PassThrough);
+    let (_, probe) = run("probe", counting.clone());
+    probe.expect("a run on a working store");
+    let first_staged = counting
+        .log()
+        .iter()
+        .find(|r| r.kind == "put" && r.path.ends_with(".parquet"))
+        .map(|r| r.n)
+        .expect("the run stages a file");
+
+    let outage = FaultStore::new(
+        local(),
+        FaultPlan::Outage {
+            from: first_staged,
+            ops: 2,
+        },
+    );
+    let (table_dir, resumed) = run("resumed", outage.clone());
+    let summary = resumed.expect("the run resumes after an outage of 2 operations");
+    assert_eq!(outage.faults(), 2, "the outage was met");
+    assert!(summary.run.restarts >= 1, "{summary:?}");
+    let rows = scalar(
+        &table_dir,
+        "SELECT count(*), count(DISTINCT event_id) FROM t",
+    );
+    assert_eq!(rows, format!("{EVENTS},{EVENTS}"));
+
+    let gone = FaultStore::new(local(), FaultPlan::CrashAfter { ops: first_staged });
+    let (_, failed) = run("failed", gone);
+    let error = failed.expect_err("a store that never comes back ends the run");
+    let error = format!("{error}");
+    assert!(error.contains("injected fault: operation"), "{error}");
+    assert!(
+        error.ends_with(
+            "; gave up after 2 restarts in a row from the re-read tables (--restarts-max 2)"
+        ),
+        "{error}"
+    );
 }

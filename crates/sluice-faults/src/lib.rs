@@ -10,6 +10,8 @@
 //! - [`FaultPlan::Transient`]: each operation fails with probability `fail_per_mille / 1000`
 //!   from a seeded generator (half of the failing writes land first), optionally after a random
 //!   latency.
+//! - [`FaultPlan::Outage`]: operations `from..from + ops` fail without touching the store (a
+//!   store that was unreachable for a while); every other operation runs.
 //! - [`Turnstile`]: orders the Delta commit attempts (`_delta_log/*.json` put-if-absent) of
 //!   several writers, so a test can interleave two pipelines deterministically.
 //!
@@ -43,6 +45,8 @@ pub enum FaultPlan {
     /// Operation `ops` is the last one with an effect (a write lands but reports failure);
     /// every later operation fails.
     CrashAfter { ops: u64 },
+    /// Operations `from..from + ops` fail without touching the store; the rest run.
+    Outage { from: u64, ops: u64 },
     /// Each operation fails with probability `fail_per_mille / 1000`; each waits up to
     /// `latency_ms_max` first.
     Transient {
@@ -193,6 +197,13 @@ impl FaultStore {
                     Outcome::FailedAfter
                 } else {
                     Outcome::FailedBefore
+                }
+            }
+            FaultPlan::Outage { from, ops } => {
+                if (from..from.saturating_add(ops)).contains(&n) {
+                    Outcome::FailedBefore
+                } else {
+                    Outcome::Ran
                 }
             }
             FaultPlan::Transient {

@@ -51,6 +51,32 @@ async fn crash_after_n_on_a_read_lets_the_read_succeed() {
 }
 
 #[tokio::test]
+async fn an_outage_fails_its_operations_untouched_and_the_store_comes_back() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let store = FaultStore::new(inner.clone(), FaultPlan::Outage { from: 2, ops: 2 });
+    store.put(&path("a"), "1".into()).await.expect("op 1 runs");
+    let err = store
+        .put(&path("b"), "2".into())
+        .await
+        .expect_err("op 2 fails");
+    assert!(err.to_string().contains("operation 2"), "{err}");
+    assert!(inner.get(&path("b")).await.is_err(), "op 2 did not land");
+    assert!(store.get(&path("a")).await.is_err(), "op 3 fails");
+    store.put(&path("c"), "3".into()).await.expect("op 4 runs");
+    assert!(inner.get(&path("c")).await.is_ok(), "op 4 landed");
+    let outcomes: Vec<Outcome> = store.log().iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Ran,
+            Outcome::FailedBefore,
+            Outcome::FailedBefore,
+            Outcome::Ran
+        ]
+    );
+}
+
+#[tokio::test]
 async fn transient_faults_follow_the_seed() {
     async fn outcomes(seed: u64) -> Vec<Outcome> {
         let store = FaultStore::new(

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
-use sluice_publish::{Coverage, WindowTable};
+use sluice_publish::{Coverage, TableOptions, WindowTable};
 use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
 use sluice_stage::{Busy, Phase, Stager};
 use sluice_window::{EventTime, Window, WindowFinder};
@@ -17,7 +17,9 @@ use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
 use crate::dedupe::{record_fields, with_positions};
 use crate::publisher::{Committed, Plan, Policy, Publisher};
+use crate::restart::Restarts;
 use crate::run::with_ranges;
+
 /// What a backfill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BackfillSummary {
@@ -38,6 +40,8 @@ pub struct BackfillSummary {
     /// Microseconds spent in each phase (decode, route, dedupe, encode, ...), by name, summed
     /// over threads, as a run reports them.
     pub busy_us: Vec<(&'static str, u64)>,
+    /// Times the range was recomputed again from the re-read table after a resumable failure.
+    pub restarts: u64,
 }
 
 /// Progress of a backfill, for a progress bar.
@@ -81,6 +85,85 @@ pub async fn backfill(
         config, &mut input, decoder, table, from, to, force, attempt, clock, progress,
     )
     .await
+}
+
+/// A backfill of an NDJSON source by the one restart rule (`sluice backfill`, `sluice
+/// rewrite`): [`backfill`], and after a resumable failure (a lost commit race, a store
+/// failure that outlasted its retries) the table re-read and the range recomputed from it,
+/// after the policy's pause. A backfill is idempotent: windows published before the failure
+/// are found covered and left unchanged. The count of failures in a row is never reset (a
+/// backfill reports its progress only when it ends).
+pub struct NdjsonBackfill<'a> {
+    pub config: &'a IngestConfig,
+    pub source: &'a NdjsonSource,
+    pub decoder: &'a LineDecoder,
+    /// Where the table is re-read from after a failure.
+    pub table: &'a TableOptions,
+    /// Names the staged files; a restart adds `r<n>`.
+    pub attempt: &'a str,
+}
+
+impl NdjsonBackfill<'_> {
+    /// Recomputes `[from, to)` into `table` (see [`backfill`]), restarting as the type says.
+    pub async fn run(
+        &self,
+        table: WindowTable,
+        (from, to): (EventTime, EventTime),
+        force: bool,
+        clock: &dyn Clock,
+        progress: &mut dyn FnMut(BackfillProgress),
+    ) -> Result<(BackfillSummary, WindowTable), IngestError> {
+        let mut restarts = Restarts::new(self.config.restart);
+        let mut first = Some(table);
+        loop {
+            let attempt = match restarts.total() {
+                0 => self.attempt.to_string(),
+                n => format!("{}r{n}", self.attempt),
+            };
+            let recomputed = async {
+                let table = match first.take() {
+                    Some(table) => table,
+                    None => self.reopen().await?,
+                };
+                backfill(
+                    self.config,
+                    self.source,
+                    self.decoder,
+                    table,
+                    from,
+                    to,
+                    force,
+                    attempt,
+                    clock,
+                    &mut *progress,
+                )
+                .await
+            }
+            .await;
+            match recomputed {
+                Ok((mut summary, table)) => {
+                    summary.restarts = restarts.total();
+                    return Ok((summary, table));
+                }
+                Err(e) => {
+                    let pause = restarts
+                        .resume_after(e, "re-reading the table and recomputing the range again")?;
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    async fn reopen(&self) -> Result<WindowTable, IngestError> {
+        WindowTable::open_or_create(
+            self.table,
+            Some(self.decoder.schema()),
+            self.config.layout,
+            self.config.window,
+        )
+        .await
+        .map_err(|e| IngestError::Reopen(Box::new(e)))
+    }
 }
 
 /// A bounded input a backfill reads to its end: its chunks in order, the source partition

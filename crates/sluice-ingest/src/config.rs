@@ -188,6 +188,8 @@ pub enum IngestError {
     MergeCannotGrow { added: String },
     #[error("growing the table's columns failed: {0}")]
     Schema(Box<sluice_publish::OpenError>),
+    #[error("re-reading the table failed: {0}")]
+    Reopen(Box<sluice_publish::OpenError>),
     #[error(transparent)]
     Derive(Box<crate::derive::DeriveError>),
     #[error("{count} dead letters have no dead-letter table to go to")]
@@ -256,6 +258,7 @@ impl IngestError {
                 matches!(e, StageError::Store { .. } | StageError::Decode { .. })
             }
             IngestError::Table(_) => true,
+            IngestError::Reopen(e) => matches!(**e, sluice_publish::OpenError::Delta { .. }),
             IngestError::Derive(e) => e.is_resumable(),
             IngestError::Compact(e) => e.is_resumable(),
             IngestError::Expire(e) => e.is_resumable(),

@@ -25,8 +25,11 @@ use tokio::sync::watch;
 use crate::config::{Clock, IngestConfig, IngestError, RunSummary};
 use crate::derive::{DeriveError, Deriver};
 use crate::instruments::LagUnit;
+use crate::keep_up::RawShape;
 use crate::open::shard_writer_options;
-use crate::restart::{AfterFailure, RestartPolicy, Restarts, RestartsExhausted, Resumable};
+use crate::restart::{
+    AfterFailure, RestartEnd, RestartPolicy, Restarts, RestartsExhausted, Resumable,
+};
 use crate::run::{Ingester, StepRestarts};
 
 /// How long `--until-idle` waits at least for the group's first assignment of the process:
@@ -311,7 +314,7 @@ impl KafkaRun {
                     let now_ms = clock.now_ms();
                     if std::mem::take(&mut derive_due) {
                         derive_due = !self
-                            .follow(&mut deriver, &mut derive_from, now_ms, false)
+                            .follow(&mut deriver, &mut derive_from, clock, false)
                             .await?;
                     }
                     for (p, shard) in owned.iter_mut() {
@@ -411,7 +414,7 @@ impl KafkaRun {
         consumer.stop().await;
         if ended {
             // The derived tables of what this run published.
-            self.follow(&mut deriver, &mut derive_from, clock.now_ms(), true)
+            self.follow(&mut deriver, &mut derive_from, clock, true)
                 .await?;
         }
         if let Some(d) = &deriver {
@@ -431,7 +434,7 @@ impl KafkaRun {
         &self,
         deriver: &mut Option<Deriver>,
         raw: &mut Option<WindowTable>,
-        now_ms: i64,
+        clock: &dyn Clock,
         end: bool,
     ) -> Result<bool, KafkaRunError> {
         let (Some(deriver), Some(raw)) = (deriver.as_mut(), raw.as_mut()) else {
@@ -447,37 +450,20 @@ impl KafkaRun {
             }
         };
         let mut restarts = Restarts::new(policy);
-        loop {
-            let followed = async {
-                raw.reload()
-                    .await
-                    .map_err(|e| DeriveError::Raw(Box::new(e)))?;
-                deriver
-                    .follow_sharded(raw, &self.config.pipeline, now_ms)
-                    .await
+        let shape = RawShape::Sharded {
+            pipeline: &self.config.pipeline,
+        };
+        match deriver
+            .keep_up_restarting(raw, shape, clock, &mut restarts)
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(RestartEnd::Exhausted(e)) if !end => {
+                tracing::info!(error = %e.last, "deriving again at the next tick, from the re-read tables");
+                Ok(false)
             }
-            .await;
-            let Err(e) = followed else {
-                return Ok(true);
-            };
-            match restarts.after_failure(e) {
-                AfterFailure::Resume {
-                    attempt,
-                    pause,
-                    error,
-                } => {
-                    tracing::info!(error = %error, attempt, "deriving again from the re-read tables");
-                    tokio::time::sleep(pause).await;
-                }
-                AfterFailure::Exhausted(e) if !end => {
-                    tracing::info!(error = %e.last, "deriving again at the next tick, from the re-read tables");
-                    return Ok(false);
-                }
-                AfterFailure::Exhausted(e) => {
-                    return Err(KafkaRunError::DeriveExhausted(Box::new(e)))
-                }
-                AfterFailure::Fatal(e) => return Err(KafkaRunError::Derive(e)),
-            }
+            Err(RestartEnd::Exhausted(e)) => Err(KafkaRunError::DeriveExhausted(Box::new(e))),
+            Err(RestartEnd::Fatal(e)) => Err(KafkaRunError::Derive(e)),
         }
     }
 

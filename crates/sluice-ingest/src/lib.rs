@@ -57,6 +57,7 @@ mod instruments;
 mod kafka;
 #[cfg(feature = "kafka")]
 mod kafka_backfill;
+mod keep_up;
 mod keys;
 mod ledger;
 mod ndjson;
@@ -67,7 +68,7 @@ mod restart;
 mod run;
 mod state;
 
-pub use backfill::{backfill, BackfillProgress, BackfillSummary};
+pub use backfill::{backfill, BackfillProgress, BackfillSummary, NdjsonBackfill};
 pub use config::{
     Clock, FieldCounts, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode,
     RejectedRecord, Rejections, RunSummary, DEAD_LETTER_SHARE,
@@ -80,6 +81,7 @@ pub use instruments::{describe_metrics, LagUnit, RunLabels};
 pub use kafka::{KafkaRun, KafkaRunError, KafkaSummary, JOIN_WAIT_MS, TICK_MS_DEFAULT};
 #[cfg(feature = "kafka")]
 pub use kafka_backfill::{KafkaBackfill, KafkaBackfillError, KafkaBackfillSummary};
+pub use keep_up::RawShape;
 pub use open::{
     field_names, open_raw, run_contract, shard_writer_options, terms, OpenRawError, RawTableSpec,
     SHARD_COMMIT_RETRIES,

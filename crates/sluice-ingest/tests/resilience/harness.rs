@@ -10,8 +10,8 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 use sluice_ingest::{
-    BackfillSummary, DeriveSpec, Deriver, FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy,
-    PublishMode, RunSummary,
+    BackfillSummary, DeriveSpec, Deriver, FixedClock, Follow, IngestConfig, Ingester, KeySpec,
+    LatePolicy, NdjsonBackfill, PublishMode, RawShape, RunSummary,
 };
 use sluice_publish::{
     active_files, open_table, DeadLetterTable, MergeScope, RetryPolicy, TableOptions, WindowTable,
@@ -326,6 +326,9 @@ pub struct Run {
     /// Tell a notify target (see [`crate::notified`]) about every window change: registered
     /// before the writer's first commit, drained and recorded after the run.
     pub notify: bool,
+    /// Follow the input (`sluice run --follow`) until it stayed idle for a moment (sealing
+    /// every window once idle), instead of reading it to its end once.
+    pub follow: bool,
 }
 
 /// Derived tables of the script: one row per window, published by swap, at `<table>_sum`.
@@ -420,6 +423,7 @@ impl Run {
             compact_files_min: None,
             retain_ms: None,
             notify: false,
+            follow: false,
         }
     }
 
@@ -523,13 +527,19 @@ impl Run {
         } else {
             None
         };
-        let source = NdjsonSource::open(input).map_err(|e| e.to_string())?;
+        let source = if self.follow {
+            NdjsonSource::open_following(input)
+        } else {
+            NdjsonSource::open(input)
+        }
+        .map_err(|e| e.to_string())?;
         let decoder = LineDecoder::new(
             table.record_schema(),
             sluice_source::DecodeOptions::new("ts", TimeFormat::Rfc3339),
         )
         .map_err(|e| e.to_string())?;
-        let clock = FixedClock(1_800_000_000_000);
+        // A followed run ends once idle for a while by its clock: that one moves.
+        let clock = Ticking(FixedClock(1_800_000_000_000), std::time::Instant::now());
         let ingester = Ingester::recover(
             self.config(),
             source,
@@ -549,7 +559,21 @@ impl Run {
         } else {
             ingester
         };
-        let (summary, _) = ingester.run().await.map_err(|e| format!("run: {e}"))?;
+        let ran = if self.follow {
+            let (_stop, stop) = tokio::sync::watch::channel(false);
+            // Idle, the open windows seal (as the end of a bounded input seals them), then
+            // the run ends.
+            let follow = Follow {
+                poll_ms: 5,
+                idle_timeout_ms: Some(100),
+                until_idle_ms: Some(300),
+                stop,
+            };
+            ingester.follow(follow).await
+        } else {
+            ingester.run().await
+        };
+        let (summary, _) = ran.map_err(|e| format!("run: {e}"))?;
         if self.notify {
             crate::notified::drain(&options, table_dir).await?;
         }
@@ -588,21 +612,114 @@ impl Run {
         .map_err(|e| e.to_string())?;
         let day_us = 86_400 * 1_000_000;
         let from = T0_S.div_euclid(86_400) * day_us;
-        let (summary, _) = sluice_ingest::backfill(
-            &self.config(),
-            &source,
-            &decoder,
-            table,
-            EventTime::from_micros(from),
-            EventTime::from_micros(from + day_us),
-            false,
-            attempt.into(),
-            &FixedClock(1_800_000_000_000),
-            &mut |_| {},
+        let config = self.config();
+        let backfill = NdjsonBackfill {
+            config: &config,
+            source: &source,
+            decoder: &decoder,
+            table: &options,
+            attempt,
+        };
+        let (summary, _) = backfill
+            .run(
+                table,
+                (
+                    EventTime::from_micros(from),
+                    EventTime::from_micros(from + day_us),
+                ),
+                false,
+                &FixedClock(1_800_000_000_000),
+                &mut |_| {},
+            )
+            .await
+            .map_err(|e| format!("backfill: {e}"))?;
+        Ok(summary)
+    }
+}
+
+/// How `sluice derive` runs over the raw table: a range, or following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeriveMode {
+    /// The script's whole day, once (`sluice derive --from --to`).
+    Range,
+    /// Following the raw table (`sluice derive --follow`) until every derived table equals
+    /// its query over the raw table.
+    Follow,
+}
+
+impl Run {
+    /// One `sluice derive` process over the raw table at `table_dir` (written before), its
+    /// tables read and written through `store`: the derived tables of [`DERIVED`] computed.
+    pub async fn derive(
+        &self,
+        table_dir: &Path,
+        store: Arc<dyn ObjectStore>,
+        mode: DeriveMode,
+        attempt: &str,
+    ) -> Result<(), String> {
+        let options = TableOptions {
+            checkpoint_interval: self.checkpoint_interval,
+            store: Some(store),
+            retry: self.retry,
+            ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
+        };
+        let mut raw = WindowTable::open_or_create(&options, None, layout(), window_size())
+            .await
+            .map_err(|e| format!("open: {e}"))?;
+        let mut deriver = Deriver::open(
+            derived_specs(table_dir, &options),
+            &mut raw,
+            PIPELINE,
+            attempt,
+            StageOptions::default(),
         )
         .await
-        .map_err(|e| format!("backfill: {e}"))?;
-        Ok(summary)
+        .map_err(|e| format!("open the derived tables: {e}"))?;
+        let policy = self.config().restart;
+        let clock = FixedClock(1_800_000_000_000);
+        match mode {
+            DeriveMode::Range => {
+                let day_us = 86_400 * 1_000_000;
+                let from = T0_S.div_euclid(86_400) * day_us;
+                let range = (
+                    EventTime::from_micros(from),
+                    EventTime::from_micros(from + day_us),
+                );
+                deriver
+                    .derive_range_restarting(&mut raw, range, policy, &clock, &mut |_, _| {})
+                    .await
+                    .map_err(|e| format!("derive: {e}"))
+            }
+            DeriveMode::Follow => {
+                let (stop_tx, stop) = tokio::sync::watch::channel(false);
+                let dir = table_dir.to_path_buf();
+                let watcher = tokio::spawn(async move {
+                    for _ in 0..600 {
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        if derived_rows(&dir, "sum").await == derived_from_raw(&dir, "sum").await {
+                            break;
+                        }
+                    }
+                    let _ = stop_tx.send(true);
+                });
+                let followed = deriver
+                    .follow(&mut raw, RawShape::Whole, 5, policy, &clock, stop)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("derive --follow: {e}"));
+                watcher.abort();
+                followed
+            }
+        }
+    }
+}
+
+/// The harness's fixed instant, moved on by the time that really passed since `.1`.
+struct Ticking(FixedClock, std::time::Instant);
+
+impl sluice_ingest::Clock for Ticking {
+    fn now_ms(&self) -> i64 {
+        self.0 .0 + self.1.elapsed().as_millis() as i64
     }
 }
 

@@ -5,6 +5,8 @@
 mod crash_points;
 mod harness;
 mod history;
+mod modes;
 mod notified;
+mod same_files;
 mod transient;
 mod zombie;

@@ -25,12 +25,7 @@ pub async fn rows_at(table_dir: &Path, version: Option<u64>) -> (Vec<Row>, HashM
     let mut rows = Vec::new();
     let mut coverage: HashMap<String, i64> = HashMap::new();
     for file in active_files(&table).await.expect("active files") {
-        let window = file
-            .partition_values
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("/");
+        let window = address_of(&file);
         // Files a MERGE wrote carry no coverage; swap publications' files do.
         if let Some(c) = file.coverage.as_ref().map(|c| c.offset) {
             let e = coverage.entry(window.clone()).or_insert(c);
@@ -187,4 +182,39 @@ pub async fn check_every_version(
         }
     }
     Ok(latest + 1)
+}
+
+/// The bytes of every data file of the table, by window (its address), each window's files
+/// sorted by content.
+pub async fn window_files(table_dir: &Path) -> BTreeMap<String, Vec<Vec<u8>>> {
+    let table = open_table(table_dir.to_str().unwrap(), &HashMap::new(), None)
+        .await
+        .expect("the table loads");
+    let store = table.object_store();
+    let mut files: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+    for file in active_files(&table).await.expect("active files") {
+        let window = address_of(&file);
+        let path = object_store::path::Path::parse(&file.path).expect("a file path");
+        let got = object_store::ObjectStoreExt::get(store.as_ref(), &path)
+            .await
+            .unwrap_or_else(|e| panic!("file {}: {e}", file.path));
+        let bytes = got
+            .bytes()
+            .await
+            .unwrap_or_else(|e| panic!("file {}: {e}", file.path));
+        files.entry(window).or_default().push(bytes.to_vec());
+    }
+    for contents in files.values_mut() {
+        contents.sort();
+    }
+    files
+}
+
+/// A file's window, as its address (`column=value/...`).
+fn address_of(file: &sluice_publish::PublishedFile) -> String {
+    file.partition_values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("/")
 }
