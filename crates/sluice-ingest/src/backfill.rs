@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
+use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{Coverage, TableOptions, WindowTable};
-use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
+use sluice_source::{Chunk, Decoded, LineDecoder, NdjsonReader, NdjsonSource};
 use sluice_stage::{Busy, Phase, Stager};
 use sluice_window::{EventTime, Window, WindowFinder};
 
@@ -218,13 +219,14 @@ impl BackfillInput for NdjsonInput<'_> {
 }
 
 /// [`backfill`] over any bounded input, into `table` (a shard of it, for a Kafka
-/// partition's input).
+/// partition's input): every chunk decoded and its rows in range routed to their windows'
+/// buffers (staged in parts above the budget), then each window published.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn recompute(
     config: &IngestConfig,
     input: &mut impl BackfillInput,
     decoder: &LineDecoder,
-    mut table: WindowTable,
+    table: WindowTable,
     from: EventTime,
     to: EventTime,
     force: bool,
@@ -233,22 +235,8 @@ pub(crate) async fn recompute(
     progress: &mut dyn FnMut(BackfillProgress),
 ) -> Result<(BackfillSummary, WindowTable), IngestError> {
     let mut summary = BackfillSummary::default();
-    let mut decoder = decoder.clone();
-    if let Some(key) = &config.key {
-        decoder.set_key(key.columns.clone())?;
-    }
-    table
-        .grow_schema(decoder.schema())
-        .map_err(|e| IngestError::Schema(Box::new(e)))?;
     let busy = Busy::new();
-    let stager =
-        Stager::new(table.store(), attempt, config.stage_options()).with_busy(busy.clone());
-    // A backfill publishes by swap whatever the stream's mode (a merge-mode table is
-    // recomputed by running the stream again; the binary says so).
-    let mut policy = Policy::of(config);
-    policy.mode = PublishMode::Swap;
-    let mut publisher = Publisher::new(policy, table, None, stager);
-    decoder.set_schema(publisher.adopt_table_schema())?;
+    let (mut publisher, mut decoder) = swap_publisher(config, decoder, table, attempt, &busy)?;
     let mut buffers = Buffers::new(config.flush_bytes_max);
     while let Some(chunk) = input.next_chunk().await? {
         let (grown, decoded, chunk, took) =
@@ -265,39 +253,16 @@ pub(crate) async fn recompute(
             decoder.set_schema(publisher.adopt_table_schema())?;
         }
         summary.bytes += chunk.data.len() as u64;
-        summary.rejected += decoded.rejects.len() as u64;
         let name = input.name(decoded.file);
-        for r in &decoded.rejects {
-            summary.rejections.count(
-                &name,
-                r.offset,
-                r.reason.as_str(),
-                r.reason.detail(),
-                &r.raw,
-            );
-        }
+        count_rejects(&mut summary, &decoded, &name);
         let schema = publisher.file_schema().clone();
         busy.time(Phase::Route, || {
-            let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
-            let mut windows = WindowFinder::new(config.window);
-            for (i, t) in decoded.event_times.iter().enumerate() {
-                let window = windows.find(*t);
-                if window.start() >= from && window.start() < to {
-                    groups.entry(window).or_default().push(i as u32);
-                } else {
-                    summary.outside += 1;
-                }
-            }
-            for (window, rows) in groups {
-                summary.rows += rows.len() as u64;
-                let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
-                let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
-                let records = sluice_stage::align_batch(&records, &record_fields(&schema))?;
-                let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
-                let batch = with_positions(&schema, &records, &name, offsets)?;
-                buffers.push(window, batch, &name, first, last);
-            }
-            Ok::<_, IngestError>(())
+            let rows = ChunkRows {
+                decoded: &decoded,
+                name: &name,
+                schema: &schema,
+            };
+            rows.route(config, (from, to), &mut buffers, &mut summary)
         })?;
         while buffers.over_budget() {
             let Some(window) = buffers.largest() else {
@@ -310,48 +275,154 @@ pub(crate) async fn recompute(
         }
         progress(input.progress());
     }
-
     let coverage = input.end();
-    let covered: HashMap<Window, Coverage> = publisher
-        .table_mut()
-        .published_windows(&config.pipeline)
-        .await?
-        .into_iter()
-        .map(|p| (p.window, p.coverage))
-        .collect();
-    let windows = buffers.windows();
-    let n = windows.len() as u64;
-    for (done, window) in windows.into_iter().enumerate() {
-        let buffer = buffers.remove(window);
-        if !force && covered.get(&window).is_some_and(|c| *c >= coverage) {
-            summary.windows_unchanged += 1;
-            publisher.discard(buffer).await;
-        } else {
-            // No txns: a backfill never moves the stream's offsets. Its coverage is the
-            // whole source, so a stream that later replays these events recognises them.
-            let plan = Plan {
-                txns: Vec::new(),
-                position_ranges: serde_json::Value::Null,
-                coverage: coverage.clone(),
-                now_ms: clock.now_ms(),
-            };
-            let plan = with_ranges(plan, &buffer, true);
-            if publisher.must_commit_group_before(window, false, buffer.total_bytes()) {
-                let group = publisher.finish_pending().await?;
-                backfilled(&publisher, &mut summary, group);
-            }
-            let committed = publisher.publish(window, buffer, false, plan).await?;
-            backfilled(&publisher, &mut summary, committed.into_iter().collect());
-        }
-        progress(BackfillProgress::Published {
-            done: done as u64 + 1,
-            total: n,
-        });
-    }
-    let group = publisher.finish_pending().await?;
-    backfilled(&publisher, &mut summary, group);
+    let publish = PublishRange {
+        config,
+        coverage,
+        force,
+        clock,
+    };
+    publish
+        .run(&mut publisher, buffers, &mut summary, progress)
+        .await?;
     summary.busy_us = crate::config::busy_us(&busy);
     Ok((summary, publisher.into_table()))
+}
+
+/// A backfill's publisher over `table`: by swap whatever the stream's mode (a merge-mode
+/// table is recomputed by running the stream again; the binary says so), with the decoder
+/// for the table's schema (grown by the decoder's first).
+fn swap_publisher(
+    config: &IngestConfig,
+    decoder: &LineDecoder,
+    mut table: WindowTable,
+    attempt: String,
+    busy: &Busy,
+) -> Result<(Publisher, LineDecoder), IngestError> {
+    let mut decoder = decoder.clone();
+    if let Some(key) = &config.key {
+        decoder.set_key(key.columns.clone())?;
+    }
+    table
+        .grow_schema(decoder.schema())
+        .map_err(|e| IngestError::Schema(Box::new(e)))?;
+    let stager =
+        Stager::new(table.store(), attempt, config.stage_options()).with_busy(busy.clone());
+    let mut policy = Policy::of(config);
+    policy.mode = PublishMode::Swap;
+    let mut publisher = Publisher::new(policy, table, None, stager);
+    decoder.set_schema(publisher.adopt_table_schema())?;
+    Ok((publisher, decoder))
+}
+
+/// Counts a chunk's bad lines (the stream's dead-letter table holds them).
+fn count_rejects(summary: &mut BackfillSummary, decoded: &Decoded, name: &str) {
+    summary.rejected += decoded.rejects.len() as u64;
+    for r in &decoded.rejects {
+        summary
+            .rejections
+            .count(name, r.offset, r.reason.as_str(), r.reason.detail(), &r.raw);
+    }
+}
+
+/// A decoded chunk of source partition `name`, to route as rows of the table's file schema.
+struct ChunkRows<'a> {
+    decoded: &'a Decoded,
+    name: &'a str,
+    schema: &'a SchemaRef,
+}
+
+impl ChunkRows<'_> {
+    /// Puts each row whose window starts in `[from, to)` into its window's buffer, in input
+    /// order, with its position; counts the others as outside.
+    fn route(
+        &self,
+        config: &IngestConfig,
+        (from, to): (EventTime, EventTime),
+        buffers: &mut Buffers,
+        summary: &mut BackfillSummary,
+    ) -> Result<(), IngestError> {
+        let decoded = self.decoded;
+        let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
+        let mut windows = WindowFinder::new(config.window);
+        for (i, t) in decoded.event_times.iter().enumerate() {
+            let window = windows.find(*t);
+            if window.start() >= from && window.start() < to {
+                groups.entry(window).or_default().push(i as u32);
+            } else {
+                summary.outside += 1;
+            }
+        }
+        for (window, rows) in groups {
+            summary.rows += rows.len() as u64;
+            let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
+            let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
+            let records = sluice_stage::align_batch(&records, &record_fields(self.schema))?;
+            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+            let batch = with_positions(self.schema, &records, self.name, offsets)?;
+            buffers.push(window, batch, self.name, first, last);
+        }
+        Ok(())
+    }
+}
+
+/// The end of a backfill: each buffered window published as a stream's first publication
+/// (no txns: a backfill never moves the stream's offsets), its coverage the whole input (so a
+/// stream that later replays these events recognises them); a window whose publication
+/// already covers it is left unchanged unless `force`.
+struct PublishRange<'a> {
+    config: &'a IngestConfig,
+    coverage: Coverage,
+    force: bool,
+    clock: &'a dyn Clock,
+}
+
+impl PublishRange<'_> {
+    async fn run(
+        &self,
+        publisher: &mut Publisher,
+        mut buffers: Buffers,
+        summary: &mut BackfillSummary,
+        progress: &mut dyn FnMut(BackfillProgress),
+    ) -> Result<(), IngestError> {
+        let covered: HashMap<Window, Coverage> = publisher
+            .table_mut()
+            .published_windows(&self.config.pipeline)
+            .await?
+            .into_iter()
+            .map(|p| (p.window, p.coverage))
+            .collect();
+        let windows = buffers.windows();
+        let n = windows.len() as u64;
+        for (done, window) in windows.into_iter().enumerate() {
+            let buffer = buffers.remove(window);
+            if !self.force && covered.get(&window).is_some_and(|c| *c >= self.coverage) {
+                summary.windows_unchanged += 1;
+                publisher.discard(buffer).await;
+            } else {
+                let plan = Plan {
+                    txns: Vec::new(),
+                    position_ranges: serde_json::Value::Null,
+                    coverage: self.coverage.clone(),
+                    now_ms: self.clock.now_ms(),
+                };
+                let plan = with_ranges(plan, &buffer, true);
+                if publisher.must_commit_group_before(window, false, buffer.total_bytes()) {
+                    let group = publisher.finish_pending().await?;
+                    backfilled(publisher, summary, group);
+                }
+                let committed = publisher.publish(window, buffer, false, plan).await?;
+                backfilled(publisher, summary, committed.into_iter().collect());
+            }
+            progress(BackfillProgress::Published {
+                done: done as u64 + 1,
+                total: n,
+            });
+        }
+        let group = publisher.finish_pending().await?;
+        backfilled(publisher, summary, group);
+        Ok(())
+    }
 }
 
 /// Counts a backfill's commit of `group` (one or more windows, one version).

@@ -147,62 +147,15 @@ impl KafkaRun {
         &self,
         clock: &dyn Clock,
         mut stop: watch::Receiver<bool>,
-        mut deriver: Option<Deriver>,
+        deriver: Option<Deriver>,
     ) -> Result<KafkaSummary, KafkaRunError> {
-        // Create the table (any shard's writer would); the lookup reads positions from it.
-        let lookup_table = WindowTable::open_or_create(
-            &self.sharded(Shard(0)),
-            self.record_schema.as_ref(),
-            self.config.layout,
-            self.config.window,
-        )
-        .await?;
-        DeadLetterTable::open_or_create(&self.dlq).await?;
-        // The raw table as the derived tables read it (any shard's view: it is only read).
-        let mut derive_from = match deriver {
-            Some(_) => Some(
-                WindowTable::open_or_create(
-                    &self.sharded(Shard(0)),
-                    self.record_schema.as_ref(),
-                    self.config.layout,
-                    self.config.window,
-                )
-                .await?,
-            ),
-            None => None,
-        };
-        // A partition committed since the derived tables last followed the raw table.
-        let mut derive_due = deriver.is_some();
-        let lookup = TableLookup {
-            runtime: tokio::runtime::Handle::current(),
-            table: lookup_table,
-            pipeline: self.config.pipeline.clone(),
-            topic: self.kafka.topic.clone(),
-        };
+        let (lookup, derive_from) = self.open_tables(deriver.is_some()).await?;
         let mut consumer = KafkaConsumer::start(self.kafka.clone(), Box::new(lookup))?;
-        let mut owned: HashMap<i32, Owned<'_>> = HashMap::new();
-        // Revoked partitions' writers, kept until the next assignment: a rebalance that
-        // gives a partition straight back (the eager protocol revokes everything first) then
-        // keeps its unpublished state instead of replaying it from the table.
-        let mut parked: HashMap<i32, Owned<'_>> = HashMap::new();
-        let mut summary = KafkaSummary::default();
-        // Writers opened so far: each one names its files apart from all earlier ones (a
-        // partition assigned again gets a new writer, whose file numbers start over).
-        let mut opened: u64 = 0;
-        let mut last_input_ms = clock.now_ms();
-        // Idle time counts only once the group has given this process an assignment (empty
-        // or not): a member still joining has not been handed the partitions it may own. A
-        // group that assigns nothing for JOIN_WAIT_MS (or the idle time, if longer) ends the
-        // run all the same, with a warning: a scheduled job must not hang on a broken group.
-        let mut joined = false;
-        let started_ms = clock.now_ms();
+        let mut run = RunLoop::new(clock, deriver, derive_from, self.config.restart);
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
         let mut stoppable = true;
-        // Attempts at the run's end that had to re-read partitions (see `drain_owned`).
-        // Rounds of re-reading partitions whose last publication failed at the end.
-        let mut end_restarts = Restarts::new(self.config.restart);
         let ended = loop {
             let event = tokio::select! {
                 // What the consumer handed over goes first: a tick must not find the run idle
@@ -223,47 +176,14 @@ impl KafkaRun {
             if *stop.borrow() {
                 break false;
             }
-            match event {
+            let end = match event {
                 Some(KafkaEvent::Assigned(partitions)) => {
-                    // Newly assigned partitions may hold messages: idle counts from here.
-                    if !partitions.is_empty() || !joined {
-                        last_input_ms = clock.now_ms();
-                    }
-                    joined = true;
-                    for (p, table_offset) in partitions {
-                        summary.partitions_assigned += 1;
-                        let shard = match parked.remove(&p) {
-                            // Nobody published this partition since: its state is current.
-                            // (Were it not, its next commit would conflict on the
-                            // partition's txn and rebuild it from the table.)
-                            Some(kept) if kept.committed() == table_offset => {
-                                tracing::info!(partition = p, "assigned back: keeping its state");
-                                kept
-                            }
-                            stale => {
-                                if let Some(old) = stale {
-                                    summary.run.absorb(&old.ingester.summary_with_busy());
-                                }
-                                opened += 1;
-                                self.open_partition(p, opened, clock).await?
-                            }
-                        };
-                        if let Some(old) = owned.insert(p, shard) {
-                            summary.run.absorb(&old.ingester.summary_with_busy());
-                        }
-                    }
-                    for (p, old) in parked.drain() {
-                        tracing::info!(partition = p, "revoked: dropped its unpublished state");
-                        summary.run.absorb(&old.ingester.summary_with_busy());
-                    }
+                    run.assigned(self, partitions, clock).await?;
+                    false
                 }
                 Some(KafkaEvent::Revoked(partitions)) => {
-                    for p in partitions {
-                        if let Some(old) = owned.remove(&p) {
-                            summary.partitions_revoked += 1;
-                            parked.insert(p, old);
-                        }
-                    }
+                    run.revoked(partitions);
+                    false
                 }
                 Some(KafkaEvent::Failed(e)) => return Err(e.into()),
                 Some(KafkaEvent::Messages {
@@ -271,156 +191,47 @@ impl KafkaRun {
                     generation,
                     chunk,
                 }) => {
-                    last_input_ms = clock.now_ms();
-                    let Some(shard) = owned.get_mut(&partition) else {
-                        continue; // not ours (any more)
-                    };
-                    shard.last_input_ms = last_input_ms;
-                    if generation < shard.generation {
-                        continue;
-                    }
-                    shard.generation = generation;
-                    let budget = self.max_events.map(|m| m.saturating_sub(summary.messages));
-                    let (chunk, count) = shard.admit(chunk, budget);
-                    summary.messages += count;
-                    if let Some(chunk) = chunk {
-                        let commits = shard.ingester.summary().commits;
-                        let before = shard.ingester.commits();
-                        shard.next = Some(chunk.end());
-                        let taken = shard.ingester.take_chunk(chunk).await;
-                        self.after_step(partition, shard, taken, before, &consumer)
-                            .await?;
-                        shard.report_lag(&consumer);
-                        if shard.ingester.summary().commits > commits {
-                            derive_due = true;
-                            consumer.commit_for_monitoring(vec![(
-                                partition,
-                                shard.committed().unwrap_or(0),
-                            )]);
-                        }
-                    }
-                    if self.max_events.is_some_and(|m| summary.messages >= m) {
-                        let again = self.drain_owned(&mut owned, &consumer).await?;
-                        if !again.is_empty() {
-                            // Re-reading them would take messages past the budget.
-                            return Err(KafkaRunError::EndConflict { partitions: again });
-                        }
-                        break true;
-                    }
+                    let at = (partition, generation);
+                    run.messages(self, at, chunk, &consumer, clock).await?
                 }
-                None => {
-                    // Quiet: late batches that are due, pending dead letters, partitions idle
-                    // for the idle timeout, derived tables behind the raw table.
-                    let now_ms = clock.now_ms();
-                    if std::mem::take(&mut derive_due) {
-                        derive_due = !self
-                            .follow(&mut deriver, &mut derive_from, clock, false)
-                            .await?;
-                    }
-                    for (p, shard) in owned.iter_mut() {
-                        let before = shard.ingester.commits();
-                        let idle = self
-                            .idle_timeout_ms
-                            .is_some_and(|t| now_ms.saturating_sub(shard.last_input_ms) >= t);
-                        let done = async {
-                            shard.ingester.publish_due().await?;
-                            if idle {
-                                shard.ingester.seal_idle().await?;
-                            }
-                            shard.ingester.commit_dead_letters().await
-                        }
-                        .await;
-                        derive_due |= shard.ingester.commits() > before;
-                        self.after_step(*p, shard, done, before, &consumer).await?;
-                        shard.report_lag(&consumer);
-                    }
-                    if let Some(t) = self.until_idle_ms {
-                        let now_ms = clock.now_ms();
-                        if joined && now_ms.saturating_sub(last_input_ms) >= t {
-                            let again = self.drain_owned(&mut owned, &consumer).await?;
-                            if again.is_empty() {
-                                break true;
-                            }
-                            // Partitions to re-read from the table's positions: idle counts
-                            // again from here; restarted by the one rule.
-                            let failed = KafkaRunError::EndConflict { partitions: again };
-                            match end_restarts.after_failure(failed) {
-                                AfterFailure::Resume { pause, .. } => {
-                                    tokio::time::sleep(pause).await
-                                }
-                                AfterFailure::Fatal(e) => return Err(e),
-                                AfterFailure::Exhausted(e) => {
-                                    return Err(KafkaRunError::Exhausted(Box::new(e)))
-                                }
-                            }
-                            last_input_ms = clock.now_ms();
-                            continue;
-                        }
-                        let wait_ms = t.max(JOIN_WAIT_MS);
-                        if !joined && now_ms.saturating_sub(started_ms) >= wait_ms {
-                            tracing::warn!(
-                                group = %self.kafka.group,
-                                waited_ms = wait_ms,
-                                "the consumer group assigned this process nothing (not even an empty assignment); ending as idle"
-                            );
-                            break true;
-                        }
-                    }
-                }
-            }
-        };
-        // The run ends: every partition whose state this process holds is published, the
-        // ones it owns and the ones a rebalance in progress took away (no other process
-        // has them yet, or its commits fence ours: a conflict here means the partition
-        // has a new owner, who replays what this process held). The consumer stays in the
-        // group meanwhile, so the partitions move only once this is done.
-        // (The partitions this process owns were drained already if the run ended by idle
-        // time or count: see `drain_owned`.)
-        let held: Vec<(i32, Owned<'_>)> = if ended {
-            for (_, shard) in owned {
-                summary.run.absorb(&shard.ingester.summary_with_busy());
-            }
-            parked.into_iter().collect()
-        } else {
-            owned.into_iter().chain(parked).collect()
-        };
-        for (p, mut shard) in held {
-            let result = if ended {
-                shard.ingester.drain().await
-            } else {
-                // A sealed window already staging is committed; open ones stay unpublished.
-                async {
-                    shard.ingester.finish_pending().await?;
-                    shard.ingester.commit_dead_letters().await
-                }
-                .await
+                None => run.quiet(self, &consumer, clock).await?,
             };
-            match result {
-                Ok(()) => shard.report_lag(&consumer),
-                // A revoked partition (or a stopped run): its new owner, or the next run,
-                // replays what this process held from the table's position.
-                Err(e) if e.is_conflict() => {
-                    tracing::info!(partition = p, error = %e, "the partition's last publication conflicted with another writer's commit: leaving its rows after the table's position to its next owner");
-                }
-                Err(source) => {
-                    return Err(KafkaRunError::Partition {
-                        partition: p,
-                        source,
-                    })
-                }
+            if end {
+                break true;
             }
-            summary.run.absorb(&shard.ingester.summary_with_busy());
-        }
-        consumer.stop().await;
-        if ended {
-            // The derived tables of what this run published.
-            self.follow(&mut deriver, &mut derive_from, clock, true)
-                .await?;
-        }
-        if let Some(d) = &deriver {
-            summary.run.derived = d.summary.clone();
-        }
-        Ok(summary)
+        };
+        run.finish(self, ended, consumer, clock).await
+    }
+
+    /// Creates the table (any shard's writer would) and the dead-letter table; returns the
+    /// lookup the consumer reads the partitions' positions from, and, for `deriving`, the raw
+    /// table as the derived tables read it (any shard's view: it is only read).
+    async fn open_tables(
+        &self,
+        deriving: bool,
+    ) -> Result<(TableLookup, Option<WindowTable>), KafkaRunError> {
+        let options = self.sharded(Shard(0));
+        let open = || {
+            WindowTable::open_or_create(
+                &options,
+                self.record_schema.as_ref(),
+                self.config.layout,
+                self.config.window,
+            )
+        };
+        let lookup_table = open().await?;
+        DeadLetterTable::open_or_create(&self.dlq).await?;
+        let derive_from = match deriving {
+            true => Some(open().await?),
+            false => None,
+        };
+        let lookup = TableLookup {
+            runtime: tokio::runtime::Handle::current(),
+            table: lookup_table,
+            pipeline: self.config.pipeline.clone(),
+            topic: self.kafka.topic.clone(),
+        };
+        Ok((lookup, derive_from))
     }
 
     /// Brings the derived tables up to the raw table (see [`Deriver::follow_sharded`]);
@@ -580,6 +391,295 @@ impl KafkaRun {
         }
         again.sort_unstable();
         Ok(again)
+    }
+}
+
+/// The state of a run's event loop: the partitions it writes, those a rebalance took away,
+/// what it did so far, and when input last came.
+struct RunLoop<'a> {
+    owned: HashMap<i32, Owned<'a>>,
+    /// Revoked partitions' writers, kept until the next assignment: a rebalance that gives a
+    /// partition straight back (the eager protocol revokes everything first) then keeps its
+    /// unpublished state instead of replaying it from the table.
+    parked: HashMap<i32, Owned<'a>>,
+    summary: KafkaSummary,
+    /// Writers opened so far: each one names its files apart from all earlier ones (a
+    /// partition assigned again gets a new writer, whose file numbers start over).
+    opened: u64,
+    last_input_ms: i64,
+    /// Idle time counts only once the group has given this process an assignment (empty or
+    /// not): a member still joining has not been handed the partitions it may own. A group
+    /// that assigns nothing for JOIN_WAIT_MS (or the idle time, if longer) ends the run all
+    /// the same, with a warning: a scheduled job must not hang on a broken group.
+    joined: bool,
+    started_ms: i64,
+    deriver: Option<Deriver>,
+    /// The raw table as the derived tables read it.
+    derive_from: Option<WindowTable>,
+    /// A partition committed since the derived tables last followed the raw table.
+    derive_due: bool,
+    /// Rounds of re-reading partitions whose last publication failed at the end.
+    end_restarts: Restarts,
+}
+
+impl<'a> RunLoop<'a> {
+    fn new(
+        clock: &dyn Clock,
+        deriver: Option<Deriver>,
+        derive_from: Option<WindowTable>,
+        restart: RestartPolicy,
+    ) -> Self {
+        let now_ms = clock.now_ms();
+        RunLoop {
+            owned: HashMap::new(),
+            parked: HashMap::new(),
+            summary: KafkaSummary::default(),
+            opened: 0,
+            last_input_ms: now_ms,
+            joined: false,
+            started_ms: now_ms,
+            derive_due: deriver.is_some(),
+            deriver,
+            derive_from,
+            end_restarts: Restarts::new(restart),
+        }
+    }
+
+    /// The group assigned `partitions` (with the table's offset of each): a parked writer
+    /// whose state is still current is kept, every other one opened from the table.
+    async fn assigned(
+        &mut self,
+        run: &KafkaRun,
+        partitions: Vec<(i32, Option<i64>)>,
+        clock: &'a dyn Clock,
+    ) -> Result<(), KafkaRunError> {
+        // Newly assigned partitions may hold messages: idle counts from here.
+        if !partitions.is_empty() || !self.joined {
+            self.last_input_ms = clock.now_ms();
+        }
+        self.joined = true;
+        for (p, table_offset) in partitions {
+            self.summary.partitions_assigned += 1;
+            let shard = match self.parked.remove(&p) {
+                // Nobody published this partition since: its state is current. (Were it
+                // not, its next commit would conflict on the partition's txn and rebuild it
+                // from the table.)
+                Some(kept) if kept.committed() == table_offset => {
+                    tracing::info!(partition = p, "assigned back: keeping its state");
+                    kept
+                }
+                stale => {
+                    if let Some(old) = stale {
+                        self.summary.run.absorb(&old.ingester.summary_with_busy());
+                    }
+                    self.opened += 1;
+                    run.open_partition(p, self.opened, clock).await?
+                }
+            };
+            if let Some(old) = self.owned.insert(p, shard) {
+                self.summary.run.absorb(&old.ingester.summary_with_busy());
+            }
+        }
+        for (p, old) in self.parked.drain() {
+            tracing::info!(partition = p, "revoked: dropped its unpublished state");
+            self.summary.run.absorb(&old.ingester.summary_with_busy());
+        }
+        Ok(())
+    }
+
+    fn revoked(&mut self, partitions: Vec<i32>) {
+        for p in partitions {
+            if let Some(old) = self.owned.remove(&p) {
+                self.summary.partitions_revoked += 1;
+                self.parked.insert(p, old);
+            }
+        }
+    }
+
+    /// Messages of `partition` (fetched in `generation`) go to its writer; returns whether
+    /// the run ended here (its count of messages reached).
+    async fn messages(
+        &mut self,
+        run: &KafkaRun,
+        (partition, generation): (i32, u64),
+        chunk: Chunk,
+        consumer: &KafkaConsumer,
+        clock: &dyn Clock,
+    ) -> Result<bool, KafkaRunError> {
+        self.last_input_ms = clock.now_ms();
+        let Some(shard) = self.owned.get_mut(&partition) else {
+            return Ok(false); // not ours (any more)
+        };
+        shard.last_input_ms = self.last_input_ms;
+        if generation < shard.generation {
+            return Ok(false);
+        }
+        shard.generation = generation;
+        let budget = run
+            .max_events
+            .map(|m| m.saturating_sub(self.summary.messages));
+        let (chunk, count) = shard.admit(chunk, budget);
+        self.summary.messages += count;
+        if let Some(chunk) = chunk {
+            let commits = shard.ingester.summary().commits;
+            let before = shard.ingester.commits();
+            shard.next = Some(chunk.end());
+            let taken = shard.ingester.take_chunk(chunk).await;
+            run.after_step(partition, shard, taken, before, consumer)
+                .await?;
+            shard.report_lag(consumer);
+            if shard.ingester.summary().commits > commits {
+                self.derive_due = true;
+                consumer.commit_for_monitoring(vec![(partition, shard.committed().unwrap_or(0))]);
+            }
+        }
+        if run.max_events.is_some_and(|m| self.summary.messages >= m) {
+            let again = run.drain_owned(&mut self.owned, consumer).await?;
+            if !again.is_empty() {
+                // Re-reading them would take messages past the budget.
+                return Err(KafkaRunError::EndConflict { partitions: again });
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Quiet: late batches that are due, pending dead letters, partitions idle for the idle
+    /// timeout, derived tables behind the raw table; returns whether the run ended here (idle
+    /// for `until_idle_ms`).
+    async fn quiet(
+        &mut self,
+        run: &KafkaRun,
+        consumer: &KafkaConsumer,
+        clock: &dyn Clock,
+    ) -> Result<bool, KafkaRunError> {
+        let now_ms = clock.now_ms();
+        if std::mem::take(&mut self.derive_due) {
+            self.derive_due = !run
+                .follow(&mut self.deriver, &mut self.derive_from, clock, false)
+                .await?;
+        }
+        for (p, shard) in self.owned.iter_mut() {
+            let before = shard.ingester.commits();
+            let idle = run
+                .idle_timeout_ms
+                .is_some_and(|t| now_ms.saturating_sub(shard.last_input_ms) >= t);
+            let done = async {
+                shard.ingester.publish_due().await?;
+                if idle {
+                    shard.ingester.seal_idle().await?;
+                }
+                shard.ingester.commit_dead_letters().await
+            }
+            .await;
+            self.derive_due |= shard.ingester.commits() > before;
+            run.after_step(*p, shard, done, before, consumer).await?;
+            shard.report_lag(consumer);
+        }
+        match run.until_idle_ms {
+            Some(t) => self.idle_end(run, t, consumer, clock).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Whether the run ends: idle for `until_idle_ms` once joined (every owned partition
+    /// published, those whose publication failed re-read by the one restart rule first), or
+    /// never assigned anything for that long.
+    async fn idle_end(
+        &mut self,
+        run: &KafkaRun,
+        until_idle_ms: i64,
+        consumer: &KafkaConsumer,
+        clock: &dyn Clock,
+    ) -> Result<bool, KafkaRunError> {
+        let now_ms = clock.now_ms();
+        if self.joined && now_ms.saturating_sub(self.last_input_ms) >= until_idle_ms {
+            let again = run.drain_owned(&mut self.owned, consumer).await?;
+            if again.is_empty() {
+                return Ok(true);
+            }
+            // Partitions to re-read from the table's positions: idle counts again from here;
+            // restarted by the one rule.
+            let failed = KafkaRunError::EndConflict { partitions: again };
+            match self.end_restarts.after_failure(failed) {
+                AfterFailure::Resume { pause, .. } => tokio::time::sleep(pause).await,
+                AfterFailure::Fatal(e) => return Err(e),
+                AfterFailure::Exhausted(e) => return Err(KafkaRunError::Exhausted(Box::new(e))),
+            }
+            self.last_input_ms = clock.now_ms();
+            return Ok(false);
+        }
+        let wait_ms = until_idle_ms.max(JOIN_WAIT_MS);
+        if !self.joined && now_ms.saturating_sub(self.started_ms) >= wait_ms {
+            tracing::warn!(
+                group = %run.kafka.group,
+                waited_ms = wait_ms,
+                "the consumer group assigned this process nothing (not even an empty assignment); ending as idle"
+            );
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The run ends (`ended`: by idle time or count; else stopped): every partition whose
+    /// state this process holds is published, the ones it owns and the ones a rebalance in
+    /// progress took away (no other process has them yet, or its commits fence ours: a
+    /// conflict here means the partition has a new owner, who replays what this process
+    /// held). The consumer stays in the group meanwhile, so the partitions move only once
+    /// this is done. (The partitions this process owns were drained already if the run ended
+    /// by idle time or count: see `drain_owned`.) Then the derived tables of what the run
+    /// published.
+    async fn finish(
+        mut self,
+        run: &KafkaRun,
+        ended: bool,
+        consumer: KafkaConsumer,
+        clock: &dyn Clock,
+    ) -> Result<KafkaSummary, KafkaRunError> {
+        let held: Vec<(i32, Owned<'_>)> = if ended {
+            for (_, shard) in self.owned {
+                self.summary.run.absorb(&shard.ingester.summary_with_busy());
+            }
+            self.parked.into_iter().collect()
+        } else {
+            self.owned.into_iter().chain(self.parked).collect()
+        };
+        for (p, mut shard) in held {
+            let result = if ended {
+                shard.ingester.drain().await
+            } else {
+                // A sealed window already staging is committed; open ones stay unpublished.
+                async {
+                    shard.ingester.finish_pending().await?;
+                    shard.ingester.commit_dead_letters().await
+                }
+                .await
+            };
+            match result {
+                Ok(()) => shard.report_lag(&consumer),
+                // A revoked partition (or a stopped run): its new owner, or the next run,
+                // replays what this process held from the table's position.
+                Err(e) if e.is_conflict() => {
+                    tracing::info!(partition = p, error = %e, "the partition's last publication conflicted with another writer's commit: leaving its rows after the table's position to its next owner");
+                }
+                Err(source) => {
+                    return Err(KafkaRunError::Partition {
+                        partition: p,
+                        source,
+                    })
+                }
+            }
+            self.summary.run.absorb(&shard.ingester.summary_with_busy());
+        }
+        consumer.stop().await;
+        if ended {
+            run.follow(&mut self.deriver, &mut self.derive_from, clock, true)
+                .await?;
+        }
+        if let Some(d) = &self.deriver {
+            self.summary.run.derived = d.summary.clone();
+        }
+        Ok(self.summary)
     }
 }
 

@@ -5,6 +5,7 @@
 //! restart rule ([`crate::restart`]) applied after each step of a run or a Kafka partition's
 //! writer.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use deltalake::arrow::array::UInt32Array;
@@ -24,7 +25,7 @@ use crate::instruments::{Instruments, LagUnit, RunLabels};
 use crate::ledger::Ledger;
 use crate::publisher::{Committed, Plan, Policy, Publisher};
 use crate::restart::{AfterFailure, Restarts};
-use crate::state::{Rules, WindowState};
+use crate::state::{LateRow, Routed, Rules, WindowState};
 
 mod upkeep;
 
@@ -412,6 +413,34 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     fn route(&mut self, decoded: Decoded, chunk: &Chunk, name: &str) -> Result<(), IngestError> {
         let dead_below = self.ledger.dead_below(name);
+        self.count_read(&decoded);
+        self.dead_letter_rejects(&decoded, name, dead_below);
+        self.see_duplicates(&decoded, chunk);
+        let routed = self.state.route(
+            decoded.file,
+            &decoded.event_times,
+            &decoded.offsets,
+            self.clock.now_ms(),
+        );
+        self.count_routed(&routed);
+        for late in &routed.dropped {
+            let offset = decoded.offsets[late.index];
+            if offset >= dead_below {
+                self.dead_letter_late(late, raw_line(chunk, offset), name, offset);
+            }
+        }
+        self.summary.rows += decoded.offsets.len() as u64;
+        let file = decoded.file;
+        self.buffer_groups(decoded, routed.groups, name)?;
+        self.state.read_to(sluice_source::Position {
+            file,
+            offset: chunk.end(),
+        });
+        Ok(())
+    }
+
+    /// Counts a decoded chunk's records, bad lines and fields left out.
+    fn count_read(&mut self, decoded: &Decoded) {
         if decoded.ignored_rows > 0 {
             self.summary.rows_with_ignored_fields += decoded.ignored_rows;
             for (f, n) in &decoded.ignored {
@@ -423,8 +452,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.instruments
             .records_rejected
             .increment(decoded.rejects.len() as u64);
+        self.summary.rejected += decoded.rejects.len() as u64;
+    }
+
+    /// Each bad line becomes a dead letter, unless the dead-letter table holds it already
+    /// (below `dead_below`: a replay).
+    fn dead_letter_rejects(&mut self, decoded: &Decoded, name: &str, dead_below: i64) {
         for r in &decoded.rejects {
-            self.summary.rejected += 1;
             self.summary.rejections.count(
                 name,
                 r.offset,
@@ -433,7 +467,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 &r.raw,
             );
             if r.offset < dead_below {
-                continue; // in the dead-letter table already (a replay)
+                continue;
             }
             self.publisher.dead_letter(DeadLetter {
                 source: name.to_string(),
@@ -444,28 +478,30 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 window: None,
             });
         }
-        if let (Some(d), None) = (&mut self.duplicates, &chunk.message_offsets) {
-            // A file's rows are at their lines' byte offsets.
-            for &offset in &decoded.offsets {
-                let Some(from) = usize::try_from(offset - chunk.start)
-                    .ok()
-                    .filter(|&i| i <= chunk.data.len())
-                else {
-                    continue;
-                };
-                let rest = &chunk.data[from..];
-                let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
-                d.see(decoded.file, offset, line);
-            }
-            self.summary.duplicates_kept = d.copies;
-            self.summary.duplicates_capped = d.capped;
+    }
+
+    /// Counts copies of lines seen before (a file's rows are at their lines' byte offsets;
+    /// not kept for a Kafka partition's messages).
+    fn see_duplicates(&mut self, decoded: &Decoded, chunk: &Chunk) {
+        let (Some(d), None) = (&mut self.duplicates, &chunk.message_offsets) else {
+            return;
+        };
+        for &offset in &decoded.offsets {
+            let Some(from) = usize::try_from(offset - chunk.start)
+                .ok()
+                .filter(|&i| i <= chunk.data.len())
+            else {
+                continue;
+            };
+            let rest = &chunk.data[from..];
+            let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
+            d.see(decoded.file, offset, line);
         }
-        let routed = self.state.route(
-            decoded.file,
-            &decoded.event_times,
-            &decoded.offsets,
-            self.clock.now_ms(),
-        );
+        self.summary.duplicates_kept = d.copies;
+        self.summary.duplicates_capped = d.capped;
+    }
+
+    fn count_routed(&mut self, routed: &Routed) {
         self.summary.replayed += routed.replayed;
         self.summary.late += routed.late;
         self.summary.ahead += routed.ahead;
@@ -475,26 +511,32 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.instruments
             .late_dead_lettered
             .increment(routed.dropped.len() as u64);
-        for late in &routed.dropped {
-            let offset = decoded.offsets[late.index];
-            if offset < dead_below {
-                continue;
-            }
-            let label = self.publisher.table().address(late.window).label();
-            self.publisher.dead_letter(DeadLetter {
-                source: name.to_string(),
-                offset,
-                reason: late.reason.as_str().to_string(),
-                detail: format!(
-                    "event time {} is in window {label}, which the watermark {} passed",
-                    late.event_time.to_rfc3339(),
-                    late.watermark.to_rfc3339()
-                ),
-                raw: raw_line(chunk, offset),
-                window: Some(label),
-            });
-        }
-        self.summary.rows += decoded.offsets.len() as u64;
+    }
+
+    /// A late row the policy does not keep becomes a dead letter naming its window.
+    fn dead_letter_late(&mut self, late: &LateRow, raw: String, name: &str, offset: i64) {
+        let label = self.publisher.table().address(late.window).label();
+        self.publisher.dead_letter(DeadLetter {
+            source: name.to_string(),
+            offset,
+            reason: late.reason.as_str().to_string(),
+            detail: format!(
+                "event time {} is in window {label}, which the watermark {} passed",
+                late.event_time.to_rfc3339(),
+                late.watermark.to_rfc3339()
+            ),
+            raw,
+            window: Some(label),
+        });
+    }
+
+    /// Each window's rows, with their positions, into its buffer.
+    fn buffer_groups(
+        &mut self,
+        decoded: Decoded,
+        groups: BTreeMap<Window, Vec<u32>>,
+        name: &str,
+    ) -> Result<(), IngestError> {
         let schema = self.publisher.file_schema().clone();
         let record_schema = record_fields(&schema);
         // Rows decoded before this run grew the schema (the reader decodes ahead).
@@ -503,12 +545,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         } else {
             align_batch(&decoded.batch, &record_schema)?
         };
-        let everything = routed.groups.len() == 1
-            && routed
-                .groups
-                .values()
-                .all(|r| r.len() == decoded.offsets.len());
-        for (window, rows) in routed.groups {
+        let everything =
+            groups.len() == 1 && groups.values().all(|r| r.len() == decoded.offsets.len());
+        for (window, rows) in groups {
             let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
             let records = if everything {
                 batch.clone()
@@ -519,10 +558,6 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             let batch = with_positions(&schema, &records, name, offsets)?;
             self.state.buffer(window, batch, name, first, last);
         }
-        self.state.read_to(sluice_source::Position {
-            file: decoded.file,
-            offset: chunk.end(),
-        });
         Ok(())
     }
 
