@@ -1,10 +1,11 @@
 //! Backfill: recompute a range of windows from a bounded source, the batch rerun of the same
 //! definition the stream uses (windows, row keys, dedupe winners), through the stream's own
-//! path: rows buffered within `--flush-bytes-max` (parts staged per key bucket above it), each
+//! path: rows routed by its [`WindowState`] (under [`Rules::batch`]: nothing is late) and
+//! buffered within `--flush-bytes-max` (parts staged per key bucket above it), each
 //! window published by the [`Publisher`] as a stream's first publication (deduped one group of
 //! key buckets at a time), so a day-long window costs the memory a stream's does.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::take_record_batch;
@@ -12,14 +13,14 @@ use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{Coverage, TableOptions, WindowTable};
 use sluice_source::{Chunk, Decoded, LineDecoder, NdjsonReader, NdjsonSource};
 use sluice_stage::{Busy, Phase, Stager};
-use sluice_window::{EventTime, Window, WindowFinder};
+use sluice_window::{EventTime, Window};
 
-use crate::buffer::Buffers;
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
 use crate::dedupe::{record_fields, with_positions};
 use crate::publisher::{Committed, Plan, Policy, Publisher};
 use crate::restart::Restarts;
 use crate::run::with_ranges;
+use crate::state::{Rules, WindowState};
 
 /// What a backfill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -219,8 +220,9 @@ impl BackfillInput for NdjsonInput<'_> {
 }
 
 /// [`backfill`] over any bounded input, into `table` (a shard of it, for a Kafka
-/// partition's input): every chunk decoded and its rows in range routed to their windows'
-/// buffers (staged in parts above the budget), then each window published.
+/// partition's input): every chunk decoded and routed by the stream's [`WindowState`] under
+/// the batch rules ([`Rules::batch`]), the rows in range buffered (staged in parts above the
+/// budget), then each window in range published at the end of the input.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn recompute(
     config: &IngestConfig,
@@ -237,7 +239,8 @@ pub(crate) async fn recompute(
     let mut summary = BackfillSummary::default();
     let busy = Busy::new();
     let (mut publisher, mut decoder) = swap_publisher(config, decoder, table, attempt, &busy)?;
-    let mut buffers = Buffers::new(config.flush_bytes_max);
+    let start = sluice_source::Position { file: 0, offset: 0 };
+    let mut state = WindowState::resumed(Rules::batch(config), [], start, Default::default());
     while let Some(chunk) = input.next_chunk().await? {
         let (grown, decoded, chunk, took) =
             crate::decoding::decode_blocking(decoder, chunk).await?;
@@ -262,15 +265,11 @@ pub(crate) async fn recompute(
                 name: &name,
                 schema: &schema,
             };
-            rows.route(config, (from, to), &mut buffers, &mut summary)
+            rows.route(&mut state, (from, to), &mut summary)
         })?;
-        while buffers.over_budget() {
-            let Some(window) = buffers.largest() else {
-                break;
-            };
-            let batches = buffers.take_batches(window);
+        while let Some((window, batches)) = state.take_largest() {
             for part in publisher.stage_parts(window, batches).await? {
-                buffers.add_part(window, part);
+                state.add_part(window, part);
             }
         }
         progress(input.progress());
@@ -282,8 +281,15 @@ pub(crate) async fn recompute(
         force,
         clock,
     };
+    state.end_of_input();
+    let in_range = |w: &Window| w.start() >= from && w.start() < to;
+    let windows: Vec<Window> = state
+        .due(clock.now_ms())
+        .into_iter()
+        .filter(in_range)
+        .collect();
     publish
-        .run(&mut publisher, buffers, &mut summary, progress)
+        .run(&mut publisher, &mut state, windows, &mut summary, progress)
         .await?;
     summary.busy_us = crate::config::busy_us(&busy);
     Ok((summary, publisher.into_table()))
@@ -333,34 +339,31 @@ struct ChunkRows<'a> {
 }
 
 impl ChunkRows<'_> {
-    /// Puts each row whose window starts in `[from, to)` into its window's buffer, in input
-    /// order, with its position; counts the others as outside.
+    /// Routes the rows (by `state`, as a stream's), and puts each row whose window starts in
+    /// `[from, to)` into its window's buffer, in input order, with its position; counts the
+    /// others as outside.
     fn route(
         &self,
-        config: &IngestConfig,
+        state: &mut WindowState,
         (from, to): (EventTime, EventTime),
-        buffers: &mut Buffers,
         summary: &mut BackfillSummary,
     ) -> Result<(), IngestError> {
         let decoded = self.decoded;
-        let mut groups: BTreeMap<Window, Vec<u32>> = BTreeMap::new();
-        let mut windows = WindowFinder::new(config.window);
-        for (i, t) in decoded.event_times.iter().enumerate() {
-            let window = windows.find(*t);
-            if window.start() >= from && window.start() < to {
-                groups.entry(window).or_default().push(i as u32);
-            } else {
-                summary.outside += 1;
+        // Under the batch rules every row is kept: none is late, ahead or a replay.
+        let routed = state.route(decoded.file, &decoded.event_times, &decoded.offsets, 0);
+        debug_assert!(routed.dropped.is_empty() && routed.replayed == 0 && routed.late == 0);
+        for (window, rows) in routed.groups {
+            if window.start() < from || window.start() >= to {
+                summary.outside += rows.len() as u64;
+                continue;
             }
-        }
-        for (window, rows) in groups {
             summary.rows += rows.len() as u64;
             let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
             let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
             let records = sluice_stage::align_batch(&records, &record_fields(self.schema))?;
             let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
             let batch = with_positions(self.schema, &records, self.name, offsets)?;
-            buffers.push(window, batch, self.name, first, last);
+            state.buffer(window, batch, self.name, first, last);
         }
         Ok(())
     }
@@ -381,7 +384,8 @@ impl PublishRange<'_> {
     async fn run(
         &self,
         publisher: &mut Publisher,
-        mut buffers: Buffers,
+        state: &mut WindowState,
+        windows: Vec<Window>,
         summary: &mut BackfillSummary,
         progress: &mut dyn FnMut(BackfillProgress),
     ) -> Result<(), IngestError> {
@@ -392,10 +396,9 @@ impl PublishRange<'_> {
             .into_iter()
             .map(|p| (p.window, p.coverage))
             .collect();
-        let windows = buffers.windows();
         let n = windows.len() as u64;
         for (done, window) in windows.into_iter().enumerate() {
-            let buffer = buffers.remove(window);
+            let (buffer, _) = state.take_for_publication(window);
             if !self.force && covered.get(&window).is_some_and(|c| *c >= self.coverage) {
                 summary.windows_unchanged += 1;
                 publisher.discard(buffer).await;

@@ -73,11 +73,6 @@ impl Buffers {
         }
     }
 
-    /// Windows holding rows, oldest first.
-    pub fn windows(&self) -> Vec<Window> {
-        self.windows.keys().copied().collect()
-    }
-
     pub fn push(
         &mut self,
         window: Window,

@@ -151,7 +151,12 @@ impl KafkaRun {
     ) -> Result<KafkaSummary, KafkaRunError> {
         let (lookup, derive_from) = self.open_tables(deriver.is_some()).await?;
         let mut consumer = KafkaConsumer::start(self.kafka.clone(), Box::new(lookup))?;
-        let mut run = RunLoop::new(clock, deriver, derive_from, self.config.restart);
+        let deriving = deriver.zip(derive_from).map(|(deriver, raw)| Deriving {
+            deriver,
+            raw,
+            due: true,
+        });
+        let mut run = RunLoop::new(clock, deriving, self.config.restart);
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
@@ -243,14 +248,11 @@ impl KafkaRun {
     /// often end together, and its growing pauses spread them out).
     async fn follow(
         &self,
-        deriver: &mut Option<Deriver>,
-        raw: &mut Option<WindowTable>,
+        deriving: &mut Deriving,
         clock: &dyn Clock,
         end: bool,
     ) -> Result<bool, KafkaRunError> {
-        let (Some(deriver), Some(raw)) = (deriver.as_mut(), raw.as_mut()) else {
-            return Ok(true);
-        };
+        let Deriving { deriver, raw, .. } = deriving;
         // During the run a lost race waits for the next tick: no restart here.
         let policy = if end {
             self.config.restart
@@ -394,6 +396,15 @@ impl KafkaRun {
     }
 }
 
+/// The derived tables a run keeps, and the raw table as they read it (any shard's view: it
+/// is only read).
+struct Deriving {
+    deriver: Deriver,
+    raw: WindowTable,
+    /// A partition committed since the derived tables last followed the raw table.
+    due: bool,
+}
+
 /// The state of a run's event loop: the partitions it writes, those a rebalance took away,
 /// what it did so far, and when input last came.
 struct RunLoop<'a> {
@@ -413,22 +424,13 @@ struct RunLoop<'a> {
     /// the same, with a warning: a scheduled job must not hang on a broken group.
     joined: bool,
     started_ms: i64,
-    deriver: Option<Deriver>,
-    /// The raw table as the derived tables read it.
-    derive_from: Option<WindowTable>,
-    /// A partition committed since the derived tables last followed the raw table.
-    derive_due: bool,
+    deriving: Option<Deriving>,
     /// Rounds of re-reading partitions whose last publication failed at the end.
     end_restarts: Restarts,
 }
 
 impl<'a> RunLoop<'a> {
-    fn new(
-        clock: &dyn Clock,
-        deriver: Option<Deriver>,
-        derive_from: Option<WindowTable>,
-        restart: RestartPolicy,
-    ) -> Self {
+    fn new(clock: &dyn Clock, deriving: Option<Deriving>, restart: RestartPolicy) -> Self {
         let now_ms = clock.now_ms();
         RunLoop {
             owned: HashMap::new(),
@@ -438,9 +440,7 @@ impl<'a> RunLoop<'a> {
             last_input_ms: now_ms,
             joined: false,
             started_ms: now_ms,
-            derive_due: deriver.is_some(),
-            deriver,
-            derive_from,
+            deriving,
             end_restarts: Restarts::new(restart),
         }
     }
@@ -529,7 +529,9 @@ impl<'a> RunLoop<'a> {
                 .await?;
             shard.report_lag(consumer);
             if shard.ingester.summary().commits > commits {
-                self.derive_due = true;
+                if let Some(d) = &mut self.deriving {
+                    d.due = true;
+                }
                 consumer.commit_for_monitoring(vec![(partition, shard.committed().unwrap_or(0))]);
             }
         }
@@ -554,11 +556,10 @@ impl<'a> RunLoop<'a> {
         clock: &dyn Clock,
     ) -> Result<bool, KafkaRunError> {
         let now_ms = clock.now_ms();
-        if std::mem::take(&mut self.derive_due) {
-            self.derive_due = !run
-                .follow(&mut self.deriver, &mut self.derive_from, clock, false)
-                .await?;
+        if let Some(d) = self.deriving.as_mut().filter(|d| d.due) {
+            d.due = !run.follow(d, clock, false).await?;
         }
+        let mut committed = false;
         for (p, shard) in self.owned.iter_mut() {
             let before = shard.ingester.commits();
             let idle = run
@@ -572,9 +573,12 @@ impl<'a> RunLoop<'a> {
                 shard.ingester.commit_dead_letters().await
             }
             .await;
-            self.derive_due |= shard.ingester.commits() > before;
+            committed |= shard.ingester.commits() > before;
             run.after_step(*p, shard, done, before, consumer).await?;
             shard.report_lag(consumer);
+        }
+        if let Some(d) = self.deriving.as_mut().filter(|_| committed) {
+            d.due = true;
         }
         match run.until_idle_ms {
             Some(t) => self.idle_end(run, t, consumer, clock).await,
@@ -672,12 +676,11 @@ impl<'a> RunLoop<'a> {
             self.summary.run.absorb(&shard.ingester.summary_with_busy());
         }
         consumer.stop().await;
-        if ended {
-            run.follow(&mut self.deriver, &mut self.derive_from, clock, true)
-                .await?;
-        }
-        if let Some(d) = &self.deriver {
-            self.summary.run.derived = d.summary.clone();
+        if let Some(d) = &mut self.deriving {
+            if ended {
+                run.follow(d, clock, true).await?;
+            }
+            self.summary.run.derived = d.deriver.summary.clone();
         }
         Ok(self.summary)
     }

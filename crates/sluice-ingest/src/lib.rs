@@ -28,8 +28,8 @@
 //!                                     └──────────────────────────────────────────┘
 //!   modes: Ingester::run / ::follow (NDJSON)    KafkaRun: one Ingester<LogPartition> per
 //!          NdjsonBackfill, KafkaBackfill:       assigned partition (a shard), same Restarts
-//!            Buffers + Publisher               Deriver::keep_up_restarting (keep_up.rs): the
-//!                                              derived tables' one step, for a run's ticks,
+//!            WindowState (Rules::batch)        Deriver::keep_up_restarting (keep_up.rs): the
+//!            + Publisher                       derived tables' one step, for a run's ticks,
 //!                                              derive --follow / a range, after a backfill
 //! ```
 //!
@@ -37,9 +37,10 @@
 //! (no I/O; property-tested: the same events in any chunking route the same way, E5), the
 //! `Ledger` (ledger.rs) counts positions, the `Publisher` (publisher.rs) does the I/O, and
 //! the [`Ingester`] moves what one returns to the next (and keeps the run's counts). Backfill
-//! uses the same buffers and publisher, so a day-long window is bounded by
-//! `--flush-bytes-max` as a stream's is, and writes the stream's files byte for byte (the
-//! resilience suite's `same_files`). Every mode restarts by the one rule of restart.rs
+//! routes by the same `WindowState` (under batch rules: nothing is late) into the same
+//! buffers and publisher, so a day-long window is bounded by `--flush-bytes-max` as a
+//! stream's is, and writes the stream's files byte for byte (the resilience suite's
+//! `same_files`). Every mode restarts by the one rule of restart.rs
 //! (`resilience::modes` tests each: an outage resumed, the limit's message).
 //!
 //! Reading and decoding run on their own thread, so they overlap with staging and commits.

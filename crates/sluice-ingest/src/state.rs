@@ -1,6 +1,6 @@
-//! The pure window state of one run (one source partition set, one shard): which window
-//! each event goes to, whether it is a replay or late, which windows are sealed and may be
-//! published, and the rows they hold. No I/O: the runner hands it decoded events and asks it
+//! The pure window state of one run (one source partition set, one shard; a backfill's too,
+//! under [`Rules::batch`]): which window each event goes to, whether it is a replay or late,
+//! which windows are sealed and may be published, and the rows they hold. No I/O: the runner hands it decoded events and asks it
 //! what to publish; everything it decides depends only on the input and the table's state it
 //! was started from (E5).
 
@@ -42,6 +42,21 @@ impl Rules {
                 (a, r) => a.or(r),
             },
             late_batch_ms: config.late_batch_ms,
+            flush_bytes_max: config.flush_bytes_max,
+        }
+    }
+
+    /// The rules of a backfill: every event of its bounded input is kept in its window
+    /// (none is late, far ahead or a replay: the range is recomputed whole), and the windows
+    /// are due at the end of the input. Windows and buffers as a run's (`config`).
+    pub fn batch(config: &IngestConfig) -> Rules {
+        Rules {
+            window: config.window,
+            lateness_ms: i64::MAX,
+            skew: SkewGuard::OFF,
+            late: LatePolicy::Rewrite,
+            max_rewrite_age_ms: None,
+            late_batch_ms: 0,
             flush_bytes_max: config.flush_bytes_max,
         }
     }
