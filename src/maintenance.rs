@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::Args;
 use sluice_publish::{
-    CompactPlan, DeadLetterExpiryPlan, DeadLetterTable, TableOptions, TARGET_FILE_BYTES_DEFAULT,
+    CompactRule, DeadLetterExpiryRule, DeadLetterTable, TableOptions, TARGET_FILE_BYTES_DEFAULT,
 };
 use sluice_window::parse_instant;
 
@@ -35,8 +35,8 @@ pub struct CompactArgs {
     pub storage_options: Vec<String>,
 }
 
-/// The plan `args` ask for, or a usage error.
-pub fn plan(args: &CompactArgs) -> anyhow::Result<CompactPlan> {
+/// The rule `args` ask for, or a usage error.
+pub fn rule(args: &CompactArgs) -> anyhow::Result<CompactRule> {
     let instant = |flag: &str, text: &Option<String>| -> anyhow::Result<_> {
         text.as_deref()
             .map(|t| parse_instant(t).map_err(|e| usage(format!("{flag}: {e}"))))
@@ -58,7 +58,7 @@ pub fn plan(args: &CompactArgs) -> anyhow::Result<CompactPlan> {
                 usage("--target-file-size: expected a size of at least 1MiB, like 128MiB")
             })?,
     };
-    Ok(CompactPlan {
+    Ok(CompactRule {
         target_file_bytes,
         files_min: args.files_min,
         from,
@@ -67,7 +67,7 @@ pub fn plan(args: &CompactArgs) -> anyhow::Result<CompactPlan> {
 }
 
 pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
-    let plan = plan(&args)?;
+    let rule = rule(&args)?;
     let options = TableOptions {
         storage_options: parse_storage_options(&args.storage_options)?,
         ..TableOptions::new(args.table.clone())
@@ -78,7 +78,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
         now.format("%Y%m%dT%H%M%S%3f"),
         std::process::id() % 100_000
     );
-    let report = sluice_publish::compact(&options, &plan, &attempt, now.timestamp_millis())
+    let report = sluice_publish::compact(&options, &rule, &attempt, now.timestamp_millis())
         .await
         .with_context(|| format!("compacting {}", args.table))?;
     for c in &report.compacted {
@@ -166,12 +166,12 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
             storage_options: storage_options.clone(),
             ..TableOptions::new(table.clone())
         };
-        let plan = sluice_publish::ExpirePlan {
+        let rule = sluice_publish::ExpireRule {
             ended_before,
             window,
             dry_run: !args.apply,
         };
-        let report = sluice_publish::expire(&options, &plan, now_ms)
+        let report = sluice_publish::expire(&options, &rule, now_ms)
             .await
             .with_context(|| format!("expiring windows of {table}"))?;
         for e in &report.expired {
@@ -204,7 +204,7 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
             storage_options,
             ..TableOptions::new(dlq.clone())
         };
-        let plan = DeadLetterExpiryPlan {
+        let rule = DeadLetterExpiryRule {
             detected_before_ms: cutoff_ms,
             pipeline: None,
             dry_run: !args.apply,
@@ -213,7 +213,7 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("opening the dead-letter table {dlq}"))?;
         let report = table
-            .expire(&plan, now_ms)
+            .expire(&rule, now_ms)
             .await
             .with_context(|| format!("expiring dead letters of {dlq}"))?;
         let kept = if report.files_kept_whole == 0 {

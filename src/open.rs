@@ -182,7 +182,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         restart: sluice_ingest::RestartPolicy::new(settings.restarts_max),
         compact: settings
             .compact_files_min
-            .map(|files_min| sluice_publish::CompactPlan {
+            .map(|files_min| sluice_publish::CompactRule {
                 files_min,
                 ..Default::default()
             }),

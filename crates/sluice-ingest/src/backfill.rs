@@ -17,7 +17,7 @@ use sluice_window::{EventTime, Window};
 
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
 use crate::dedupe::{record_fields, with_positions};
-use crate::publisher::{Committed, Plan, Policy, Publisher};
+use crate::publisher::{CommitMeta, Committed, Policy, Publisher};
 use crate::restart::Restarts;
 use crate::run::with_ranges;
 use crate::state::{Rules, WindowState};
@@ -403,18 +403,18 @@ impl PublishRange<'_> {
                 summary.windows_unchanged += 1;
                 publisher.discard(buffer).await;
             } else {
-                let plan = Plan {
+                let meta = CommitMeta {
                     txns: Vec::new(),
                     position_ranges: serde_json::Value::Null,
                     coverage: self.coverage.clone(),
                     now_ms: self.clock.now_ms(),
                 };
-                let plan = with_ranges(plan, &buffer, true);
+                let meta = with_ranges(meta, &buffer, true);
                 if publisher.must_commit_group_before(window, false, buffer.total_bytes()) {
                     let group = publisher.finish_pending().await?;
                     backfilled(publisher, summary, group);
                 }
-                let committed = publisher.publish(window, buffer, false, plan).await?;
+                let committed = publisher.publish(window, buffer, false, meta).await?;
                 backfilled(publisher, summary, committed.into_iter().collect());
             }
             progress(BackfillProgress::Published {

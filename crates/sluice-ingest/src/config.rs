@@ -121,10 +121,10 @@ pub struct IngestConfig {
     /// [`RestartPolicy::restarts_max`] times in a row, then gives up with the error.
     pub restart: crate::restart::RestartPolicy,
     /// Compaction in the run: after a commit, each window it published that now holds more
-    /// than [`sluice_publish::CompactPlan::files_min`] files (late-row appends, MERGE
+    /// than [`sluice_publish::CompactRule::files_min`] files (late-row appends, MERGE
     /// rewrites) is compacted by a commit of its own (same rows, `dataChange = false`).
     /// `None`: never (`sluice compact` does it apart).
-    pub compact: Option<sluice_publish::CompactPlan>,
+    pub compact: Option<sluice_publish::CompactRule>,
     /// Retention: after a commit, this writer's windows that ended more than this long
     /// before the watermark (of the events: the end of input does not move it) are removed,
     /// whole, by commits of their own; a late event for such a window is dead-lettered

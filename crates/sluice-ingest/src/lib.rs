@@ -14,7 +14,7 @@
 //!                                     │ Ledger        offsets per partition,     │
 //!                                     │  watermark/skew state → the txns of a    │
 //!                                     │  commit, told which ones landed          │
-//!                                     │  │ Plan (window, txns, coverage)         │
+//!                                     │  │ CommitMeta (txns, ranges, coverage)   │
 //!                                     │  ▼                                       │     ┌─────────────┐
 //!                                     │ Publisher     stage parts and files,     │────▶│ WindowTable │
 //!                                     │  dedupe per key bucket group, dead       │     │ DeadLetter- │

@@ -1,6 +1,6 @@
 //! The publisher of a run: stages a window's rows (parts while the memory budget is
 //! exceeded, then the window's deduped files), commits each publication (a swap of the
-//! window, a late-row append or rewrite, or a MERGE) with the `txn`s its [`Plan`] names, and
+//! window, a late-row append or rewrite, or a MERGE) with the `txn`s its [`CommitMeta`] names, and
 //! commits dead letters before any data commit that moves offsets past them (`dead_letters`;
 //! the staging of a group is `staging`, MERGE publications `merge`). It owns the
 //! run's table handles and its group: swap publications decided but not committed yet (a
@@ -73,7 +73,7 @@ impl Policy {
 #[derive(Debug)]
 pub(crate) struct Committed {
     pub window: Window,
-    pub plan: Plan,
+    pub meta: CommitMeta,
     pub published: Published,
     /// Whether a commit was made: a MERGE that changes no row commits nothing, and its
     /// `txn`s stay unwritten.
@@ -253,7 +253,7 @@ impl Publisher {
     }
 
     /// Publishes `window` (its rows in `buffer`; `republish`: it was published before) with
-    /// the `txn`s and coverage of `plan`. A MERGE commits at once (the caller commits the
+    /// the `txn`s and coverage of `meta`. A MERGE commits at once (the caller commits the
     /// group first: [`Publisher::must_commit_group_before`]) and is returned; every other
     /// publication joins the group, committed by the next [`Publisher::finish_pending`]
     /// (its dedupe and encode may still run on a task of its own then).
@@ -263,7 +263,7 @@ impl Publisher {
         window: Window,
         buffer: WindowBuffer,
         republish: bool,
-        plan: Plan,
+        meta: CommitMeta,
     ) -> Result<Option<Committed>, IngestError> {
         debug_assert!(
             self.pending.iter().all(|p| p.window != window),
@@ -277,16 +277,16 @@ impl Publisher {
             self.finish_staging().await?;
             return match (self.policy.mode, self.policy.key.clone()) {
                 (PublishMode::Merge(MergeScope::Table), Some(key)) => {
-                    self.merge_table_scope(window, buffer, republish, plan, key)
+                    self.merge_table_scope(window, buffer, republish, meta, key)
                         .await
                 }
                 (PublishMode::Merge(MergeScope::Window), Some(_)) => {
-                    self.merge_by_swap(window, &address, buffer, republish, plan, MergeKind::Upsert)
+                    self.merge_by_swap(window, &address, buffer, republish, meta, MergeKind::Upsert)
                         .await
                 }
                 _ => {
                     let kind = MergeKind::InsertAbsent;
-                    self.merge_by_swap(window, &address, buffer, republish, plan, kind)
+                    self.merge_by_swap(window, &address, buffer, republish, meta, kind)
                         .await
                 }
             };
@@ -307,10 +307,10 @@ impl Publisher {
                 // Decided by the staging task.
                 replace: Replace::Window,
                 intermediates: parts,
-                plan,
+                meta,
             }
         } else {
-            self.first_publication(window, &address, buffer, plan)
+            self.first_publication(window, &address, buffer, meta)
         };
         self.join_group(pending);
         Ok(None)
@@ -379,7 +379,7 @@ impl Publisher {
         window: Window,
         address: &Address,
         buffer: WindowBuffer,
-        plan: Plan,
+        meta: CommitMeta,
     ) -> Pending {
         let schema = self.file_schema.clone();
         let buffer_bytes = buffer.total_bytes();
@@ -426,7 +426,7 @@ impl Publisher {
             files,
             replace: Replace::Window,
             intermediates,
-            plan,
+            meta,
         }
     }
 
@@ -448,10 +448,10 @@ impl Publisher {
                 window: p.window,
                 files: std::mem::take(&mut p.files),
                 replace: p.replace,
-                coverage: p.plan.coverage.clone(),
-                txns: p.plan.txns.clone(),
-                position_ranges: p.plan.position_ranges.clone(),
-                published_at_ms: p.plan.now_ms,
+                coverage: p.meta.coverage.clone(),
+                txns: p.meta.txns.clone(),
+                position_ranges: p.meta.position_ranges.clone(),
+                published_at_ms: p.meta.now_ms,
             })
             .collect();
         let version_before = self.table.version();
@@ -464,7 +464,7 @@ impl Publisher {
             committed.push(Committed {
                 window: pending.window,
                 landed: version_before != Some(published.version),
-                plan: pending.plan,
+                meta: pending.meta,
                 published,
                 republish: pending.republish,
                 merge: false,
@@ -473,17 +473,17 @@ impl Publisher {
         Ok(committed)
     }
 
-    /// Compacts `window` when `plan` finds it holds more files than it needs (see
+    /// Compacts `window` when `rule` finds it holds more files than it needs (see
     /// [`WindowTable::compact_window`]); its files are staged under this run's attempt.
     pub async fn compact(
         &mut self,
         window: Window,
-        plan: &sluice_publish::CompactPlan,
+        rule: &sluice_publish::CompactRule,
         at_ms: i64,
     ) -> Result<Option<sluice_publish::Compacted>, IngestError> {
         Ok(self
             .table
-            .compact_window(window, &self.policy.pipeline, &mut self.stager, plan, at_ms)
+            .compact_window(window, &self.policy.pipeline, &mut self.stager, rule, at_ms)
             .await?)
     }
 
@@ -579,7 +579,7 @@ fn dedupe_groups(buffer: &WindowBuffer, flush_bytes_max: usize) -> u32 {
 /// resume offsets (and watermark) as of then, the window's position ranges, the read
 /// position its coverage records.
 #[derive(Debug, Clone)]
-pub(crate) struct Plan {
+pub(crate) struct CommitMeta {
     pub txns: Vec<(String, i64)>,
     pub position_ranges: serde_json::Value,
     /// The source position the publication covers: rows up to it are in the window.
@@ -610,7 +610,7 @@ struct Pending {
     files: Vec<StagedFile>,
     replace: Replace,
     intermediates: Vec<StagedFile>,
-    plan: Plan,
+    meta: CommitMeta,
 }
 
 impl Pending {
@@ -640,7 +640,7 @@ impl Pending {
         file: StagedFile,
         replace: Replace,
         parts: Vec<StagedFile>,
-        plan: Plan,
+        meta: CommitMeta,
     ) -> Pending {
         Pending {
             window,
@@ -650,7 +650,7 @@ impl Pending {
             files: vec![file],
             replace,
             intermediates: parts,
-            plan,
+            meta,
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::dedupe::{record_fields, with_positions};
 use crate::derive::Deriver;
 use crate::instruments::{Instruments, LagUnit, RunLabels};
 use crate::ledger::Ledger;
-use crate::publisher::{Committed, Plan, Policy, Publisher};
+use crate::publisher::{CommitMeta, Committed, Policy, Publisher};
 use crate::restart::{AfterFailure, Restarts};
 use crate::state::{LateRow, Routed, Rules, WindowState};
 
@@ -623,13 +623,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
                 self.finish_pending().await?;
             }
             self.commit_dead_letters().await?;
-            let plan = self.plan(window);
+            let meta = self.meta(window);
             let (buffer, republish) = self.state.take_for_publication(window);
-            let plan = with_ranges(plan, &buffer, false);
+            let meta = with_ranges(meta, &buffer, false);
             let started_ms = self.clock.now_ms();
             if let Some(committed) = self
                 .publisher
-                .publish(window, buffer, republish, plan)
+                .publish(window, buffer, republish, meta)
                 .await?
             {
                 self.record_commit_time(started_ms);
@@ -686,14 +686,14 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     /// What a publication of `window` commits along with its files, as of now: the offsets
     /// (and watermark) the stream resumes from once it is published, and its coverage.
-    fn plan(&self, window: Window) -> Plan {
+    fn meta(&self, window: Window) -> CommitMeta {
         let resume = self.state.resume_excluding(window);
         let state = self.state.watermark_before(resume, window);
         let txns = self
             .ledger
             .txns(&self.log, resume, state, self.state.lateness_us());
         let read = self.state.read_position();
-        Plan {
+        CommitMeta {
             txns,
             position_ranges: serde_json::Value::Null,
             coverage: Coverage {
@@ -718,7 +718,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         // A MERGE that changes no row commits nothing (deltalake skips empty commits), and its
         // offsets stay unwritten: the ledger must not claim them, or a later commit would
         // leave them out. (A MERGE always commits alone.)
-        let (landed, version, now_ms) = (last.landed, last.published.version, last.plan.now_ms);
+        let (landed, version, now_ms) = (last.landed, last.published.version, last.meta.now_ms);
         for c in &group {
             tracing::info!(
                 window = %self.publisher.table().address(c.window).label(),
@@ -755,13 +755,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             }
             i.bytes_published
                 .increment(c.published.bytes_added.max(0) as u64);
-            let sealed_to_visible_ms = visible_ms.saturating_sub(c.plan.now_ms).max(0);
+            let sealed_to_visible_ms = visible_ms.saturating_sub(c.meta.now_ms).max(0);
             i.seal_to_visible_seconds
                 .record(sealed_to_visible_ms as f64 / 1000.0);
         }
         i.commits.increment(1);
         for c in group {
-            self.ledger.committed_txns(c.plan.txns);
+            self.ledger.committed_txns(c.meta.txns);
         }
         if let Some(d) = self.deriver.as_mut() {
             d.published(self.publisher.table_mut(), &windows, version, now_ms)
@@ -774,12 +774,16 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     }
 }
 
-/// `plan` with the window's source position ranges (for the commit metadata); `backfill`
+/// `meta` with the window's source position ranges (for the commit metadata); `backfill`
 /// marks them as a backfill's.
-pub(crate) fn with_ranges(mut plan: Plan, buffer: &WindowBuffer, backfill: bool) -> Plan {
+pub(crate) fn with_ranges(
+    mut meta: CommitMeta,
+    buffer: &WindowBuffer,
+    backfill: bool,
+) -> CommitMeta {
     let mut ranges: Vec<_> = buffer.ranges.iter().collect();
     ranges.sort();
-    plan.position_ranges = json!(ranges
+    meta.position_ranges = json!(ranges
         .iter()
         .map(|(p, (lo, hi))| {
             let mut range = json!({"partition": p, "first_offset": lo, "last_offset": hi});
@@ -789,7 +793,7 @@ pub(crate) fn with_ranges(mut plan: Plan, buffer: &WindowBuffer, backfill: bool)
             range
         })
         .collect::<Vec<_>>());
-    plan
+    meta
 }
 
 /// The line at `offset` of `chunk`, as text (lossy), cut at the dead-letter raw limit.

@@ -59,7 +59,7 @@ pub(crate) const COMMIT_RETRIES: usize = 16;
 
 /// Which windows are compacted, and into what.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompactPlan {
+pub struct CompactRule {
     /// Size of the files compaction writes (Parquet bytes, estimated from the files' own
     /// bytes per row).
     pub target_file_bytes: i64,
@@ -72,9 +72,9 @@ pub struct CompactPlan {
     pub to: Option<EventTime>,
 }
 
-impl Default for CompactPlan {
+impl Default for CompactRule {
     fn default() -> Self {
-        CompactPlan {
+        CompactRule {
             target_file_bytes: TARGET_FILE_BYTES_DEFAULT,
             files_min: 1,
             from: None,
@@ -83,9 +83,9 @@ impl Default for CompactPlan {
     }
 }
 
-impl CompactPlan {
+impl CompactRule {
     /// How many files `files` become, when fewer than they are now and more than
-    /// [`CompactPlan::files_min`] are there; `None`: the window is left alone.
+    /// [`CompactRule::files_min`] are there; `None`: the window is left alone.
     pub fn files_after(&self, files: &[PublishedFile]) -> Option<usize> {
         if files.len() <= self.files_min.max(1) {
             return None;
@@ -165,7 +165,7 @@ pub enum CompactError {
 }
 
 impl CompactError {
-    /// A concurrent commit changed the window (or the table moved): re-read and plan again.
+    /// A concurrent commit changed the window (or the table moved): re-read and decide again.
     pub fn is_conflict(&self) -> bool {
         matches!(self, CompactError::Publish(e) if e.is_conflict())
     }
@@ -189,12 +189,12 @@ pub(crate) fn shard_fence_txn(shard: Shard) -> String {
     format!(".shard/{shard}/{}fence", crate::STATE_TXN_PREFIX)
 }
 
-/// Compacts the windows of the table at `options.location` that `plan` selects, one commit
+/// Compacts the windows of the table at `options.location` that `rule` selects, one commit
 /// per window. Staged files are named by `stager`'s attempt id (unique per run, from the
 /// caller); `at_ms` is the caller's clock.
 pub async fn compact(
     options: &TableOptions,
-    plan: &CompactPlan,
+    rule: &CompactRule,
     attempt: &str,
     at_ms: i64,
 ) -> Result<CompactReport, CompactError> {
@@ -228,13 +228,13 @@ pub async fn compact(
             report.not_windows += files.len();
             continue;
         };
-        if !plan.selects(layout.start_of(&key)?) {
+        if !rule.selects(layout.start_of(&key)?) {
             continue;
         }
         let mut files = files;
         let mut attempts = 0;
         loop {
-            if plan.files_after(&files).is_none() {
+            if rule.files_after(&files).is_none() {
                 report.left_alone += 1;
                 break;
             }
@@ -245,7 +245,7 @@ pub async fn compact(
                 at_ms,
             };
             let read_version = table.version();
-            match compact_files(&table, &mut stager, &address, &files, plan, how).await {
+            match compact_files(&table, &mut stager, &address, &files, rule, how).await {
                 Ok(Some(done)) => {
                     let own = read_version.map(|v| v + 1) == Some(done.compacted.version);
                     table.state = Some(done.snapshot);
@@ -318,19 +318,19 @@ pub(crate) struct Fence {
 }
 
 impl WindowTable {
-    /// Compacts this writer's `window` (in its own shard and pipeline) when `plan` says it
+    /// Compacts this writer's `window` (in its own shard and pipeline) when `rule` says it
     /// gains from it; keeps the writer's address index exact. `None`: left alone.
     pub async fn compact_window(
         &mut self,
         window: sluice_window::Window,
         pipeline: &str,
         stager: &mut Stager,
-        plan: &CompactPlan,
+        rule: &CompactRule,
         at_ms: i64,
     ) -> Result<Option<Compacted>, CompactError> {
         let address = self.address(window);
         let files = self.files_at(&address).await?;
-        if plan.files_after(&files).is_none() {
+        if rule.files_after(&files).is_none() {
             return Ok(None);
         }
         let fence = self.share.shard.map(|shard| Fence {
@@ -348,7 +348,7 @@ impl WindowTable {
             compacted,
             snapshot,
             files: added,
-        }) = compact_files(&self.loaded, stager, &address, &files, plan, how).await?
+        }) = compact_files(&self.loaded, stager, &address, &files, rule, how).await?
         else {
             return Ok(None);
         };
@@ -365,13 +365,13 @@ impl WindowTable {
 
 /// Rewrites `files` (all at `address`) into fewer files and commits the swap; returns what
 /// it did, the snapshot after the commit and the files now at the address. `None` when the
-/// plan finds nothing to gain.
+/// rule finds nothing to gain (no fewer files).
 async fn compact_files(
     table: &DeltaTable,
     stager: &mut Stager,
     address: &Address,
     files: &[PublishedFile],
-    plan: &CompactPlan,
+    rule: &CompactRule,
     how: How,
 ) -> Result<Option<Done>, CompactError> {
     let How {
@@ -379,7 +379,7 @@ async fn compact_files(
         retries,
         at_ms,
     } = how;
-    let Some(planned) = plan.files_after(files) else {
+    let Some(planned) = rule.files_after(files) else {
         return Ok(None);
     };
     let label = address.hive_path();

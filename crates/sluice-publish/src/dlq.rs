@@ -36,7 +36,7 @@ mod expire;
 #[cfg(test)]
 mod tests;
 
-pub use expire::{DeadLetterExpiryPlan, DeadLettersExpired};
+pub use expire::{DeadLetterExpiryRule, DeadLettersExpired};
 
 /// The reason of a row recording that the dead letter at its position was replayed into the
 /// table (`sluice dead-letters --replay`): not a dead letter itself.

@@ -10,7 +10,7 @@
 //!
 //! Conflicts are those of compaction (see [`crate::compact`]): the read set is the expired
 //! addresses, a publication of one of them that lands first makes the expiry re-read the
-//! table and plan again, and a sharded table's expiry carries the fence `txn` of every shard
+//! table and decide again, and a sharded table's expiry carries the fence `txn` of every shard
 //! it touches.
 
 use std::collections::{BTreeMap, HashMap};
@@ -41,7 +41,7 @@ const CONFLICTS_MAX: usize = 3;
 
 /// Which windows [`expire`] removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpirePlan {
+pub struct ExpireRule {
     /// Windows whose end is before this instant are removed.
     pub ended_before: EventTime,
     /// The window size of a `window_start` table that records none (written before sluice
@@ -111,10 +111,10 @@ struct Due {
 }
 
 /// Removes the windows of the table at `options.location` that ended before
-/// `plan.ended_before`; `at_ms` is the caller's clock (the removals' deletion time).
+/// `rule.ended_before`; `at_ms` is the caller's clock (the removals' deletion time).
 pub async fn expire(
     options: &TableOptions,
-    plan: &ExpirePlan,
+    rule: &ExpireRule,
     at_ms: i64,
 ) -> Result<ExpireReport, ExpireError> {
     let Some(mut table) = open_table_if_exists(options).await? else {
@@ -125,12 +125,12 @@ pub async fn expire(
     // One batch per pass, each from a fresh listing of the version it commits on top of (a
     // removal of files another commit already replaced would be no removal at all).
     loop {
-        let (due, not_windows) = due_windows(&table, plan).await?;
+        let (due, not_windows) = due_windows(&table, rule).await?;
         report.not_windows = not_windows;
         if due.is_empty() {
             break;
         }
-        if plan.dry_run {
+        if rule.dry_run {
             report.expired = due.iter().map(|d| expired(d, None)).collect();
             break;
         }
@@ -154,7 +154,7 @@ pub async fn expire(
             }
             Err(e) if e.is_conflict() => {
                 table.update_state().await?;
-                let (due, _) = due_windows(&table, plan).await?;
+                let (due, _) = due_windows(&table, rule).await?;
                 report.gave_way = due.iter().map(|d| d.address.hive_path()).collect();
                 break;
             }
@@ -184,11 +184,11 @@ fn owner_of(table: &DeltaTable) -> Result<Option<String>, DeltaTableError> {
         .cloned())
 }
 
-/// The windows of `table` due under `plan`, and how many files are at partition values that
+/// The windows of `table` due under `rule`, and how many files are at partition values that
 /// are no window address.
 async fn due_windows(
     table: &DeltaTable,
-    plan: &ExpirePlan,
+    rule: &ExpireRule,
 ) -> Result<(Vec<Due>, usize), ExpireError> {
     let configuration = table.snapshot()?.metadata().configuration().clone();
     let owner = configuration.get(PIPELINE_KEY).cloned();
@@ -206,10 +206,10 @@ async fn due_windows(
             address: address.hive_path(),
         };
         let size = window_size(&key, layout, &configuration, owner.as_deref(), &files)
-            .or(plan.window)
+            .or(rule.window)
             .ok_or_else(unknown)?;
         let end = layout.window_of(size, &key).map_err(|_| unknown())?.end();
-        if end < plan.ended_before {
+        if end < rule.ended_before {
             due.push(Due {
                 address,
                 end,

@@ -44,15 +44,15 @@ mod table;
 mod vacuum;
 
 pub use compact::{
-    compact, CompactError, CompactPlan, CompactReport, Compacted, TARGET_FILE_BYTES_DEFAULT,
+    compact, CompactError, CompactReport, CompactRule, Compacted, TARGET_FILE_BYTES_DEFAULT,
 };
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{
-    dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryPlan, DeadLetterOwner,
+    dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryRule, DeadLetterOwner,
     DeadLetterTable, DeadLettersExpired, REPLAYED_REASON, TABLE_ID_COLUMN,
 };
 pub use expire::{
-    expire, ExpireError, ExpirePlan, ExpireReport, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,
+    expire, ExpireError, ExpireReport, ExpireRule, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,
 };
 pub use gc::{delete_orphans, find_orphans, GcError, Orphan};
 pub use listing::{

@@ -83,12 +83,12 @@ impl Publisher {
         if self.dead_letters_due_ms.is_some_and(|due| now_ms < due) {
             return Ok(0);
         }
-        let plan = sluice_publish::DeadLetterExpiryPlan {
+        let rule = sluice_publish::DeadLetterExpiryRule {
             detected_before_ms: now_ms.saturating_sub(retain_ms),
             pipeline: Some(self.policy.pipeline.clone()),
             dry_run: false,
         };
-        let report = dlq.expire(&plan, now_ms).await?;
+        let report = dlq.expire(&rule, now_ms).await?;
         // Dead letters committed from now on are detected at `now_ms` or later.
         let later = now_ms.saturating_add(retain_ms);
         self.dead_letters_due_ms = Some(

@@ -34,7 +34,7 @@ use sluice_publish::{MergeAction, MergePublication, MergeScope, Published, Repla
 use sluice_stage::Phase;
 use sluice_window::{Address, Window};
 
-use super::{Committed, Pending, Plan, Publisher};
+use super::{CommitMeta, Committed, Pending, Publisher};
 use crate::buffer::{read_rows, WindowBuffer};
 use crate::config::IngestError;
 use crate::dedupe::{absent_rows, any_key_in, drop_losers, incumbent_columns, KeySpec};
@@ -58,12 +58,12 @@ impl Publisher {
         address: &Address,
         buffer: WindowBuffer,
         republish: bool,
-        plan: Plan,
+        meta: CommitMeta,
         kind: MergeKind,
     ) -> Result<Option<Committed>, IngestError> {
         let buffer_bytes = buffer.total_bytes();
         if self.table.files_at(address).await?.is_empty() {
-            let mut pending = self.first_publication(window, address, buffer, plan);
+            let mut pending = self.first_publication(window, address, buffer, meta);
             pending.republish = republish;
             self.join_group(pending);
             return Ok(None);
@@ -80,7 +80,7 @@ impl Publisher {
             let file = self.stager.stage(address, &schema, vec![offered]).await?;
             let replace = Replace::AddLate;
             let pending =
-                Pending::staged(window, republish, buffer_bytes, file, replace, parts, plan);
+                Pending::staged(window, republish, buffer_bytes, file, replace, parts, meta);
             self.join_group(pending);
             return Ok(None);
         }
@@ -98,7 +98,7 @@ impl Publisher {
             let version = self.table.version().unwrap_or_default();
             return Ok(Some(Committed {
                 window,
-                plan,
+                meta,
                 published: Published {
                     version,
                     files_removed: 0,
@@ -121,7 +121,7 @@ impl Publisher {
         };
         drop(current);
         let file = self.stager.stage(address, &schema, vec![rows]).await?;
-        let pending = Pending::staged(window, republish, buffer_bytes, file, replace, parts, plan);
+        let pending = Pending::staged(window, republish, buffer_bytes, file, replace, parts, meta);
         self.join_group(pending);
         Ok(None)
     }
@@ -137,7 +137,7 @@ impl Publisher {
         window: Window,
         buffer: WindowBuffer,
         republish: bool,
-        plan: Plan,
+        meta: CommitMeta,
         key: KeySpec,
     ) -> Result<Option<Committed>, IngestError> {
         if self.table.schema_change_pending() {
@@ -166,16 +166,16 @@ impl Publisher {
             scope,
             rows: drop_losers(&rows, &incumbents, &key)?,
             key_columns: self.policy.key_columns(),
-            txns: plan.txns.clone(),
-            position_ranges: plan.position_ranges.clone(),
-            published_at_ms: plan.now_ms,
+            txns: meta.txns.clone(),
+            position_ranges: meta.position_ranges.clone(),
+            published_at_ms: meta.now_ms,
         });
         let published = busy.time_async(Phase::Commit, merging).await?;
         self.delete_intermediates(parts).await;
         Ok(Some(Committed {
             window,
             landed: version_before != Some(published.version),
-            plan,
+            meta,
             published,
             republish,
             merge: true,

@@ -12,11 +12,11 @@ impl<L: ReplayLog> Ingester<'_, L> {
     /// [`crate::IngestConfig::compact`] allows, then removes windows past
     /// [`crate::IngestConfig::retain_ms`].
     pub(super) async fn upkeep(&mut self, windows: &[Window]) -> Result<(), IngestError> {
-        if let Some(plan) = self.config.compact.clone() {
+        if let Some(rule) = self.config.compact.clone() {
             for window in windows {
                 if let Some(c) = self
                     .publisher
-                    .compact(*window, &plan, self.clock.now_ms())
+                    .compact(*window, &rule, self.clock.now_ms())
                     .await?
                 {
                     self.instruments.windows_compacted.increment(1);

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use sluice_faults::{FaultPlan, FaultStore};
-use sluice_publish::{CompactPlan, TableOptions};
+use sluice_publish::{CompactRule, TableOptions};
 
 use crate::harness::{
     check_every_version, dead_letters, derived_from_raw, derived_rows, dlq_location, grown_values,
@@ -421,13 +421,13 @@ impl Job {
         let at_ms = 1_900_000_000_000;
         match self {
             Job::Compact => {
-                sluice_publish::compact(&options, &CompactPlan::default(), attempt, at_ms)
+                sluice_publish::compact(&options, &CompactRule::default(), attempt, at_ms)
                     .await
                     .map(|r| r.compacted.len())
                     .map_err(|e| e.to_string())
             }
             Job::Expire => {
-                let plan = sluice_publish::ExpirePlan {
+                let rule = sluice_publish::ExpireRule {
                     ended_before: sluice_window::TimeFormat::Rfc3339
                         .parse_str("2026-10-03T14:03:00Z")
                         .unwrap(),
@@ -435,7 +435,7 @@ impl Job {
                     window: Some(crate::harness::window_size()),
                     dry_run: false,
                 };
-                let windows = sluice_publish::expire(&options, &plan, at_ms)
+                let windows = sluice_publish::expire(&options, &rule, at_ms)
                     .await
                     .map(|r| r.expired.len())
                     .map_err(|e| e.to_string())?;
@@ -446,12 +446,12 @@ impl Job {
                 let mut dlq = sluice_publish::DeadLetterTable::open(&dlq_options)
                     .await
                     .map_err(|e| e.to_string())?;
-                let plan = sluice_publish::DeadLetterExpiryPlan {
+                let rule = sluice_publish::DeadLetterExpiryRule {
                     detected_before_ms: at_ms,
                     pipeline: None,
                     dry_run: false,
                 };
-                let letters = dlq.expire(&plan, at_ms).await.map_err(|e| e.to_string())?;
+                let letters = dlq.expire(&rule, at_ms).await.map_err(|e| e.to_string())?;
                 Ok(windows + letters.files)
             }
         }

@@ -448,7 +448,7 @@ impl Run {
             restart: sluice_ingest::RestartPolicy::immediate(self.restarts_max),
             compact: self
                 .compact_files_min
-                .map(|files_min| sluice_publish::CompactPlan {
+                .map(|files_min| sluice_publish::CompactRule {
                     files_min,
                     ..Default::default()
                 }),

@@ -26,14 +26,14 @@ async fn a_window_of_fifty_small_files_becomes_one_and_no_other_window_is_read()
     assert_eq!(before.len(), 1_000);
 
     let counting = FaultStore::new(Arc::new(LocalFileSystem::new()), FaultPlan::PassThrough);
-    let plan = CompactPlan {
+    let rule = CompactRule {
         from: Some(target.start()),
         to: Some(target.end()),
-        ..CompactPlan::default()
+        ..CompactRule::default()
     };
     let report = compact(
         &options_of(dir.path(), Arc::new(counting.clone())),
-        &plan,
+        &rule,
         "c1",
         5_000,
     )
@@ -84,7 +84,7 @@ async fn a_window_of_fifty_small_files_becomes_one_and_no_other_window_is_read()
     // Twice changes nothing.
     let again = compact(
         &options_of(dir.path(), Arc::new(LocalFileSystem::new())),
-        &plan,
+        &rule,
         "c2",
         6_000,
     )
@@ -106,13 +106,13 @@ async fn files_are_cut_at_the_target_size_and_the_writer_keeps_publishing() {
     let files = table.files_at(&table.address(window)).await.unwrap();
     let bytes: i64 = files.iter().map(|f| f.size_bytes).sum();
     // A target of a quarter of the window: 4 files of about equal rows.
-    let plan = CompactPlan {
+    let rule = CompactRule {
         target_file_bytes: bytes / 4 + 1,
-        ..CompactPlan::default()
+        ..CompactRule::default()
     };
     let mut compactor = Stager::new(table.store(), "c", StageOptions::default());
     let c = table
-        .compact_window(window, "p", &mut compactor, &plan, 2_000)
+        .compact_window(window, "p", &mut compactor, &rule, 2_000)
         .await
         .unwrap()
         .expect("12 files become 4");
@@ -125,7 +125,7 @@ async fn files_are_cut_at_the_target_size_and_the_writer_keeps_publishing() {
         (0..6_000).collect::<Vec<_>>()
     );
     assert!(table
-        .compact_window(window, "p", &mut compactor, &plan, 2_500)
+        .compact_window(window, "p", &mut compactor, &rule, 2_500)
         .await
         .unwrap()
         .is_none());
@@ -149,13 +149,13 @@ async fn a_sharded_writer_retrying_over_a_compaction_in_its_shard_conflicts() {
     publish(&mut writer, &mut stager, a, 5, 10, 0).await;
     writer.files_at(&writer.address(a)).await.unwrap(); // the writer's index holds a's files
                                                         // A compaction of window a lands while the writer holds the version before it.
-    let plan = CompactPlan {
+    let rule = CompactRule {
         from: Some(a.start()),
         to: Some(a.end()),
-        ..CompactPlan::default()
+        ..CompactRule::default()
     };
     let options = options_of(dir.path(), Arc::new(LocalFileSystem::new()));
-    let report = compact(&options, &plan, "c", 3_000).await.unwrap();
+    let report = compact(&options, &rule, "c", 3_000).await.unwrap();
     assert_eq!(report.compacted.len(), 1, "{report:?}");
     // The writer's next commit, at window b, would retry over it (another address) and keep
     // an index that still lists a's replaced files, so a later swap of a would leave the
@@ -209,7 +209,7 @@ async fn a_compaction_gives_way_to_a_publication_of_its_window() {
     publish(&mut table, &mut stager, window, 2, 10, 40).await;
     let mut cstager = Stager::new(compactor.store(), "c", StageOptions::default());
     let err = compactor
-        .compact_window(window, "p", &mut cstager, &CompactPlan::default(), 9_000)
+        .compact_window(window, "p", &mut cstager, &CompactRule::default(), 9_000)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err}");
@@ -230,23 +230,23 @@ fn a_plan_compacts_only_what_it_shrinks() {
         pipeline: None,
         coverage: None,
     };
-    let plan = CompactPlan {
+    let rule = CompactRule {
         target_file_bytes: 100,
         files_min: 1,
-        ..CompactPlan::default()
+        ..CompactRule::default()
     };
-    assert_eq!(plan.files_after(&[file(10)]), None);
-    assert_eq!(plan.files_after(&[file(10), file(10)]), Some(1));
+    assert_eq!(rule.files_after(&[file(10)]), None);
+    assert_eq!(rule.files_after(&[file(10), file(10)]), Some(1));
     assert_eq!(
-        plan.files_after(&[file(60), file(60)]),
+        rule.files_after(&[file(60), file(60)]),
         None,
         "2 files either way"
     );
-    assert_eq!(plan.files_after(&[file(60), file(60), file(60)]), Some(2));
-    assert_eq!(plan.files_after(&vec![file(2); 50]), Some(1));
-    let at_least_4 = CompactPlan {
+    assert_eq!(rule.files_after(&[file(60), file(60), file(60)]), Some(2));
+    assert_eq!(rule.files_after(&vec![file(2); 50]), Some(1));
+    let at_least_4 = CompactRule {
         files_min: 4,
-        ..plan.clone()
+        ..rule.clone()
     };
     assert_eq!(at_least_4.files_after(&vec![file(2); 4]), None);
     assert_eq!(at_least_4.files_after(&vec![file(2); 5]), Some(1));
@@ -298,7 +298,7 @@ async fn a_compaction_re_lists_windows_another_writer_republished_meanwhile() {
     let store = FaultStore::with_hook_before_first_commit(Arc::new(LocalFileSystem::new()), hook);
     let report = compact(
         &options_of(dir.path(), Arc::new(store)),
-        &CompactPlan::default(),
+        &CompactRule::default(),
         "c",
         7_000,
     )

@@ -30,7 +30,7 @@ const CONFLICTS_MAX: usize = 3;
 
 /// Which dead letters [`DeadLetterTable::expire`] removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetterExpiryPlan {
+pub struct DeadLetterExpiryRule {
     /// Dead letters detected before this instant (Unix milliseconds, strict) are removed.
     pub detected_before_ms: i64,
     /// Only this pipeline's dead letters; `None`: every pipeline's.
@@ -49,7 +49,7 @@ pub struct DeadLettersExpired {
     pub files_kept_whole: usize,
     /// The commit that removed them (`None` in a dry run or when nothing was due).
     pub version: Option<u64>,
-    /// The earliest cutoff (a later plan's `detected_before_ms`) at which a file that stays
+    /// The earliest cutoff (a later rule's `detected_before_ms`) at which a file that stays
     /// would be due; `None` when none could be (no file stays, or those that stay are never
     /// removed whole). A caller expiring by a retention has nothing to do before then.
     pub next_due_ms: Option<i64>,
@@ -66,25 +66,25 @@ struct FileFacts {
 }
 
 impl DeadLetterTable {
-    /// Removes the dead letters `plan` names, at `at_ms` (the commit's timestamp), in one
+    /// Removes the dead letters `rule` names, at `at_ms` (the commit's timestamp), in one
     /// commit; see the module doc for which files go.
     pub async fn expire(
         &mut self,
-        plan: &DeadLetterExpiryPlan,
+        rule: &DeadLetterExpiryRule,
         at_ms: i64,
     ) -> Result<DeadLettersExpired, DeadLetterError> {
         let mut conflicts = 0;
         loop {
             let (due, mut report) =
-                self.plan_expiry(plan)
+                self.plan_expiry(rule)
                     .map_err(|source| DeadLetterError::Read {
                         url: self.url.clone(),
                         source,
                     })?;
-            if plan.dry_run || due.is_empty() {
+            if rule.dry_run || due.is_empty() {
                 return Ok(report);
             }
-            match self.commit_expiry(plan, due, at_ms).await {
+            match self.commit_expiry(rule, due, at_ms).await {
                 Ok(version) => {
                     report.version = Some(version);
                     return Ok(report);
@@ -108,37 +108,37 @@ impl DeadLetterTable {
         }
     }
 
-    /// The files due under `plan` and the report of them, from the table's current state.
+    /// The files due under `rule` and the report of them, from the table's current state.
     fn plan_expiry(
         &self,
-        plan: &DeadLetterExpiryPlan,
+        rule: &DeadLetterExpiryRule,
     ) -> Result<(Vec<Remove>, DeadLettersExpired), DeltaTableError> {
         let snapshot = self.table.snapshot()?;
         let mut report = DeadLettersExpired::default();
         let mut due = Vec::new();
         for view in snapshot.log_data().iter() {
             let file = facts_of(&view);
-            let mine = match (&plan.pipeline, &file.pipeline) {
+            let mine = match (&rule.pipeline, &file.pipeline) {
                 (Some(wanted), Some(p)) => wanted == p,
                 // Every pipeline's, or a file of several pipelines' rows (or no statistics
-                // to tell): maybe some of them are the plan's.
+                // to tell): maybe some of them are the rule's.
                 _ => true,
             };
             if !mine {
                 continue;
             }
-            // Whether removing the whole file removes only the plan's rows.
-            let single = plan.pipeline.is_none() || file.pipeline.is_some();
+            // Whether removing the whole file removes only the rule's rows.
+            let single = rule.pipeline.is_none() || file.pipeline.is_some();
             match file.detected_ms {
                 // Statistics keep milliseconds (truncated): the newest row is before
                 // `max + 1 ms`, so the file is wholly due when that is at or before the cutoff.
-                Some((_, max)) if single && max.saturating_add(1) <= plan.detected_before_ms => {
+                Some((_, max)) if single && max.saturating_add(1) <= rule.detected_before_ms => {
                     report.files += 1;
                     report.rows += file.rows;
                     due.push(file.remove);
                 }
                 Some((min, max)) => {
-                    if min < plan.detected_before_ms {
+                    if min < rule.detected_before_ms {
                         report.files_kept_whole += 1;
                     }
                     if single {
@@ -155,18 +155,18 @@ impl DeadLetterTable {
 
     async fn commit_expiry(
         &mut self,
-        plan: &DeadLetterExpiryPlan,
+        rule: &DeadLetterExpiryRule,
         due: Vec<Remove>,
         at_ms: i64,
     ) -> Result<u64, ExpiryCommit> {
         let snapshot = self.table.snapshot().map_err(ExpiryCommit::Failed)?;
-        let detected_before = chrono::DateTime::from_timestamp_millis(plan.detected_before_ms)
+        let detected_before = chrono::DateTime::from_timestamp_millis(rule.detected_before_ms)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-            .unwrap_or_else(|| plan.detected_before_ms.to_string());
+            .unwrap_or_else(|| rule.detected_before_ms.to_string());
         let info = json!({
             "expired_dead_letters": {
                 "detected_before": detected_before,
-                "pipeline": plan.pipeline,
+                "pipeline": rule.pipeline,
                 "files_removed": due.len(),
             }
         });

@@ -11,8 +11,8 @@ fn at(text: &str) -> EventTime {
     TimeFormat::Rfc3339.parse_str(text).unwrap()
 }
 
-fn plan(ended_before: &str, dry_run: bool) -> ExpirePlan {
-    ExpirePlan {
+fn rule(ended_before: &str, dry_run: bool) -> ExpireRule {
+    ExpireRule {
         ended_before: at(ended_before),
         window: None,
         dry_run,
@@ -36,7 +36,7 @@ async fn expiry_removes_exactly_the_windows_that_ended_before_the_cutoff() {
 
     // The 13:00 window ends at 14:00, not before it: only 12:00 is due. A dry run says so
     // and commits nothing.
-    let dry = expire(&options, &plan("2026-10-03T14:00:00Z", true), 9_000)
+    let dry = expire(&options, &rule("2026-10-03T14:00:00Z", true), 9_000)
         .await
         .unwrap();
     let addresses: Vec<&str> = dry.expired.iter().map(|e| e.address.as_str()).collect();
@@ -52,7 +52,7 @@ async fn expiry_removes_exactly_the_windows_that_ended_before_the_cutoff() {
     table.reload().await.unwrap();
     assert_eq!(table.version(), version);
 
-    let done = expire(&options, &plan("2026-10-03T14:00:00Z", false), 9_000)
+    let done = expire(&options, &rule("2026-10-03T14:00:00Z", false), 9_000)
         .await
         .unwrap();
     assert_eq!(done.expired.len(), 1);
@@ -64,11 +64,11 @@ async fn expiry_removes_exactly_the_windows_that_ended_before_the_cutoff() {
         (100..120).collect::<Vec<_>>()
     );
     // Twice changes nothing; a microsecond later the 13:00 window is due too.
-    let again = expire(&options, &plan("2026-10-03T14:00:00Z", false), 9_500)
+    let again = expire(&options, &rule("2026-10-03T14:00:00Z", false), 9_500)
         .await
         .unwrap();
     assert!(again.expired.is_empty(), "{again:?}");
-    let later = expire(&options, &plan("2026-10-03T14:00:00.000001Z", false), 9_600)
+    let later = expire(&options, &rule("2026-10-03T14:00:00.000001Z", false), 9_600)
         .await
         .unwrap();
     assert_eq!(later.expired.len(), 1);
@@ -129,14 +129,14 @@ async fn a_window_start_table_without_recorded_options_needs_the_window_size() {
     let mut stager = Stager::new(table.store(), "w", StageOptions::default());
     let w = Window::containing(size, at("2026-10-03T12:00:00Z"));
     publish(&mut table, &mut stager, w, 1, 3, 0).await;
-    let err = expire(&options, &plan("2026-10-04T00:00:00Z", true), 1)
+    let err = expire(&options, &rule("2026-10-04T00:00:00Z", true), 1)
         .await
         .unwrap_err();
     assert!(matches!(err, ExpireError::NoWindowSize { .. }), "{err}");
     // Given the size, the window [12:00, 12:15) is due at 12:15:00.000001, not at 12:15.
-    let sized = |before: &str| ExpirePlan {
+    let sized = |before: &str| ExpireRule {
         window: Some(size),
-        ..plan(before, false)
+        ..rule(before, false)
     };
     let kept = expire(&options, &sized("2026-10-03T12:15:00Z"), 1)
         .await

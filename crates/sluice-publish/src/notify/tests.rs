@@ -5,7 +5,7 @@ use sluice_stage::{StageOptions, Stager};
 
 use super::*;
 use crate::testing::{hour, open, options_of, publish};
-use crate::{compact, CompactPlan};
+use crate::{compact, CompactRule};
 
 /// (address, version, rows, reason) of each change.
 fn summary(changes: &[WindowChange]) -> Vec<(String, u64, i64, ChangeReason)> {
@@ -31,7 +31,7 @@ async fn first_publications_are_complete_later_ones_rewritten_and_compaction_is_
     // Compaction rewrites a's files with the same rows: not a change of the window.
     let report = compact(
         &options_of(dir.path(), Arc::new(LocalFileSystem::new())),
-        &CompactPlan::default(),
+        &CompactRule::default(),
         "c",
         9_000,
     )

@@ -70,8 +70,8 @@ async fn letters(table: &DeadLetterTable) -> Vec<(String, i64)> {
     out
 }
 
-fn plan(before_ms: i64, pipeline: Option<&str>, dry_run: bool) -> DeadLetterExpiryPlan {
-    DeadLetterExpiryPlan {
+fn rule(before_ms: i64, pipeline: Option<&str>, dry_run: bool) -> DeadLetterExpiryRule {
+    DeadLetterExpiryRule {
         detected_before_ms: before_ms,
         pipeline: pipeline.map(str::to_string),
         dry_run,
@@ -101,7 +101,7 @@ async fn expiry_removes_exactly_the_dead_letters_detected_before_the_cutoff() {
 
     // A dry run reports and commits nothing.
     let dry = table
-        .expire(&plan(t(2), Some("a"), true), t(9))
+        .expire(&rule(t(2), Some("a"), true), t(9))
         .await
         .unwrap();
     assert_eq!((dry.files, dry.rows, dry.version), (1, 1, None));
@@ -111,7 +111,7 @@ async fn expiry_removes_exactly_the_dead_letters_detected_before_the_cutoff() {
     // The cutoff is strict: a's day-2 letter, detected exactly at it, stays; b's day-1
     // letter is another pipeline's.
     let done = table
-        .expire(&plan(t(2), Some("a"), false), t(9))
+        .expire(&rule(t(2), Some("a"), false), t(9))
         .await
         .unwrap();
     assert_eq!((done.files, done.rows), (1, 1), "{done:?}");
@@ -126,7 +126,7 @@ async fn expiry_removes_exactly_the_dead_letters_detected_before_the_cutoff() {
 
     // Again: nothing due, nothing committed.
     let again = table
-        .expire(&plan(t(2), Some("a"), false), t(9))
+        .expire(&rule(t(2), Some("a"), false), t(9))
         .await
         .unwrap();
     assert_eq!((again.files, again.version), (0, None));
@@ -134,7 +134,7 @@ async fn expiry_removes_exactly_the_dead_letters_detected_before_the_cutoff() {
 
     // Every pipeline's, one millisecond past day 2: b's day-1 and a's day-2 letters go.
     let all = table
-        .expire(&plan(t(2) + 1, None, false), t(9))
+        .expire(&rule(t(2) + 1, None, false), t(9))
         .await
         .unwrap();
     assert_eq!((all.files, all.rows), (2, 2), "{all:?}");
@@ -171,14 +171,14 @@ async fn a_dead_letter_appended_meanwhile_survives_an_expiry_and_a_lost_race_rep
 
     // A blind append does not conflict with the removal: it lands beside it.
     let done = first
-        .expire(&plan(2 * DAY_MS, None, false), 6 * DAY_MS)
+        .expire(&rule(2 * DAY_MS, None, false), 6 * DAY_MS)
         .await
         .unwrap();
     assert_eq!((done.files, done.rows), (1, 1));
     // The second expirer planned the same file: its commit conflicts, it re-reads the
     // table and finds nothing left to do.
     let late = second
-        .expire(&plan(2 * DAY_MS, None, false), 6 * DAY_MS)
+        .expire(&rule(2 * DAY_MS, None, false), 6 * DAY_MS)
         .await
         .unwrap();
     assert_eq!((late.files, late.version), (0, None), "{late:?}");
