@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_ingest::{BackfillProgress, NdjsonBackfill, RawShape, RestartPolicy, Restarts};
+use sluice_ingest::{BackfillProgress, NdjsonBackfill, RawShape, RestartPolicy};
 use sluice_window::{parse_instant, EventTime, Window};
 
 use crate::args::{parse_range_of, RunArgs, RunSettings};
@@ -114,8 +114,8 @@ async fn recompute(
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
-            let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
-            d.keep_up_restarting(&mut table, RawShape::Whole, &clock, &mut restarts)
+            let policy = RestartPolicy::new(settings.restarts_max);
+            d.keep_up_restarting(&mut table, RawShape::Whole, policy, &clock)
                 .await
                 .context("recomputing the derived tables")?;
             format!(
@@ -274,11 +274,11 @@ async fn recompute_kafka(
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
-            let mut restarts = Restarts::new(RestartPolicy::new(settings.restarts_max));
+            let policy = RestartPolicy::new(settings.restarts_max);
             let shape = RawShape::Sharded {
                 pipeline: &settings.pipeline,
             };
-            d.keep_up_restarting(&mut raw, shape, &clock, &mut restarts)
+            d.keep_up_restarting(&mut raw, shape, policy, &clock)
                 .await
                 .context("recomputing the derived tables")?;
             format!(

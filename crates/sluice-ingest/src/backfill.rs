@@ -7,19 +7,15 @@
 
 use std::collections::HashMap;
 
-use deltalake::arrow::array::UInt32Array;
-use deltalake::arrow::compute::take_record_batch;
-use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{Coverage, TableOptions, WindowTable};
-use sluice_source::{Chunk, Decoded, LineDecoder, NdjsonReader, NdjsonSource};
+use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
 use sluice_stage::{Busy, Phase, Stager};
 use sluice_window::{EventTime, Window};
 
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
-use crate::dedupe::{record_fields, with_positions};
 use crate::publisher::{CommitMeta, Committed, Policy, Publisher};
 use crate::restart::Restarts;
-use crate::run::with_ranges;
+use crate::run::{buffer_groups, with_ranges};
 use crate::state::{Rules, WindowState};
 
 /// What a backfill did.
@@ -257,15 +253,22 @@ pub(crate) async fn recompute(
         }
         summary.bytes += chunk.data.len() as u64;
         let name = input.name(decoded.file);
-        count_rejects(&mut summary, &decoded, &name);
+        // Bad lines are counted only: the stream's dead-letter table holds them.
+        summary.rejected += decoded.rejects.len() as u64;
+        summary.rejections.count_rejects(&name, &decoded.rejects);
         let schema = publisher.file_schema().clone();
         busy.time(Phase::Route, || {
-            let rows = ChunkRows {
-                decoded: &decoded,
-                name: &name,
-                schema: &schema,
-            };
-            rows.route(&mut state, (from, to), &mut summary)
+            // Under the batch rules every row is kept: none is late, ahead or a replay.
+            let routed = state.route(decoded.file, &decoded.event_times, &decoded.offsets, 0);
+            debug_assert!(routed.dropped.is_empty() && routed.replayed == 0 && routed.late == 0);
+            let (groups, outside): (Vec<_>, Vec<_>) = routed
+                .groups
+                .into_iter()
+                .partition(|(w, _)| w.start() >= from && w.start() < to);
+            summary.outside += outside.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+            summary.rows += groups.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+            let rows = (decoded.batch, decoded.offsets.as_slice());
+            buffer_groups(&mut state, rows, groups, &schema, &name)
         })?;
         while let Some((window, batches)) = state.take_largest() {
             for part in publisher.stage_parts(window, batches).await? {
@@ -319,54 +322,6 @@ fn swap_publisher(
     let mut publisher = Publisher::new(policy, table, None, stager);
     decoder.set_schema(publisher.adopt_table_schema())?;
     Ok((publisher, decoder))
-}
-
-/// Counts a chunk's bad lines (the stream's dead-letter table holds them).
-fn count_rejects(summary: &mut BackfillSummary, decoded: &Decoded, name: &str) {
-    summary.rejected += decoded.rejects.len() as u64;
-    for r in &decoded.rejects {
-        summary
-            .rejections
-            .count(name, r.offset, r.reason.as_str(), r.reason.detail(), &r.raw);
-    }
-}
-
-/// A decoded chunk of source partition `name`, to route as rows of the table's file schema.
-struct ChunkRows<'a> {
-    decoded: &'a Decoded,
-    name: &'a str,
-    schema: &'a SchemaRef,
-}
-
-impl ChunkRows<'_> {
-    /// Routes the rows (by `state`, as a stream's), and puts each row whose window starts in
-    /// `[from, to)` into its window's buffer, in input order, with its position; counts the
-    /// others as outside.
-    fn route(
-        &self,
-        state: &mut WindowState,
-        (from, to): (EventTime, EventTime),
-        summary: &mut BackfillSummary,
-    ) -> Result<(), IngestError> {
-        let decoded = self.decoded;
-        // Under the batch rules every row is kept: none is late, ahead or a replay.
-        let routed = state.route(decoded.file, &decoded.event_times, &decoded.offsets, 0);
-        debug_assert!(routed.dropped.is_empty() && routed.replayed == 0 && routed.late == 0);
-        for (window, rows) in routed.groups {
-            if window.start() < from || window.start() >= to {
-                summary.outside += rows.len() as u64;
-                continue;
-            }
-            summary.rows += rows.len() as u64;
-            let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
-            let records = take_record_batch(&decoded.batch, &UInt32Array::from(rows))?;
-            let records = sluice_stage::align_batch(&records, &record_fields(self.schema))?;
-            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
-            let batch = with_positions(self.schema, &records, self.name, offsets)?;
-            state.buffer(window, batch, self.name, first, last);
-        }
-        Ok(())
-    }
 }
 
 /// The end of a backfill: each buffered window published as a stream's first publication

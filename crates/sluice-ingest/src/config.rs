@@ -2,7 +2,7 @@
 
 use deltalake::arrow::error::ArrowError;
 use sluice_publish::{DeadLetterError, MergeScope, PublishError, OFFSET_COLUMN};
-use sluice_source::SourceError;
+use sluice_source::{Reject, SourceError};
 use sluice_stage::{StageError, StageOptions};
 use sluice_window::{AddressLayout, SkewGuard, WindowSize};
 
@@ -457,20 +457,31 @@ impl Rejections {
     /// The most of a rejected line kept as the example.
     pub const EXAMPLE_BYTES_MAX: usize = 200;
 
-    pub fn count(&mut self, source: &str, offset: i64, reason: &str, detail: String, raw: &str) {
-        *self.by_reason.entry(reason.to_string()).or_default() += 1;
-        if self.first.is_none() {
-            let mut end = raw.len().min(Self::EXAMPLE_BYTES_MAX);
-            while !raw.is_char_boundary(end) {
-                end -= 1;
+    /// Counts a chunk's bad lines of source partition `source` by reason; the first one
+    /// seen is kept as the example (its detail worded for it alone).
+    pub fn count_rejects(&mut self, source: &str, rejects: &[Reject]) {
+        for r in rejects {
+            let reason = r.reason.as_str();
+            match self.by_reason.get_mut(reason) {
+                Some(n) => *n += 1,
+                None => {
+                    self.by_reason.insert(reason.to_string(), 1);
+                }
             }
-            self.first = Some(RejectedRecord {
-                source: source.to_string(),
-                offset,
-                reason: reason.to_string(),
-                detail,
-                raw: raw[..end].to_string(),
-            });
+            if self.first.is_none() {
+                let raw = &r.raw;
+                let mut end = raw.len().min(Self::EXAMPLE_BYTES_MAX);
+                while !raw.is_char_boundary(end) {
+                    end -= 1;
+                }
+                self.first = Some(RejectedRecord {
+                    source: source.to_string(),
+                    offset: r.offset,
+                    reason: reason.to_string(),
+                    detail: r.reason.detail(),
+                    raw: raw[..end].to_string(),
+                });
+            }
         }
     }
 

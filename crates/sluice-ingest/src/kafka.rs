@@ -262,14 +262,10 @@ impl KafkaRun {
                 ..self.config.restart
             }
         };
-        let mut restarts = Restarts::new(policy);
         let shape = RawShape::Sharded {
             pipeline: &self.config.pipeline,
         };
-        match deriver
-            .keep_up_restarting(raw, shape, clock, &mut restarts)
-            .await
-        {
+        match deriver.keep_up_restarting(raw, shape, policy, clock).await {
             Ok(()) => Ok(true),
             Err(RestartEnd::Exhausted(e)) if !end => {
                 tracing::info!(error = %e.last, "deriving again at the next tick, from the re-read tables");

@@ -43,20 +43,18 @@ impl Deriver {
     /// [`Deriver::keep_up`] until a look succeeds, by the one restart rule: a failure another
     /// writer causes (a derived window published by a process beside this one), or a store
     /// failure that outlasted its retries, is looked at again from the re-read tables after
-    /// `restarts`' pause; a look that succeeds starts its count again.
+    /// `policy`'s pause, up to its limit of failures in a row.
     pub async fn keep_up_restarting(
         &mut self,
         raw: &mut WindowTable,
         shape: RawShape<'_>,
+        policy: RestartPolicy,
         clock: &dyn Clock,
-        restarts: &mut Restarts,
     ) -> Result<(), RestartEnd<DeriveError>> {
+        let mut restarts = Restarts::new(policy);
         loop {
             match self.keep_up(raw, shape, clock.now_ms()).await {
-                Ok(()) => {
-                    restarts.progressed();
-                    return Ok(());
-                }
+                Ok(()) => return Ok(()),
                 Err(e) => {
                     let pause =
                         restarts.resume_after(e, "re-reading the tables and deriving again")?;
@@ -77,11 +75,9 @@ impl Deriver {
         clock: &dyn Clock,
         mut stop: watch::Receiver<bool>,
     ) -> Result<u64, RestartEnd<DeriveError>> {
-        let mut restarts = Restarts::new(policy);
         let mut looks: u64 = 0;
         while !*stop.borrow() {
-            self.keep_up_restarting(raw, shape, clock, &mut restarts)
-                .await?;
+            self.keep_up_restarting(raw, shape, policy, clock).await?;
             looks += 1;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(poll_ms)) => {}

@@ -5,10 +5,9 @@
 //! restart rule ([`crate::restart`]) applied after each step of a run or a Kafka partition's
 //! writer.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use deltalake::arrow::array::UInt32Array;
+use deltalake::arrow::array::{RecordBatch, UInt32Array};
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::datatypes::SchemaRef;
 use serde_json::json;
@@ -431,7 +430,10 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         }
         self.summary.rows += decoded.offsets.len() as u64;
         let file = decoded.file;
-        self.buffer_groups(decoded, routed.groups, name)?;
+        let schema = self.publisher.file_schema().clone();
+        let groups = routed.groups.into_iter().collect();
+        let rows = (decoded.batch, decoded.offsets.as_slice());
+        buffer_groups(&mut self.state, rows, groups, &schema, name)?;
         self.state.read_to(sluice_source::Position {
             file,
             offset: chunk.end(),
@@ -458,14 +460,10 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     /// Each bad line becomes a dead letter, unless the dead-letter table holds it already
     /// (below `dead_below`: a replay).
     fn dead_letter_rejects(&mut self, decoded: &Decoded, name: &str, dead_below: i64) {
+        self.summary
+            .rejections
+            .count_rejects(name, &decoded.rejects);
         for r in &decoded.rejects {
-            self.summary.rejections.count(
-                name,
-                r.offset,
-                r.reason.as_str(),
-                r.reason.detail(),
-                &r.raw,
-            );
             if r.offset < dead_below {
                 continue;
             }
@@ -528,37 +526,6 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             raw,
             window: Some(label),
         });
-    }
-
-    /// Each window's rows, with their positions, into its buffer.
-    fn buffer_groups(
-        &mut self,
-        decoded: Decoded,
-        groups: BTreeMap<Window, Vec<u32>>,
-        name: &str,
-    ) -> Result<(), IngestError> {
-        let schema = self.publisher.file_schema().clone();
-        let record_schema = record_fields(&schema);
-        // Rows decoded before this run grew the schema (the reader decodes ahead).
-        let batch = if decoded.batch.schema().fields() == record_schema.fields() {
-            decoded.batch
-        } else {
-            align_batch(&decoded.batch, &record_schema)?
-        };
-        let everything =
-            groups.len() == 1 && groups.values().all(|r| r.len() == decoded.offsets.len());
-        for (window, rows) in groups {
-            let offsets: Vec<i64> = rows.iter().map(|i| decoded.offsets[*i as usize]).collect();
-            let records = if everything {
-                batch.clone()
-            } else {
-                take_record_batch(&batch, &UInt32Array::from(rows))?
-            };
-            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
-            let batch = with_positions(&schema, &records, name, offsets)?;
-            self.state.buffer(window, batch, name, first, last);
-        }
-        Ok(())
     }
 
     /// Seals and publishes every held window (late batches included), then commits the
@@ -772,6 +739,38 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.summary.last_version = Some(version);
         self.upkeep(&windows).await
     }
+}
+
+/// Each window's rows of a decoded chunk into its buffer in `state`: `groups` are row
+/// indexes into the chunk's `(batch, offsets)`, in input order; each row gets its position
+/// in source partition `name`, as a row of the table's file `schema` (a batch decoded before
+/// the schema grew is aligned to it first). A run's routing and a backfill's share it.
+pub(crate) fn buffer_groups(
+    state: &mut WindowState,
+    (batch, offsets): (RecordBatch, &[i64]),
+    groups: Vec<(Window, Vec<u32>)>,
+    schema: &SchemaRef,
+    name: &str,
+) -> Result<(), IngestError> {
+    let record_schema = record_fields(schema);
+    let batch = if batch.schema().fields() == record_schema.fields() {
+        batch
+    } else {
+        align_batch(&batch, &record_schema)?
+    };
+    let everything = groups.len() == 1 && groups[0].1.len() == offsets.len();
+    for (window, rows) in groups {
+        let positions: Vec<i64> = rows.iter().map(|i| offsets[*i as usize]).collect();
+        let records = if everything {
+            batch.clone()
+        } else {
+            take_record_batch(&batch, &UInt32Array::from(rows))?
+        };
+        let (first, last) = (positions[0], positions[positions.len() - 1]);
+        let batch = with_positions(schema, &records, name, positions)?;
+        state.buffer(window, batch, name, first, last);
+    }
+    Ok(())
 }
 
 /// `meta` with the window's source position ranges (for the commit metadata); `backfill`
