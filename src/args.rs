@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_ingest::{defaults, KeySpec, LatePolicy, PublishMode};
 use sluice_publish::{MergeScope, Pipelines};
 use sluice_source::kafka::StartAt;
-use sluice_source::SchemaEvolution;
+use sluice_source::{CsvOptions, FileFormat, SchemaEvolution};
 use sluice_stage::Codec;
 use sluice_window::{
     parse_duration_ms, valid_pipeline_name, AddressLayout, SkewGuard, TimeFormat, TimeSpec,
@@ -25,11 +25,30 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// Input: `ndjson:PATH`, a file or a directory of files read in name order; or
+    /// Input: `ndjson:PATH` (or `csv:PATH`), a file or a directory of files read in name
+    /// order, each plain or compressed (gzip, zstd: by extension or first bytes); or
     /// `kafka:TOPIC` (with --brokers), read by a consumer group whose processes share the
     /// topic's partitions, each partition a shard of the table.
     #[arg(long)]
     pub source: Option<String>,
+    /// How a file source's records are written: ndjson (one JSON object per line) or csv
+    /// (a header row naming the columns). [default: by --source's prefix]
+    #[arg(long, value_parser = ["ndjson", "csv"])]
+    pub input_format: Option<String>,
+    /// CSV: the field delimiter, one character (`\t` or tab for TSV). [default: ,]
+    #[arg(long)]
+    pub csv_delimiter: Option<String>,
+    /// CSV: the quote character. [default: "]
+    #[arg(long)]
+    pub csv_quote: Option<String>,
+    /// CSV: the escape character inside quoted fields (e.g. `\`). [default: none: a quote
+    /// inside quotes is doubled]
+    #[arg(long)]
+    pub csv_escape: Option<String>,
+    /// CSV: whether the first record of each file names the columns (without: _c0, _c1, ...).
+    /// [default: true]
+    #[arg(long)]
+    pub csv_header: Option<bool>,
     /// With a kafka: source: bootstrap servers, HOST:PORT[,HOST:PORT].
     #[arg(long)]
     pub brokers: Option<String>,
@@ -269,8 +288,10 @@ pub struct RunArgs {
 /// Validated options of `sluice run`.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    /// The NDJSON source (empty with a Kafka source).
+    /// The file source (empty with a Kafka source).
     pub source: PathBuf,
+    /// How the file source's records are written.
+    pub input: FileFormat,
     /// `Some` with a kafka: source.
     pub kafka: Option<KafkaSettings>,
     pub table: String,
@@ -419,6 +440,63 @@ impl RunArgs {
         Ok((time_field, time, skew))
     }
 
+    /// `--input-format` and the CSV options (`--source csv:PATH` says csv); a Kafka source
+    /// reads JSON.
+    fn file_format(&self, prefix: Option<&str>, kafka: bool) -> anyhow::Result<FileFormat> {
+        let given = self.input_format.as_deref();
+        if let (Some(g), Some(p)) = (given, prefix) {
+            if g != p {
+                return Err(usage(format!(
+                    "--input-format {g}: the source says {p} (--source {p}:...)"
+                )));
+            }
+        }
+        let csv_flags = [
+            ("--csv-delimiter", self.csv_delimiter.is_some()),
+            ("--csv-quote", self.csv_quote.is_some()),
+            ("--csv-escape", self.csv_escape.is_some()),
+            ("--csv-header", self.csv_header.is_some()),
+        ];
+        let name = given.or(prefix).unwrap_or("ndjson");
+        if kafka && given.is_some_and(|g| g != "ndjson") {
+            return Err(usage(format!(
+                "--input-format {name}: a Kafka source reads JSON messages"
+            )));
+        }
+        if name != "csv" {
+            if let Some((flag, _)) = csv_flags.iter().find(|(_, g)| *g) {
+                return Err(usage(format!(
+                    "{flag}: only with CSV input (--source csv:PATH)"
+                )));
+            }
+            return Ok(FileFormat::Ndjson);
+        }
+        let byte = |flag: &str, text: &Option<String>, default: u8| -> anyhow::Result<u8> {
+            match text.as_deref() {
+                None => Ok(default),
+                Some("\\t" | "tab") => Ok(b'\t'),
+                Some(t) if t.len() == 1 && t.as_bytes()[0] != b'\n' => Ok(t.as_bytes()[0]),
+                Some(t) => Err(usage(format!(
+                    "{flag} {t:?}: one ASCII character (\\t or tab for a tab)"
+                ))),
+            }
+        };
+        let defaults = CsvOptions::default();
+        let options = CsvOptions {
+            delimiter: byte("--csv-delimiter", &self.csv_delimiter, defaults.delimiter)?,
+            quote: byte("--csv-quote", &self.csv_quote, defaults.quote)?,
+            escape: match &self.csv_escape {
+                None => None,
+                given => Some(byte("--csv-escape", given, 0)?),
+            },
+            header: self.csv_header.unwrap_or(defaults.header),
+        };
+        if options.delimiter == options.quote {
+            return Err(usage("--csv-delimiter and --csv-quote must differ"));
+        }
+        Ok(FileFormat::Csv(options))
+    }
+
     /// Kafka-only options given with an NDJSON source are refused.
     fn refuse_kafka_options(&self) -> anyhow::Result<()> {
         let kafka_only = [
@@ -517,7 +595,8 @@ impl RunArgs {
 impl RunArgs {
     pub fn settings(self) -> anyhow::Result<RunSettings> {
         let a = self.merge_config()?;
-        let (source, topic) = parse_source(a.source.as_deref())?;
+        let (source, topic, prefix_format) = parse_source(a.source.as_deref())?;
+        let input = a.file_format(prefix_format, topic.is_some())?;
         let table = a
             .table
             .clone()
@@ -715,6 +794,7 @@ impl RunArgs {
         };
         Ok(RunSettings {
             source,
+            input,
             kafka,
             table,
             pipeline,

@@ -6,7 +6,6 @@ use std::time::Instant;
 use anyhow::Context;
 use sluice_ingest::{Clock, Follow, Ingester};
 use sluice_publish::{DeadLetterTable, TableOptions};
-use sluice_source::NdjsonSource;
 
 use crate::args::{RunArgs, RunSettings};
 use crate::open::{attempt, open_deriver, resolve, runner, wire, SystemClock};
@@ -318,7 +317,7 @@ pub async fn ingest(
     .await
     .with_context(|| format!("opening the dead-letter table {}", settings.dlq))?;
     let clock = SystemClock;
-    let total_bytes: u64 = w.source.files().iter().map(|f| f.len).sum();
+    let total_bytes: u64 = w.source.files().iter().map(|f| f.size).sum();
     let ingester = Ingester::recover(w.config, w.source, w.decoder, w.table, dlq, attempt, &clock)
         .await
         .context("recovering the pipeline state from the table")?;
@@ -400,8 +399,7 @@ async fn wait_for_first_records(
     if exists {
         return Ok(true);
     }
-    let mut source = NdjsonSource::open_following(&settings.source)
-        .map_err(|e| usage(format!("--source: {e}")))?;
+    let mut source = crate::open::open_source(settings, true)?;
     let mut waiting = false;
     loop {
         let head = source

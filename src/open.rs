@@ -35,12 +35,7 @@ pub struct Wired {
 
 pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
     check_contracts(settings).await?;
-    let source = if settings.follow.is_some() {
-        NdjsonSource::open_following(&settings.source)
-    } else {
-        NdjsonSource::open(&settings.source)
-    }
-    .map_err(|e| usage(format!("--source: {e}")))?;
+    let source = open_source(settings, settings.follow.is_some())?;
     let (decode, config) = runner(settings);
     let options = table_options(settings, &config, &decode);
     let (table, decoder) = open_raw(settings, &options, decode, Some(&source)).await?;
@@ -51,6 +46,18 @@ pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
         config,
         options,
     })
+}
+
+/// The file source of `settings`, bounded or followed.
+pub fn open_source(settings: &RunSettings, following: bool) -> anyhow::Result<NdjsonSource> {
+    let source = if following {
+        NdjsonSource::open_following(&settings.source)
+    } else {
+        NdjsonSource::open(&settings.source)
+    };
+    Ok(source
+        .map_err(|e| usage(format!("--source: {e}")))?
+        .with_format(settings.input.clone()))
 }
 
 /// Merges the config file, fills the options that decide what the table holds from the

@@ -233,9 +233,14 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
             }
         ));
         for (partition, txn) in &p.positions {
+            // A compressed file read to its end has no byte offset to show.
+            let at = if txn.version as u64 == sluice_source::compression::COMPRESSED_LEN {
+                "its end (compressed)".to_string()
+            } else {
+                format!("offset {}", txn.version)
+            };
             line(format!(
-                "  resume    {partition} at offset {}{}",
-                txn.version,
+                "  resume    {partition} at {at}{}",
                 txn.last_updated_ms
                     .and_then(chrono::DateTime::from_timestamp_millis)
                     .map(|t| format!(

@@ -23,19 +23,25 @@ pub(crate) fn duration_or_default(
         .map_err(|e| usage(format!("{flag}: {e}")))
 }
 
-/// `--source`: `ndjson:PATH` (the path) or `kafka:TOPIC` (the topic).
-pub(super) fn parse_source(source: Option<&str>) -> anyhow::Result<(PathBuf, Option<String>)> {
+/// `--source`: `ndjson:PATH` or `csv:PATH` (the path, and the format its prefix names) or
+/// `kafka:TOPIC` (the topic).
+pub(super) type Source = (PathBuf, Option<String>, Option<&'static str>);
+
+pub(super) fn parse_source(source: Option<&str>) -> anyhow::Result<Source> {
     let source = source.ok_or_else(|| usage("--source is required (ndjson:PATH)"))?;
     match source.split_once(':') {
-        Some(("ndjson", path)) if !path.is_empty() => Ok((PathBuf::from(path), None)),
+        Some(("ndjson", path)) if !path.is_empty() => {
+            Ok((PathBuf::from(path), None, Some("ndjson")))
+        }
+        Some(("csv", path)) if !path.is_empty() => Ok((PathBuf::from(path), None, Some("csv"))),
         Some(("kafka", topic)) if valid_topic(topic) => {
-            Ok((PathBuf::new(), Some(topic.to_string())))
+            Ok((PathBuf::new(), Some(topic.to_string()), None))
         }
         Some(("kafka", _)) => Err(usage(format!(
             "--source {source:?}: a Kafka topic name has 1 to 249 letters, digits, '.', '_' or '-'"
         ))),
         _ => Err(usage(format!(
-            "--source {source:?}: expected ndjson:PATH or kafka:TOPIC"
+            "--source {source:?}: expected ndjson:PATH, csv:PATH or kafka:TOPIC"
         ))),
     }
 }

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use sluice_publish::{Coverage, TableOptions, WindowTable};
-use sluice_source::{Chunk, LineDecoder, NdjsonReader, NdjsonSource};
+use sluice_source::{Chunk, FileReader, LineDecoder, NdjsonSource};
 use sluice_stage::{Busy, Phase, Stager};
 use sluice_window::{EventTime, Window};
 
@@ -77,7 +77,7 @@ pub async fn backfill(
         source,
         reader: source.reader(&HashMap::new(), config.chunk_bytes)?,
         bytes: 0,
-        total: source.files().iter().map(|f| f.len).sum(),
+        total: source.files().iter().map(|f| f.size).sum(),
     };
     recompute(
         config, &mut input, decoder, table, from, to, force, attempt, clock, progress,
@@ -181,7 +181,7 @@ pub(crate) trait BackfillInput {
 /// The files of an NDJSON source, from their beginnings.
 struct NdjsonInput<'a> {
     source: &'a NdjsonSource,
-    reader: NdjsonReader,
+    reader: FileReader,
     bytes: u64,
     total: u64,
 }
@@ -189,7 +189,7 @@ struct NdjsonInput<'a> {
 impl BackfillInput for NdjsonInput<'_> {
     async fn next_chunk(&mut self) -> Result<Option<Chunk>, IngestError> {
         let chunk = self.reader.next_chunk()?;
-        self.bytes += chunk.as_ref().map_or(0, |c| c.data.len() as u64);
+        self.bytes += chunk.as_ref().map_or(0, |c| c.bytes_read());
         Ok(chunk)
     }
 
@@ -251,7 +251,7 @@ pub(crate) async fn recompute(
                 .map_err(|e| IngestError::Schema(Box::new(e)))?;
             decoder.set_schema(publisher.adopt_table_schema())?;
         }
-        summary.bytes += chunk.data.len() as u64;
+        summary.bytes += chunk.bytes_read();
         let name = input.name(decoded.file);
         // Bad lines are counted only: the stream's dead-letter table holds them.
         summary.rejected += decoded.rejects.len() as u64;

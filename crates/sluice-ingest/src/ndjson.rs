@@ -61,16 +61,14 @@ impl Ingester<'_, NdjsonSource> {
     }
 
     /// Reports the bytes of the source files that the table's resume positions have not
-    /// reached (what a restart would read again, or has not read yet).
+    /// reached (what a restart would read again, or has not read yet; a compressed file's
+    /// whole size until it is read to its end).
     fn report_file_lag(&self) {
         let lag: u64 = self
             .log()
             .files()
             .iter()
-            .map(|f| {
-                let from = self.resume_offset(&f.name).unwrap_or(0).max(0) as u64;
-                f.len.saturating_sub(from)
-            })
+            .map(|f| f.bytes_after(self.resume_offset(&f.name).unwrap_or(0)))
             .sum();
         self.report_lag(crate::LagUnit::Bytes, lag);
     }
@@ -137,9 +135,9 @@ impl Ingester<'_, NdjsonSource> {
         let mut bytes = 0u64;
         while let Some(item) = rx.recv().await {
             let (decoded, chunk) = item?;
-            bytes += chunk.data.len() as u64;
+            bytes += chunk.bytes_read();
             // Counted as read, so the progress a chunk's records report includes its bytes.
-            self.count_bytes(chunk.data.len() as u64);
+            self.count_bytes(chunk.bytes_read());
             let commits = self.commits();
             self.take(decoded, &chunk).await?;
             // The lag moves only with the table's resume positions (and the files' lengths,

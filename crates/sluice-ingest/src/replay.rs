@@ -18,7 +18,7 @@ use deltalake::arrow::error::ArrowError;
 use sluice_publish::{
     Coverage, Publication, PublishError, Replace, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN,
 };
-use sluice_source::ndjson::Chunk;
+use sluice_source::Chunk;
 use sluice_source::{LineDecoder, RAW_BYTES_MAX};
 use sluice_stage::{StageError, Stager};
 use sluice_window::{Window, WindowFinder};
@@ -98,7 +98,7 @@ pub async fn replay(
             start: letter.offset,
             data: format!("{}\n", letter.raw).into_bytes(),
             message_offsets: None,
-            overlong: None,
+            ..Chunk::default()
         };
         // A record that breaks the decoder (E8) stays a dead letter, as in a run: a replay
         // that failed on it would fail again on every rerun.

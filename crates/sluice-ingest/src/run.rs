@@ -357,7 +357,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.decoder = decoder;
         self.busy.add(Phase::Decode, took);
         let decoded = decoded?;
-        self.count_bytes(chunk.data.len() as u64);
+        self.count_bytes(chunk.bytes_read());
         self.take(decoded, &chunk).await
     }
 

@@ -89,7 +89,8 @@ pub struct DeadLetter {
     pub offset: i64,
     /// Stable reason code: `malformed_json`, `wrong_type`, `not_one_object`, `missing_time`,
     /// `bad_time`, `missing_key`, `unknown_field`, `field_name_clash`, `line_too_long`,
-    /// `internal_error`, `late`, `too_late`.
+    /// `wrong_field_count` (CSV), `unreadable` (a damaged compressed file), `internal_error`,
+    /// `late`, `too_late`.
     pub reason: String,
     pub detail: String,
     pub raw: String,

@@ -1,7 +1,11 @@
 //! Sources of sluice: where events come from and how a position names each one.
 //!
-//! - [`ndjson`]: one NDJSON file or a directory of them, read in name order. An event's
-//!   position is `(file, byte offset of its line)`, so a restart seeks instead of re-reading.
+//! - [`ndjson`]: a file source: one file or a directory of them ([`file`](mod@file)s in a [`store`]:
+//!   local, or an object-store prefix), read in name order by a [`reader`]: NDJSON, or
+//!   [`csv`] records as JSON lines; plain or [`compression`] gzip/zstd. An event's position
+//!   is `(file, byte offset of its record)`, so a restart seeks instead of re-reading.
+//! - [`chunk`]: what every source hands over: records at their positions; [`reject`]: why
+//!   a record is a dead letter.
 //! - [`log`]: the seam a run reads through, [`ReplayLog`]: ordered positions per source
 //!   partition, where to resume from the table's offsets, and which offsets a publication
 //!   moves. [`NdjsonSource`] and [`LogPartition`] (a Kafka partition) implement it.
@@ -14,18 +18,31 @@
 //!   table's positions; each partition is a source of its own (one writer shard).
 //! - [`generate`]: a deterministic event stream (seeded) for the demo, tests and benchmarks.
 
+pub mod chunk;
+pub mod compression;
+pub mod csv;
 pub mod decode;
+pub mod file;
 pub mod generate;
 mod json;
 pub mod kafka;
 pub mod log;
 pub mod ndjson;
+pub mod reader;
+pub mod reject;
 pub mod schema;
+pub mod store;
 
+pub use chunk::{Chunk, Overlong, Position};
+pub use compression::Compression;
+pub use csv::CsvOptions;
 pub use decode::{
     Deal, DecodeError, DecodeOptions, Decoded, DecodedChunk, LineDecoder, ParallelDecoder, Reject,
     RejectReason, SchemaEvolution, COLUMNS_MAX_DEFAULT, RAW_BYTES_MAX,
 };
+pub use file::{SourceError, SourceFile};
 pub use log::{LogPartition, ReplayLog};
-pub use ndjson::{Chunk, NdjsonReader, NdjsonSource, Overlong, Position, SourceError, SourceFile};
+pub use ndjson::NdjsonSource;
+pub use reader::{FileFormat, FileReader};
 pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};
+pub use store::{FileStore, LocalFiles};

@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::ndjson::{NdjsonSource, Position, SourceError};
+use crate::chunk::Position;
+use crate::file::SourceError;
+use crate::ndjson::NdjsonSource;
 
 /// A replayable log of records with ordered positions.
 ///

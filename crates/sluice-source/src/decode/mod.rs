@@ -30,9 +30,10 @@ use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::json::reader::{Decoder, ReaderBuilder};
-use sluice_window::{EventTime, TimeError, TimeSpec};
+use sluice_window::{EventTime, TimeSpec};
 
-use crate::ndjson::Chunk;
+use crate::chunk::Chunk;
+pub use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 use crate::schema::{type_name, FieldPath, PathError};
 use convert::{read_schema, Reading};
 
@@ -97,85 +98,6 @@ impl SchemaEvolution {
 /// records with new fields are dead letters `unknown_field`; declare such a field as a
 /// `map<string,T>` in the schema instead.
 pub const COLUMNS_MAX_DEFAULT: usize = 1000;
-
-/// Why a record was rejected. The names (`as_str`) are stable: they appear in rejects output
-/// and in run summaries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RejectReason {
-    /// Not valid JSON.
-    MalformedJson(String),
-    /// Valid JSON whose values do not fit the schema.
-    WrongType(String),
-    /// Not exactly one JSON object on the line.
-    NotOneObject,
-    /// The event-time field is absent or null.
-    MissingTime,
-    /// The event-time field could not be read.
-    BadTime(TimeError),
-    /// A row-key field is absent or null.
-    MissingKey(String),
-    /// Fields the table does not have, under `--schema-evolution reject` (or past the column
-    /// limit under `add`).
-    UnknownField(String),
-    /// Two keys of one object name one column (`Amount` and `amount`: Delta column names
-    /// are case-insensitive), so the row would have to drop one of the values.
-    FieldNameClash(String),
-    /// Decoding the record panicked: a bug in sluice, kept from stopping the pipeline.
-    Internal(String),
-    /// A line longer than the reader takes (its length in bytes; see
-    /// [`crate::ndjson::LINE_BYTES_MAX`]).
-    LineTooLong(u64),
-}
-
-impl RejectReason {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RejectReason::MalformedJson(_) => "malformed_json",
-            RejectReason::WrongType(_) => "wrong_type",
-            RejectReason::NotOneObject => "not_one_object",
-            RejectReason::MissingTime => "missing_time",
-            RejectReason::BadTime(_) => "bad_time",
-            RejectReason::MissingKey(_) => "missing_key",
-            RejectReason::UnknownField(_) => "unknown_field",
-            RejectReason::FieldNameClash(_) => "field_name_clash",
-            RejectReason::Internal(_) => "internal_error",
-            RejectReason::LineTooLong(_) => "line_too_long",
-        }
-    }
-
-    pub fn detail(&self) -> String {
-        match self {
-            RejectReason::MalformedJson(m) | RejectReason::WrongType(m) => m.clone(),
-            RejectReason::NotOneObject => "a line must hold exactly one JSON object".into(),
-            RejectReason::MissingTime => "the event-time field is missing or null".into(),
-            RejectReason::BadTime(e) => e.to_string(),
-            RejectReason::MissingKey(field) => {
-                format!("key field {field} is missing or null: a row without its key is never merged with another")
-            }
-            RejectReason::UnknownField(m) | RejectReason::FieldNameClash(m) => m.clone(),
-            RejectReason::Internal(m) => {
-                format!("decoding this record panicked ({m}); a bug in sluice, please report it")
-            }
-            RejectReason::LineTooLong(len) => format!(
-                "the line is {len} bytes, more than a record may be ({} bytes); its first bytes are kept",
-                crate::ndjson::LINE_BYTES_MAX
-            ),
-        }
-    }
-}
-
-/// One rejected input record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reject {
-    pub file: u32,
-    pub offset: i64,
-    pub reason: RejectReason,
-    /// The line as read (lossy UTF-8), cut at [`RAW_BYTES_MAX`].
-    pub raw: String,
-}
-
-/// Rejects keep at most this much of their raw line.
-pub const RAW_BYTES_MAX: usize = 1 << 20;
 
 /// The good rows of one chunk, with their positions and event times, and its rejects.
 #[derive(Debug)]
@@ -392,6 +314,10 @@ impl LineDecoder {
             decoded
                 .rejects
                 .push(reject(chunk.file, o.offset, reason, &o.head));
+        }
+        if !chunk.bad.is_empty() {
+            decoded.rejects.extend(chunk.bad.iter().cloned());
+            decoded.rejects.sort_by_key(|r| r.offset);
         }
         Ok(decoded)
     }
@@ -821,8 +747,10 @@ impl LineDecoder {
         let mut failed: Vec<Option<RejectReason>> = vec![None; n];
         // Event times, from the time field's text.
         let mut times = Vec::with_capacity(n);
+        // The read batch names its columns by the records' own names.
         let text = self
             .time_field
+            .by_source_names(&self.schema)
             .array(&read)
             .ok_or_else(|| ArrowError::SchemaError(format!("no time field {}", self.time_field)))?;
         let text = text.as_string::<i32>();

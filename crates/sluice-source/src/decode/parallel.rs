@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{DecodeError, Decoded, LineDecoder};
-use crate::ndjson::Chunk;
+use crate::chunk::Chunk;
 
 /// A chunk's decode (or its error), with the chunk.
 pub type DecodedChunk = (Result<Decoded, DecodeError>, Chunk);

@@ -52,7 +52,7 @@ fn chunks(kinds: &[u8], lines_per_chunk: usize) -> Vec<Chunk> {
             start: offset,
             data,
             message_offsets: None,
-            overlong: None,
+            ..Chunk::default()
         });
         offset += len;
     }

@@ -20,7 +20,7 @@ fn chunk(text: &str) -> Chunk {
         start: 100,
         data: text.as_bytes().to_vec(),
         message_offsets: None,
-        overlong: None,
+        ..Chunk::default()
     }
 }
 
@@ -403,7 +403,7 @@ fn new_fields_are_added_as_columns() {
             start: i as i64 * 100,
             data: l.as_bytes().to_vec(),
             message_offsets: None,
-            overlong: None,
+            ..Chunk::default()
         })
         .unwrap();
     }
@@ -484,4 +484,30 @@ fn fields_with_nothing_to_store_do_not_stop_a_chunk() {
     assert_eq!(out.ignored_rows, 1);
     assert_eq!(out.ignored.get("meta"), Some(&1));
     assert_eq!(d.schema().fields().len(), 2);
+}
+
+/// A time field whose column was renamed (a record key no reader accepts, or one spelled
+/// like a column sluice adds) is read by its records' own name, whichever name the option
+/// gives: found by a CSV fuzz case whose header named a column " ".
+#[test]
+fn a_renamed_time_field_is_read_by_its_records_name() {
+    let lines: [&[u8]; 1] = [br#"{"dt":"2026-10-03T14:00:00Z","a b":"2026-10-03T15:00:00Z"}"#];
+    let reserved = ["dt".to_string()];
+    let schema = crate::schema::infer(lines.iter().copied(), 10, &reserved).unwrap();
+    let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["dt_2", "a_b"]);
+    for (field, hour) in [("dt_2", 14), ("dt", 14), ("a_b", 15), ("a b", 15)] {
+        let options = DecodeOptions::new(field, TimeFormat::Rfc3339);
+        let mut d = LineDecoder::new(schema.clone(), options).unwrap();
+        let out = d
+            .decode(&chunk(&format!(
+                "{}\n",
+                std::str::from_utf8(lines[0]).unwrap()
+            )))
+            .unwrap();
+        assert!(out.rejects.is_empty(), "{field}: {:?}", out.rejects);
+        let expected =
+            sluice_window::EventTime::from_micros(1_790_985_600_000_000 + hour * 3_600_000_000);
+        assert_eq!(out.event_times, [expected], "{field}");
+    }
 }

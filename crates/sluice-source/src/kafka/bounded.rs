@@ -10,7 +10,7 @@ use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaOptions;
-use crate::ndjson::Chunk;
+use crate::chunk::Chunk;
 
 /// How long a metadata or watermark request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -17,7 +17,7 @@ use rdkafka::ClientContext;
 use tokio::sync::mpsc;
 
 use super::{KafkaOptions, ResumeLookup, StartAt};
-use crate::ndjson::Chunk;
+use crate::chunk::Chunk;
 
 /// What the consumer thread hands over, in the order it happened.
 #[derive(Debug)]

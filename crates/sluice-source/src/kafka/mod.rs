@@ -10,7 +10,7 @@
 //!
 //! The consumer runs on its own thread, which polls and hands the caller [`KafkaEvent`]s in
 //! order: assignments and revocations as they happen, and messages grouped per partition as
-//! [`Chunk::messages`]. Rebalance callbacks run on that thread (inside `poll`), so the
+//! [`crate::Chunk::messages`]. Rebalance callbacks run on that thread (inside `poll`), so the
 //! blocking table lookup never runs on an async worker.
 
 //!

@@ -89,6 +89,24 @@ impl FieldPath {
     }
 
     /// The top-level column this path starts in.
+    /// The same path by the records' own names (a renamed column's `sluice.sourceName`):
+    /// the names arrow-json reads the records by.
+    pub fn by_source_names(&self, schema: &Schema) -> FieldPath {
+        let mut names = Vec::with_capacity(self.names.len());
+        let mut fields = schema.fields().clone();
+        for name in &self.names {
+            let Some(f) = fields.iter().find(|f| f.name() == name).cloned() else {
+                names.push(name.clone());
+                continue;
+            };
+            names.push(crate::schema::source_name(&f).to_string());
+            if let DataType::Struct(members) = f.data_type() {
+                fields = members.clone();
+            }
+        }
+        FieldPath { names }
+    }
+
     pub fn root(&self) -> &str {
         &self.names[0]
     }

@@ -1,0 +1,402 @@
+//! CSV files: records (which may span lines inside quotes) read as JSON objects named by the
+//! file's header, so CSV rows go through the one decoder JSON lines do: the same types,
+//! time formats, schema evolution and dead letters.
+//!
+//! - A record's position is the byte offset of its first byte (in the decompressed stream of
+//!   a compressed file); the header is not a record.
+//! - A field is a JSON number or boolean when its text is one (`42`, `-1.5e3`, `true`), so a
+//!   new table's types are inferred as for JSON; any other text is a JSON string, read into
+//!   the column's type exactly as JSON text is (`"2026-10-03T14:00:00Z"` into a timestamp).
+//!   `007` is text (not a JSON number). An empty field is null.
+//! - Column names come from the header (without a header: `_c0`, `_c1`, ...); an empty name
+//!   is `_c<i>`, a repeated one `<name>_<i>` (i: the column's index from 0).
+//! - A record with more or fewer fields than the header is a dead letter
+//!   `wrong_field_count`; its raw text is the record as read.
+
+use crate::reject::{Reject, RejectReason};
+
+/// How CSV records are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvOptions {
+    /// The field delimiter (`,`; `\t` for TSV).
+    pub delimiter: u8,
+    /// The quote character (`"`).
+    pub quote: u8,
+    /// The escape character inside quoted fields; `None`: a quote is escaped by doubling it
+    /// (`""`), as RFC 4180 has it.
+    pub escape: Option<u8>,
+    /// The first record of every file names the columns.
+    pub header: bool,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions {
+            delimiter: b',',
+            quote: b'"',
+            escape: None,
+            header: true,
+        }
+    }
+}
+
+impl CsvOptions {
+    /// The end of the last complete record in `data` (which starts at a record's start):
+    /// after its line end, outside quotes. `None` if no record ends in `data`.
+    pub fn last_record_end(&self, data: &[u8]) -> Option<usize> {
+        self.record_end(data, false)
+    }
+
+    /// The end of the first complete record in `data` (which starts at a record's start).
+    pub fn first_record_end(&self, data: &[u8]) -> Option<usize> {
+        self.record_end(data, true)
+    }
+
+    /// Where records end in `data`, found by the parser that splits them (so a quote in the
+    /// middle of a field, a doubled quote or an escape is judged as the fields are).
+    fn record_end(&self, data: &[u8], first: bool) -> Option<usize> {
+        let mut parser = csv_core::ReaderBuilder::new()
+            .delimiter(self.delimiter)
+            .quote(self.quote)
+            .escape(self.escape)
+            .double_quote(self.escape.is_none())
+            .build();
+        let mut output = vec![0u8; 64 << 10];
+        let mut ends = vec![0usize; 1024];
+        let (mut at, mut last) = (0usize, None);
+        loop {
+            let (result, nin, _, _) = parser.read_record(&data[at..], &mut output, &mut ends);
+            at += nin;
+            match result {
+                csv_core::ReadRecordResult::Record => {
+                    last = Some(at);
+                    if first {
+                        return last;
+                    }
+                }
+                // The fields' bytes are not kept: only where the record ends matters.
+                csv_core::ReadRecordResult::OutputFull
+                | csv_core::ReadRecordResult::OutputEndsFull => {}
+                csv_core::ReadRecordResult::InputEmpty | csv_core::ReadRecordResult::End => {
+                    return last
+                }
+            }
+        }
+    }
+
+    fn reader<'d>(&self, data: &'d [u8]) -> csv::Reader<&'d [u8]> {
+        csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .delimiter(self.delimiter)
+            .quote(self.quote)
+            .escape(self.escape)
+            .double_quote(self.escape.is_none())
+            .from_reader(data)
+    }
+
+    /// The column names of a header record (`data`: the record's bytes, a byte-order mark
+    /// left out).
+    pub fn header(&self, data: &[u8]) -> Header {
+        let mut record = csv::ByteRecord::new();
+        let mut reader = self.reader(data);
+        let fields: Vec<String> = match reader.read_byte_record(&mut record) {
+            Ok(true) => record
+                .iter()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect(),
+            _ => Vec::new(),
+        };
+        Header::named(fields)
+    }
+}
+
+/// The column names of a CSV file, each as JSON text (`"name"`) ready to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    names: Vec<String>,
+    keys: Vec<Vec<u8>>,
+}
+
+impl Header {
+    /// Names as given, made unique and non-empty (see the module doc).
+    pub fn named(given: Vec<String>) -> Header {
+        let mut names: Vec<String> = Vec::with_capacity(given.len());
+        for (i, n) in given.into_iter().enumerate() {
+            let name = if n.is_empty() {
+                format!("_c{i}")
+            } else if names.contains(&n) {
+                format!("{n}_{i}")
+            } else {
+                n
+            };
+            names.push(name);
+        }
+        let keys = names
+            .iter()
+            .map(|n| {
+                let mut k = Vec::with_capacity(n.len() + 2);
+                json_string(n.as_bytes(), &mut k);
+                k
+            })
+            .collect();
+        Header { names, keys }
+    }
+
+    /// `_c0` .. `_c<n-1>`: the names of a file without a header.
+    pub fn positional(n: usize) -> Header {
+        Header::named((0..n).map(|i| format!("_c{i}")).collect())
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// The records of `data` (whole records, the first at offset `start`) as JSON lines: the
+/// lines, the offset of each, and the records that are dead letters. `header`: the file's
+/// columns (`None` for a file without a header: each record is named positionally, and the
+/// first record fixes the field count).
+pub(crate) struct Converted {
+    pub lines: Vec<u8>,
+    pub offsets: Vec<i64>,
+    pub bad: Vec<Reject>,
+}
+
+pub(crate) fn convert(
+    options: &CsvOptions,
+    header: &mut Option<Header>,
+    file: u32,
+    start: i64,
+    data: &[u8],
+) -> Converted {
+    let mut out = Converted {
+        lines: Vec::with_capacity(data.len() * 2),
+        offsets: Vec::new(),
+        bad: Vec::new(),
+    };
+    let mut record = csv::ByteRecord::new();
+    let mut reader = options.reader(data);
+    loop {
+        let at = reader.position().byte() as usize;
+        match reader.read_byte_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                // A record csv cannot split (bad UTF-8 is not checked for byte records, so
+                // this is rare): the rest of the data is one dead letter.
+                let why = RejectReason::Unreadable(format!("CSV: {e}"));
+                out.bad
+                    .push(bad_record(file, start, data, at, data.len(), why));
+                break;
+            }
+        }
+        let end = reader.position().byte() as usize;
+        // The record's first byte: csv places a record after blank lines at the blank lines.
+        let mut from = record.position().map_or(at, |p| p.byte() as usize);
+        while from < end && matches!(data[from], b'\n' | b'\r') {
+            from += 1;
+        }
+        let offset = start + from as i64;
+        let names = header.get_or_insert_with(|| Header::positional(record.len()));
+        if record.len() != names.keys.len() {
+            let why = RejectReason::WrongFieldCount(format!(
+                "the record has {} fields, the header {} ({})",
+                record.len(),
+                names.keys.len(),
+                names.names.join(",")
+            ));
+            out.bad.push(bad_record(file, start, data, from, end, why));
+            continue;
+        }
+        out.offsets.push(offset);
+        write_object(&names.keys, &record, &mut out.lines);
+    }
+    out
+}
+
+fn bad_record(
+    file: u32,
+    start: i64,
+    data: &[u8],
+    from: usize,
+    to: usize,
+    reason: RejectReason,
+) -> Reject {
+    let raw = &data[from.min(data.len())..to.min(data.len())];
+    let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    let raw = &raw[..raw.len().min(crate::RAW_BYTES_MAX)];
+    Reject {
+        file,
+        offset: start + from as i64,
+        reason,
+        raw: String::from_utf8_lossy(raw).into_owned(),
+    }
+}
+
+/// `{"a":1,"b":"x"}\n`, leaving out empty fields.
+fn write_object(keys: &[Vec<u8>], record: &csv::ByteRecord, out: &mut Vec<u8>) {
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in keys.iter().zip(record.iter()) {
+        if value.is_empty() {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(key);
+        out.push(b':');
+        if is_json_literal(value) {
+            out.extend_from_slice(value);
+        } else {
+            json_string(value, out);
+        }
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+/// Whether `text` is a JSON number or boolean literal as it stands.
+fn is_json_literal(text: &[u8]) -> bool {
+    if text == b"true" || text == b"false" {
+        return true;
+    }
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let from = *i;
+        while *i < text.len() && text[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > from
+    };
+    if text.first() == Some(&b'-') {
+        i += 1;
+    }
+    match text.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(&mut i);
+        }
+        _ => return false,
+    }
+    if text.get(i) == Some(&b'.') {
+        i += 1;
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    if matches!(text.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(text.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    i == text.len()
+}
+
+/// `text` as a JSON string (its bytes as they are; bad UTF-8 makes the line malformed JSON,
+/// a dead letter as for a JSON file).
+fn json_string(text: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &b in text {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(c: &Converted) -> Vec<String> {
+        String::from_utf8(c.lines.clone())
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn records_become_json_objects_at_their_byte_offsets() {
+        let o = CsvOptions::default();
+        let mut header = Some(o.header(b"id,ts,note,,id\n"));
+        assert_eq!(
+            header.as_ref().unwrap().names(),
+            ["id", "ts", "note", "_c3", "id_4"]
+        );
+        let data = b"1,2026-10-03T14:00:00Z,\"a, \"\"quoted\"\"\nline\",x,007\n\n2,true,,,1e3\r\n";
+        let c = convert(&o, &mut header, 1, 15, data);
+        assert_eq!(
+            lines(&c),
+            [
+                r#"{"id":1,"ts":"2026-10-03T14:00:00Z","note":"a, \"quoted\"\nline","_c3":"x","id_4":"007"}"#,
+                r#"{"id":2,"ts":true,"id_4":1e3}"#,
+            ]
+        );
+        let second = data.windows(3).position(|w| w == b"\n2,").unwrap() as i64 + 1;
+        assert_eq!(c.offsets, [15, 15 + second]);
+        assert!(c.bad.is_empty());
+    }
+
+    #[test]
+    fn a_record_with_the_wrong_field_count_is_a_dead_letter() {
+        let o = CsvOptions::default();
+        let mut header = Some(o.header(b"a,b\n"));
+        let c = convert(&o, &mut header, 3, 4, b"1,2\n1,2,3\n9\n4,5\n");
+        assert_eq!(lines(&c), [r#"{"a":1,"b":2}"#, r#"{"a":4,"b":5}"#]);
+        assert_eq!(c.offsets, [4, 16]);
+        let bad: Vec<_> = c
+            .bad
+            .iter()
+            .map(|r| (r.offset, r.reason.as_str(), r.raw.as_str()))
+            .collect();
+        assert_eq!(
+            bad,
+            [
+                (8, "wrong_field_count", "1,2,3"),
+                (14, "wrong_field_count", "9")
+            ]
+        );
+    }
+
+    #[test]
+    fn record_ends_are_found_outside_quotes() {
+        let o = CsvOptions::default();
+        assert_eq!(o.last_record_end(b"a,\"b\nc\"\nd,\"e\n"), Some(8));
+        assert_eq!(o.last_record_end(b"a,\"b\n"), None);
+        assert_eq!(o.first_record_end(b"a,\"b\nc\"\nd\ne\n"), Some(8));
+        let escaped = CsvOptions {
+            escape: Some(b'\\'),
+            ..CsvOptions::default()
+        };
+        assert_eq!(escaped.last_record_end(b"\"a\\\"\n\"\n"), Some(7));
+        let mut header = Some(escaped.header(b"x\n"));
+        let c = convert(&escaped, &mut header, 1, 0, b"\"a\\\"\n\"\n");
+        assert_eq!(lines(&c), [r#"{"x":"a\"\n"}"#]);
+    }
+
+    #[test]
+    fn json_literals_are_told_from_text() {
+        for yes in ["0", "-1", "12.5", "1e9", "-0.5E-3", "true", "false"] {
+            assert!(is_json_literal(yes.as_bytes()), "{yes}");
+        }
+        for no in [
+            "007", "1.", ".5", "+1", "1e", "True", "NaN", "1,5", " 1", "0x10", "-",
+        ] {
+            assert!(!is_json_literal(no.as_bytes()), "{no}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Why a record is a dead letter rather than a row, and the bounds on what one keeps.
+
+use sluice_window::TimeError;
+
+/// Why a record was rejected. The names (`as_str`) are stable: they appear in rejects output
+/// and in run summaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectReason {
+    /// Not valid JSON.
+    MalformedJson(String),
+    /// Valid JSON whose values do not fit the schema.
+    WrongType(String),
+    /// Not exactly one JSON object on the line.
+    NotOneObject,
+    /// The event-time field is absent or null.
+    MissingTime,
+    /// The event-time field could not be read.
+    BadTime(TimeError),
+    /// A row-key field is absent or null.
+    MissingKey(String),
+    /// Fields the table does not have, under `--schema-evolution reject` (or past the column
+    /// limit under `add`).
+    UnknownField(String),
+    /// Two keys of one object name one column (`Amount` and `amount`: Delta column names
+    /// are case-insensitive), so the row would have to drop one of the values.
+    FieldNameClash(String),
+    /// Decoding the record panicked: a bug in sluice, kept from stopping the pipeline.
+    Internal(String),
+    /// A line longer than the reader takes (its length in bytes; see
+    /// [`LINE_BYTES_MAX`]).
+    LineTooLong(u64),
+    /// A CSV record with more or fewer fields than its file's header.
+    WrongFieldCount(String),
+    /// Bytes that cannot be read as records: the rest of a compressed file that is corrupt
+    /// or cut short (its earlier lines are rows).
+    Unreadable(String),
+}
+
+impl RejectReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RejectReason::MalformedJson(_) => "malformed_json",
+            RejectReason::WrongType(_) => "wrong_type",
+            RejectReason::NotOneObject => "not_one_object",
+            RejectReason::MissingTime => "missing_time",
+            RejectReason::BadTime(_) => "bad_time",
+            RejectReason::MissingKey(_) => "missing_key",
+            RejectReason::UnknownField(_) => "unknown_field",
+            RejectReason::FieldNameClash(_) => "field_name_clash",
+            RejectReason::Internal(_) => "internal_error",
+            RejectReason::LineTooLong(_) => "line_too_long",
+            RejectReason::WrongFieldCount(_) => "wrong_field_count",
+            RejectReason::Unreadable(_) => "unreadable",
+        }
+    }
+
+    pub fn detail(&self) -> String {
+        match self {
+            RejectReason::MalformedJson(m) | RejectReason::WrongType(m) => m.clone(),
+            RejectReason::NotOneObject => "a line must hold exactly one JSON object".into(),
+            RejectReason::MissingTime => "the event-time field is missing or null".into(),
+            RejectReason::BadTime(e) => e.to_string(),
+            RejectReason::MissingKey(field) => {
+                format!("key field {field} is missing or null: a row without its key is never merged with another")
+            }
+            RejectReason::UnknownField(m)
+            | RejectReason::FieldNameClash(m)
+            | RejectReason::WrongFieldCount(m)
+            | RejectReason::Unreadable(m) => m.clone(),
+            RejectReason::Internal(m) => {
+                format!("decoding this record panicked ({m}); a bug in sluice, please report it")
+            }
+            RejectReason::LineTooLong(len) => format!(
+                "the line is {len} bytes, more than a record may be ({} bytes); its first bytes are kept",
+                LINE_BYTES_MAX
+            ),
+        }
+    }
+}
+
+/// One rejected input record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    pub file: u32,
+    pub offset: i64,
+    pub reason: RejectReason,
+    /// The line as read (lossy UTF-8), cut at [`RAW_BYTES_MAX`].
+    pub raw: String,
+}
+
+/// Rejects keep at most this much of their raw line.
+pub const RAW_BYTES_MAX: usize = 1 << 20;
+
+/// A line longer than this is not read into memory (it bounds the reader's memory whatever
+/// the input holds): it is a dead letter `line_too_long` with its first bytes ([`crate::Overlong`]).
+pub const LINE_BYTES_MAX: usize = 64 << 20;
