@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_ingest::{defaults, KeySpec, LatePolicy, PublishMode};
 use sluice_publish::{MergeScope, Pipelines};
 use sluice_source::kafka::StartAt;
-use sluice_source::{CsvOptions, FileFormat, SchemaEvolution};
+use sluice_source::{CsvOptions, FileFormat, Listing, SchemaEvolution};
 use sluice_stage::Codec;
 use sluice_window::{
     parse_duration_ms, valid_pipeline_name, AddressLayout, SkewGuard, TimeFormat, TimeSpec,
@@ -26,11 +26,22 @@ pub struct RunArgs {
     #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Input: `ndjson:PATH` (or `csv:PATH`), a file or a directory of files read in name
-    /// order, each plain or compressed (gzip, zstd: by extension or first bytes); or
+    /// order, each plain or compressed (gzip, zstd: by extension or first bytes), or the
+    /// objects under an object-store prefix (`ndjson:s3://bucket/prefix/`, gs://, az://); or
     /// `kafka:TOPIC` (with --brokers), read by a consumer group whose processes share the
     /// topic's partitions, each partition a shard of the table.
     #[arg(long)]
     pub source: Option<String>,
+    /// With an object-store source (`ndjson:s3://bucket/prefix/`, gs://, az://): an
+    /// object_store setting for reaching it, KEY=VALUE (repeatable; credentials, endpoint,
+    /// region), as --storage-option is for the table; the environment (AWS_*, ...) counts too.
+    #[arg(long = "source-option", value_name = "KEY=VALUE")]
+    pub source_options: Vec<String>,
+    /// With an object-store source: how new objects are found: full (the whole prefix at
+    /// every look) or incremental (only names after the last one seen, for prefixes whose
+    /// names grow; the whole prefix once every 100 looks). [default: full]
+    #[arg(long, value_parser = ["full", "incremental"])]
+    pub listing: Option<String>,
     /// How a file source's records are written: ndjson (one JSON object per line) or csv
     /// (a header row naming the columns). [default: by --source's prefix]
     #[arg(long, value_parser = ["ndjson", "csv"])]
@@ -292,6 +303,10 @@ pub struct RunSettings {
     pub source: PathBuf,
     /// How the file source's records are written.
     pub input: FileFormat,
+    /// `--source-option`, for an object-store source.
+    pub source_options: HashMap<String, String>,
+    /// `--listing`, for an object-store source.
+    pub listing: Listing,
     /// `Some` with a kafka: source.
     pub kafka: Option<KafkaSettings>,
     pub table: String,
@@ -497,6 +512,36 @@ impl RunArgs {
         Ok(FileFormat::Csv(options))
     }
 
+    /// `--source-option` and `--listing`, which only an object-store source takes.
+    fn object_source(
+        &self,
+        source: &std::path::Path,
+    ) -> anyhow::Result<(HashMap<String, String>, Listing)> {
+        let object = source_url(source).is_some_and(|u| u.scheme() != "file");
+        let given = [
+            ("--source-option", !self.source_options.is_empty()),
+            ("--listing", self.listing.is_some()),
+        ];
+        if !object {
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(usage(format!(
+                    "{flag}: only with an object-store source (--source ndjson:s3://bucket/prefix/)"
+                )));
+            }
+        }
+        let mut options = HashMap::new();
+        for kv in &self.source_options {
+            let (k, v) = key_value("--source-option", kv)?;
+            options.insert(k, v);
+        }
+        let listing = match self.listing.as_deref() {
+            None => Listing::Full,
+            Some(name) => Listing::parse_name(name)
+                .ok_or_else(|| usage("--listing: use full or incremental"))?,
+        };
+        Ok((options, listing))
+    }
+
     /// Kafka-only options given with an NDJSON source are refused.
     fn refuse_kafka_options(&self) -> anyhow::Result<()> {
         let kafka_only = [
@@ -597,6 +642,7 @@ impl RunArgs {
         let a = self.merge_config()?;
         let (source, topic, prefix_format) = parse_source(a.source.as_deref())?;
         let input = a.file_format(prefix_format, topic.is_some())?;
+        let (source_options, listing) = a.object_source(&source)?;
         let table = a
             .table
             .clone()
@@ -795,6 +841,8 @@ impl RunArgs {
         Ok(RunSettings {
             source,
             input,
+            source_options,
+            listing,
             kafka,
             table,
             pipeline,
@@ -854,6 +902,7 @@ pub use notify_targets::NotifyConfig;
 
 pub(crate) use values::duration_or_default;
 use values::{duration_option, parse_source};
+pub use values::source_url;
 pub use values::{key_value, parse_bytes, parse_range_of, parse_ratio};
 
 #[cfg(test)]

@@ -3,11 +3,15 @@
 //! created with the schema it is given or infers) with its decoder, the derived tables
 //! checked and opened, and the names a failure to open is reported under (its flags).
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use sluice_ingest::{open_raw as open_raw_table, Clock, IngestConfig, OpenRawError, RawTableSpec};
 use sluice_ingest::{terms, DeriveError, DeriveSpec, Deriver};
 use sluice_publish::{Contract, OpenError, RetryPolicy, TableOptions, WindowTable};
-use sluice_source::{DecodeOptions, LineDecoder, NdjsonSource, RecordSchema};
+use sluice_source::{
+    DecodeOptions, FileStore, LineDecoder, LocalFiles, NdjsonSource, ObjectFiles, RecordSchema,
+};
 use sluice_sql::DerivedQuery;
 use sluice_stage::StageOptions;
 
@@ -48,14 +52,33 @@ pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
     })
 }
 
-/// The file source of `settings`, bounded or followed.
+/// The file source of `settings`, bounded or followed: a local file or directory, or an
+/// object-store prefix (or object).
 pub fn open_source(settings: &RunSettings, following: bool) -> anyhow::Result<NdjsonSource> {
-    let source = if following {
-        NdjsonSource::open_following(&settings.source)
-    } else {
-        NdjsonSource::open(&settings.source)
+    let store: Arc<dyn FileStore> = match crate::args::source_url(&settings.source) {
+        Some(url) if url.scheme() == "file" => {
+            let path = url
+                .to_file_path()
+                .map_err(|_| usage(format!("--source {url}: not a local path")))?;
+            Arc::new(LocalFiles::new(&path))
+        }
+        Some(url) => {
+            let store = sluice_publish::source_store(
+                &url,
+                &settings.source_options,
+                RetryPolicy {
+                    attempts_max: settings.store_attempts_max,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| usage(format!("--source {url}: {e}")))?;
+            let files = ObjectFiles::at(store, url.as_str(), url.path(), settings.listing)
+                .map_err(|e| usage(format!("--source: {e}")))?;
+            Arc::new(files)
+        }
+        None => Arc::new(LocalFiles::new(&settings.source)),
     };
-    Ok(source
+    Ok(NdjsonSource::open_store(store, following)
         .map_err(|e| usage(format!("--source: {e}")))?
         .with_format(settings.input.clone()))
 }

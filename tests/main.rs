@@ -8,6 +8,7 @@ mod dead_letters;
 mod derive;
 mod docs;
 mod e2e;
+mod file_sources;
 mod first_hour;
 mod hostile;
 #[cfg(feature = "kafka")]

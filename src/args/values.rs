@@ -46,6 +46,18 @@ pub(super) fn parse_source(source: Option<&str>) -> anyhow::Result<Source> {
     }
 }
 
+/// The URL a file source's location is, if it is one (`s3://bucket/prefix/`,
+/// `file:///data/in`); a local path is not.
+pub fn source_url(location: &std::path::Path) -> Option<url::Url> {
+    let text = location.to_str()?;
+    // `C:\data` parses as a URL of scheme `c`: a scheme is at least two letters here.
+    let (scheme, _) = text.split_once("://")?;
+    if scheme.len() < 2 {
+        return None;
+    }
+    url::Url::parse(text).ok()
+}
+
 /// Kafka's rule for topic names.
 fn valid_topic(topic: &str) -> bool {
     (1..=249).contains(&topic.len())

@@ -4,8 +4,10 @@ delta-kernel-rs reader).
 
   compare_json.py TABLE DLQ_TABLE INPUT
 
-INPUT is an NDJSON file or a directory of them (records at (file name, byte offset)), or a
-`.messages.json` file: a list of [source partition, offset, message text] (a Kafka topic's).
+INPUT is an NDJSON file or a directory of them (records at (file name, byte offset); a gzip or
+zstd file at offsets in its decompressed bytes, decompressed here by Python's gzip and the
+zstandard package), or a `.messages.json` file: a list of [source partition, offset, message
+text] (a Kafka topic's).
 
 For a table keyed by source position (no --key), every input record must be exactly one of: a
 row of the table (found by `_sluice_source` and `_sluice_offset`) or a dead letter (found by
@@ -37,7 +39,7 @@ def lines_of(input_path: Path) -> dict[tuple[str, int], bytes]:
     files = [input_path] if input_path.is_file() else sorted(
         p for p in input_path.iterdir() if p.is_file() and not p.name.startswith("."))
     for path in files:
-        data = path.read_bytes()
+        data = decompressed(path.read_bytes())
         at = 0
         for raw in data.split(b"\n"):
             line = raw[3:] if at == 0 and raw.startswith(b"\xef\xbb\xbf") else raw
@@ -45,6 +47,18 @@ def lines_of(input_path: Path) -> dict[tuple[str, int], bytes]:
                 out[(path.name, at)] = line.rstrip(b"\r")
             at += len(raw) + 1
     return out
+
+
+def decompressed(data: bytes) -> bytes:
+    """A file's bytes, decompressed if they are a gzip or zstd stream (by their magic bytes)."""
+    if data.startswith(b"\x1f\x8b"):
+        import gzip
+        return gzip.decompress(data)
+    if data.startswith(b"\x28\xb5\x2f\xfd"):
+        import io
+        import zstandard
+        return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
+    return data
 
 
 def parse(text):

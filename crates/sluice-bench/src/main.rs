@@ -13,7 +13,8 @@
 //! `--flush-bytes-max` as a stream is); (f) and (g) are (c) and (a) over the same events nested;
 //! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead;
 //! (r) is (c) over the same lines with 30% of them bad (dead letters), whose memory must stay
-//! within 1.2x of (c)'s;
+//! within 1.2x of (c)'s; (z), (v) and (s) are (c) over the same events as gzipped files, as
+//! a CSV export and as objects under an S3 prefix (moto), each against (c)'s rows/s;
 //! (k) is `sluice run` over the same events produced to a local Kafka-protocol topic (tansu),
 //! beside (p), a plain consumer reading that topic: the broker's ceiling; (kr) is (k) over the
 //! lines of (r), for the same memory check. (c) runs a few more
@@ -23,6 +24,7 @@
 mod alternatives;
 mod catchup;
 mod dirty;
+mod formats;
 mod kafka;
 mod log;
 mod measure;

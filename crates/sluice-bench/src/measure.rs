@@ -119,6 +119,24 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     let flat_src = format!("ndjson:{}", input.display());
     let nested_src = format!("ndjson:{}", nested.display());
     let dirty_src = format!("ndjson:{}", dirty.display());
+    // The same events as files land: gzipped, a CSV export, objects under an S3 prefix.
+    let gzipped = work.join("gzip");
+    crate::formats::write_gzip(&input, &gzipped)?;
+    let csv = work.join("csv");
+    crate::formats::write_csv(&input, &csv)?;
+    let gzip_src = format!("ndjson:{}", gzipped.display());
+    let csv_src = format!("csv:{}", csv.display());
+    let moto = crate::moto::start("landing")?;
+    let s3_src = match &moto {
+        Some(m) => Some(format!(
+            "ndjson:{}",
+            crate::formats::upload(m, &input, "events/2026/10/03")?
+        )),
+        None => {
+            eprintln!("moto is not installed: the S3 prefix case (s) is left out");
+            None
+        }
+    };
     // `sluice run` or `sluice backfill` over `src` into the alternative's table.
     let sluice_cmd = move |sub: &'static str, src: &String, extra: &'static [&'static str]| {
         let sluice = sluice.clone();
@@ -148,7 +166,7 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             c
         }) as CommandFor
     };
-    let alternatives = vec![
+    let mut alternatives = vec![
         Alternative {
             id: "a",
             nested: false,
@@ -223,7 +241,33 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
                 Box::new(move |_: &Path, out: &Path| floor(&nested, out)) as CommandFor
             },
         },
+        Alternative {
+            id: "z",
+            nested: false,
+            what: "(c) over the same files gzipped (`gzip` default level)",
+            command: sluice_run(&gzip_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "v",
+            nested: false,
+            what: "(c) over the same events as a CSV export (`csv:`, types inferred)",
+            command: sluice_run(&csv_src, &["--window", "1h"]),
+        },
     ];
+    if let (Some(moto), Some(src)) = (&moto, &s3_src) {
+        let run = sluice_run(src, &["--window", "1h"]);
+        let env = moto.options();
+        alternatives.push(Alternative {
+            id: "s",
+            nested: false,
+            what: "(c) over the same files as objects under an S3 prefix (moto on loopback)",
+            command: Box::new(move |i: &Path, o: &Path| {
+                let mut c = run(i, o);
+                c.envs(env.clone());
+                c
+            }),
+        });
+    }
     let mut samples: Vec<Samples> = alternatives.iter().map(|_| Samples::default()).collect();
     let run_once = |alt: &Alternative, run: String| -> Result<(Duration, u64), BenchError> {
         let out = work.join(format!("out-{}", alt.id));
@@ -590,6 +634,30 @@ fn report(
         m_overhead * 100.0,
         verdict(m_overhead < 0.03)
     );
+    for (id, what, target) in [
+        ("z", "gzip", 0.7),
+        ("v", "CSV", 0.8),
+        ("s", "S3 prefix (moto)", 0.5),
+    ] {
+        if !alternatives.iter().any(|a| a.id == id) {
+            let _ = writeln!(r, "| rows/s {what} ({id}) / (c) | not run (moto not installed) | ≥ {target} | |");
+            continue;
+        }
+        let p = paired(id, "c");
+        let _ = writeln!(
+            r,
+            "| rows/s {what} ({id}) / plain local NDJSON (c), {} | {:.2} | ≥ {target} | {} |",
+            p.how(runs),
+            p.median,
+            verdict(p.median >= target)
+        );
+        let mib = rss(id) / 1024.0;
+        let _ = writeln!(
+            r,
+            "| peak RSS {what} ({id}) | {mib:.0} MiB | ≤ 256 MiB | {} |",
+            verdict(mib <= 256.0)
+        );
+    }
     let f_over_c = wall("c") / wall("f");
     let _ = writeln!(
         r,

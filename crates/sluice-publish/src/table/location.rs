@@ -59,6 +59,20 @@ pub(crate) fn root_store(
     Ok(store)
 }
 
+/// The store a source URL names (`s3://bucket/prefix/`: rooted at the bucket), built as a
+/// table's store is (the same URL schemes, `storage_options` keys and environment), with
+/// the retries of `retry`.
+pub fn source_store(
+    url: &Url,
+    storage_options: &HashMap<String, String>,
+    retry: crate::RetryPolicy,
+) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
+    Ok(Arc::new(RetryStore::new(
+        root_store(url, storage_options)?,
+        retry,
+    )))
+}
+
 /// Turns a path or URL into a table URL (creating local directories).
 pub fn table_url(location: &str) -> Result<Url, OpenError> {
     deltalake::ensure_table_uri(location).map_err(|_| OpenError::Location(location.to_string()))

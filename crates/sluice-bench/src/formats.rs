@@ -1,0 +1,88 @@
+//! The benchmark's events as files land in production: gzipped NDJSON, a CSV export, and
+//! NDJSON objects under an S3 prefix (moto). Same rows as the plain input, so the rows/s of
+//! each compare with (c)'s in one run.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::alternatives::BenchError;
+use crate::moto::Moto;
+
+/// The columns of the flat generated events, in the CSV's order.
+const CSV_COLUMNS: [&str; 6] = ["event_id", "ts", "user_id", "country", "kind", "amount"];
+
+/// Each file of `input` gzipped (default level, as `gzip` writes it) into `out`.
+pub fn write_gzip(input: &Path, out: &Path) -> Result<(), BenchError> {
+    fresh_dir(out)?;
+    for (name, bytes) in files(input)? {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(&bytes)?;
+        std::fs::write(out.join(format!("{name}.gz")), e.finish()?)?;
+    }
+    Ok(())
+}
+
+/// Each file of `input` as the CSV export of its events into `out` (a header, one record
+/// per line, text quoted only where it must be).
+pub fn write_csv(input: &Path, out: &Path) -> Result<(), BenchError> {
+    fresh_dir(out)?;
+    for (name, bytes) in files(input)? {
+        let mut csv = CSV_COLUMNS.join(",");
+        csv.push('\n');
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(line)?;
+            let fields = CSV_COLUMNS.map(|k| match &v[k] {
+                serde_json::Value::String(s) if s.contains([',', '"', '\n']) => {
+                    format!("\"{}\"", s.replace('"', "\"\""))
+                }
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => String::new(),
+                other => other.to_string(),
+            });
+            csv.push_str(&fields.join(","));
+            csv.push('\n');
+        }
+        let stem = name.trim_end_matches(".ndjson");
+        std::fs::write(out.join(format!("{stem}.csv")), csv)?;
+    }
+    Ok(())
+}
+
+/// Puts each file of `input` under `prefix` in the moto bucket; the source URL.
+pub fn upload(moto: &Moto, input: &Path, prefix: &str) -> Result<String, BenchError> {
+    let url = url::Url::parse(&format!("s3://{}/{prefix}/", moto.bucket))?;
+    let options = moto.options().into_iter().collect();
+    let store = sluice_publish::source_store(&url, &options, Default::default())?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    for (name, bytes) in files(input)? {
+        let location = object_store::path::Path::from(format!("{prefix}/{name}"));
+        let store: Arc<dyn object_store::ObjectStore> = store.clone();
+        runtime.block_on(async move {
+            use object_store::ObjectStoreExt;
+            store.put(&location, bytes.into()).await
+        })?;
+    }
+    Ok(url.to_string())
+}
+
+fn files(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, BenchError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type()?.is_file() && !name.starts_with('.') {
+            out.push((name, std::fs::read(entry.path())?));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn fresh_dir(dir: &Path) -> Result<(), BenchError> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    Ok(())
+}
