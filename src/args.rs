@@ -901,8 +901,8 @@ pub(crate) use notify_targets::timeout_ms;
 pub use notify_targets::NotifyConfig;
 
 pub(crate) use values::duration_or_default;
-use values::{duration_option, parse_source};
 pub use values::source_url;
+use values::{duration_option, parse_source};
 pub use values::{key_value, parse_bytes, parse_range_of, parse_ratio};
 
 #[cfg(test)]

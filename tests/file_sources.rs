@@ -4,13 +4,13 @@
 //! delta-rs, Polars, delta-kernel-rs) finds equal to its input.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
     compare_with_input, compare_with_oracle, ok, python, query_csv, run_args, seed, stream_slices,
-    Rng, BIN,
+    version, Rng, BIN,
 };
 use crate::servers::{moto, s3_env, Server};
 
@@ -193,8 +193,9 @@ fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
     };
     let mut arriving = files.chunks(8);
     put(arriving.next().unwrap());
-    let mut kills = 0;
+    let (mut kills, mut progressed) = (0, 0);
     while kills < 5 {
+        let before = version(&table);
         let mut child = start(&follow);
         std::thread::sleep(Duration::from_millis(300 + rng.below(1500)));
         if let Some(batch) = arriving.next() {
@@ -205,6 +206,7 @@ fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
             None => {
                 child.kill().unwrap();
                 kills += 1;
+                progressed += usize::from(version(&table) > before);
             }
             Some(status) => {
                 let out = child.wait_with_output().unwrap();
@@ -240,5 +242,9 @@ fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
         "seed {seed}"
     );
     let summary = compare_with_input(&table, &dir.path().join("table_dlq"), &local);
-    eprintln!("s3 prefix, {kills} SIGKILLs (seed {seed}): {summary}");
+    eprintln!("s3 prefix, {kills} SIGKILLs ({progressed} after the killed run had committed; seed {seed}): {summary}");
+    assert!(
+        progressed > 0,
+        "no kill landed after a commit (seed {seed})"
+    );
 }

@@ -640,7 +640,10 @@ fn report(
         ("s", "S3 prefix (moto)", 0.5),
     ] {
         if !alternatives.iter().any(|a| a.id == id) {
-            let _ = writeln!(r, "| rows/s {what} ({id}) / (c) | not run (moto not installed) | ≥ {target} | |");
+            let _ = writeln!(
+                r,
+                "| rows/s {what} ({id}) / (c) | not run (moto not installed) | ≥ {target} | |"
+            );
             continue;
         }
         let p = paired(id, "c");

@@ -77,9 +77,9 @@ pub use table::contract::{
 pub use table::merge::{MergeAction, MergePublication, MergeScope};
 pub use table::{
     active_files, location_url, open_table, open_table_with, reserved_columns, source_store,
-    table_id, OpenError,
-    Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions, WindowTable,
-    CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
+    table_id, OpenError, Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions,
+    WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY,
+    SOURCE_COLUMN,
 };
 pub use vacuum::{vacuum, VacuumError, Vacuumed};
 

@@ -44,7 +44,7 @@ pub use decode::{
 pub use file::{SourceError, SourceFile};
 pub use log::{LogPartition, ReplayLog};
 pub use ndjson::NdjsonSource;
+pub use object::{Listing, ObjectFiles};
 pub use reader::{FileFormat, FileReader};
 pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};
-pub use object::{Listing, ObjectFiles};
 pub use store::{FileStore, LocalFiles};

@@ -123,7 +123,10 @@ impl ObjectFiles {
         let location = ObjectPath::from(path);
         let head = store.clone();
         prefix.requests.fetch_add(1, Ordering::Relaxed);
-        if prefix.wait(async move { head.head(&location).await }).is_err() {
+        if prefix
+            .wait(async move { head.head(&location).await })
+            .is_err()
+        {
             return Ok(prefix);
         }
         let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
@@ -145,7 +148,9 @@ impl ObjectFiles {
     }
 
     fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime.as_ref().expect("the runtime lives as long as the store")
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the store")
     }
 
     /// Runs `future` on the store's runtime and waits for it, from any thread.
@@ -157,7 +162,8 @@ impl ObjectFiles {
         self.runtime().spawn(async move {
             let _ = tx.send(future.await);
         });
-        rx.recv().expect("the store's runtime runs every task to its end")
+        rx.recv()
+            .expect("the store's runtime runs every task to its end")
     }
 
     fn location(&self, name: &str) -> ObjectPath {
@@ -371,7 +377,12 @@ mod tests {
     fn a_prefix_lists_reads_and_follows_its_objects() {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let memory = Arc::new(InMemory::new());
-        put(&memory, &rt, "in/2026/10/03/a.ndjson", b"{\"a\":1}\n{\"a\":2}\n");
+        put(
+            &memory,
+            &rt,
+            "in/2026/10/03/a.ndjson",
+            b"{\"a\":1}\n{\"a\":2}\n",
+        );
         put(&memory, &rt, "in/2026/10/03/.hidden", b"nope\n");
         put(&memory, &rt, "other/x.ndjson", b"{\"x\":1}\n");
         let store: Arc<dyn ObjectStore> = memory.clone();
@@ -379,7 +390,10 @@ mod tests {
         let listed = files.list().unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].name.as_ref(), "2026/10/03/a.ndjson");
-        assert_eq!(listed[0].path, PathBuf::from("memory:///in/2026/10/03/a.ndjson"));
+        assert_eq!(
+            listed[0].path,
+            PathBuf::from("memory:///in/2026/10/03/a.ndjson")
+        );
         let mut text = String::new();
         files
             .open(&listed[0], 8)
@@ -393,11 +407,21 @@ mod tests {
         let before = files.requests();
         let listed = files.list().unwrap();
         assert_eq!(listed.len(), 2);
-        assert_eq!(listed[1].compression, Compression::Gzip, "by its first bytes");
+        assert_eq!(
+            listed[1].compression,
+            Compression::Gzip,
+            "by its first bytes"
+        );
         assert_eq!(files.requests() - before, 2, "one listing, one 4-byte read");
         // One object named by the URL, or a prefix without its trailing slash.
         let store: Arc<dyn ObjectStore> = memory.clone();
-        let one = ObjectFiles::at(store.clone(), "memory:///other/x.ndjson", "/other/x.ndjson", Listing::Full).unwrap();
+        let one = ObjectFiles::at(
+            store.clone(),
+            "memory:///other/x.ndjson",
+            "/other/x.ndjson",
+            Listing::Full,
+        )
+        .unwrap();
         let listed = one.list().unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].path, PathBuf::from("memory:///other/x.ndjson"));
@@ -414,7 +438,8 @@ mod tests {
         let memory = Arc::new(InMemory::new());
         put(&memory, &rt, "in/b.ndjson", b"{\"b\":1}\n");
         let store: Arc<dyn ObjectStore> = memory.clone();
-        let files = Arc::new(ObjectFiles::new(store, "in", "memory:///in/", Listing::Incremental).unwrap());
+        let files =
+            Arc::new(ObjectFiles::new(store, "in", "memory:///in/", Listing::Incremental).unwrap());
         let mut source = crate::NdjsonSource::open_store(files.clone(), true).unwrap();
         let lines = |source: &crate::NdjsonSource| {
             let mut reader = source.reader(&Default::default(), 4096).unwrap();
@@ -437,7 +462,11 @@ mod tests {
         }
         // ...until the full one.
         let err = source.refresh().unwrap_err();
-        assert!(err.to_string().contains("appeared before files already read"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("appeared before files already read"),
+            "{err}"
+        );
         assert!(err.to_string().contains("memory:///in/a.ndjson"), "{err}");
     }
 }

@@ -1,6 +1,6 @@
 //! Where a file source's files are stored, behind one narrow trait: [`FileStore`] lists the
 //! files and opens a file's stored bytes from an offset. [`LocalFiles`] is a local file or
-//! directory; `crate::object` is an object-store prefix (S3, GCS, Azure).
+//! directory; an object-store prefix (S3, GCS, Azure) is one too, in the `object` module.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
