@@ -26,6 +26,7 @@ mod catchup;
 mod dirty;
 mod formats;
 mod kafka;
+mod listing;
 mod log;
 mod measure;
 mod moto;
@@ -79,6 +80,19 @@ enum Command {
         #[arg(long)]
         sluice: Option<PathBuf>,
     },
+    /// Only the listing-cost measurement: a followed run over an S3 prefix (moto) of
+    /// `--objects` objects picks up `--new` more; moto's request log counts the requests.
+    Listing {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 100_000)]
+        objects: usize,
+        #[arg(long, default_value_t = 10)]
+        new: usize,
+        /// The sluice binary; default: next to this one.
+        #[arg(long)]
+        sluice: Option<PathBuf>,
+    },
     /// Only the long-log measurement: publish latency and restart-to-resume near version 10
     /// and near `--versions`.
     LogGrowth {
@@ -125,6 +139,24 @@ fn catchup_only(
     Ok(())
 }
 
+fn listing_only(
+    dir: &std::path::Path,
+    objects: usize,
+    new: usize,
+    sluice: Option<PathBuf>,
+) -> Result<(), alternatives::BenchError> {
+    let sluice = match sluice {
+        Some(s) => s,
+        None => std::env::current_exe()?.with_file_name("sluice"),
+    };
+    std::fs::create_dir_all(dir)?;
+    let costs = listing::listing_cost(&sluice, dir, objects, new)?;
+    let mut r = String::new();
+    listing::report(&mut r, &costs);
+    println!("{r}");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     limit_malloc_arenas();
     let cli = Cli::parse();
@@ -148,6 +180,12 @@ fn main() -> ExitCode {
             many_windows,
             sluice,
         } => catchup_only(&dir, &temps, many_windows, sluice),
+        Command::Listing {
+            dir,
+            objects,
+            new,
+            sluice,
+        } => listing_only(&dir, objects, new, sluice),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

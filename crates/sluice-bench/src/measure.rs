@@ -46,6 +46,10 @@ pub struct CompareArgs {
     /// Skip the Kafka measurement (it needs tansu: `scripts/servers install`).
     #[arg(long)]
     skip_kafka: bool,
+    /// Objects under the S3 prefix (moto) of the listing-cost measurement, which a followed
+    /// run picks 10 new ones up from; 0 skips it.
+    #[arg(long, default_value_t = 100_000)]
+    listing_objects: usize,
     /// The schema of the generated events, for the Kafka run (a topic has no file to infer
     /// it from); relative to the working directory.
     #[arg(long, default_value = "data/schema.toml")]
@@ -371,6 +375,16 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             args.runs,
         )?
     };
+    let listing = if args.listing_objects > 0 {
+        Some(crate::listing::listing_cost(
+            &sluice_bin,
+            &work,
+            args.listing_objects,
+            10,
+        )?)
+    } else {
+        None
+    };
     let mut report = report(
         &alternatives,
         &samples,
@@ -388,6 +402,9 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     }
     if let Some(kafka) = &kafka {
         crate::kafka::report(&mut report, kafka);
+    }
+    if let Some(listing) = &listing {
+        crate::listing::report(&mut report, listing);
     }
     println!("{report}");
     if let Some(parent) = args.results.parent() {

@@ -43,6 +43,14 @@ impl Moto {
 
 /// Starts moto with bucket `bucket`; `None` when moto is not installed.
 pub fn start(bucket: &str) -> Result<Option<Moto>, BenchError> {
+    start_logged(bucket, None)
+}
+
+/// [`start`], moto's request log (one line per request) written to `log`.
+pub fn start_logged(
+    bucket: &str,
+    log: Option<&std::path::Path>,
+) -> Result<Option<Moto>, BenchError> {
     let Some(binary) = crate::server::cached_binary("SLUICE_MOTO", "venv/bin/moto_server") else {
         return Ok(None);
     };
@@ -50,7 +58,10 @@ pub fn start(bucket: &str) -> Result<Option<Moto>, BenchError> {
     let mut child = Command::new(binary)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(match log {
+            Some(path) => Stdio::from(std::fs::File::create(path)?),
+            None => Stdio::null(),
+        })
         .spawn()?;
     crate::server::wait_listening(&mut child, port, "moto", Duration::from_secs(60))?;
     let moto = Moto {

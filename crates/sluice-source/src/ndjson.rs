@@ -98,8 +98,19 @@ impl NdjsonSource {
         }
         let before: u64 = self.files.iter().map(|f| f.size).sum();
         let grew = now.len() > self.files.len() || now.iter().map(|f| f.size).sum::<u64>() > before;
+        // The last file unchanged: its complete lines are what they were (no read to find
+        // its last line end again, which costs a request on an object store).
+        let unchanged = match (self.files.last(), now.last()) {
+            (Some(old), Some(new)) => {
+                (old.name == new.name && old.size == new.size).then_some(old.len)
+            }
+            _ => None,
+        };
         self.files = now;
-        self.trim_last()?;
+        match (unchanged, self.files.last_mut()) {
+            (Some(len), Some(last)) => last.len = len,
+            _ => self.trim_last()?,
+        }
         Ok(grew)
     }
 
