@@ -120,6 +120,14 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// The sluice binary given, or the one next to this one.
+fn sluice_binary(given: Option<PathBuf>) -> Result<PathBuf, alternatives::BenchError> {
+    match given {
+        Some(s) => Ok(s),
+        None => Ok(std::env::current_exe()?.with_file_name("sluice")),
+    }
+}
+
 /// `sluice-bench catch-up`: the catch-up measurement alone, printed.
 fn catchup_only(
     dir: &std::path::Path,
@@ -127,10 +135,7 @@ fn catchup_only(
     many_windows: usize,
     sluice: Option<PathBuf>,
 ) -> Result<(), alternatives::BenchError> {
-    let sluice = match sluice {
-        Some(s) => s,
-        None => std::env::current_exe()?.with_file_name("sluice"),
-    };
+    let sluice = sluice_binary(sluice)?;
     std::fs::create_dir_all(dir)?;
     let (runs, counts) = catchup::catch_up(&sluice, temps, dir, many_windows)?;
     let mut r = String::new();
@@ -139,16 +144,14 @@ fn catchup_only(
     Ok(())
 }
 
+/// `sluice-bench listing`: the listing-cost measurement alone, printed.
 fn listing_only(
     dir: &std::path::Path,
     objects: usize,
     new: usize,
     sluice: Option<PathBuf>,
 ) -> Result<(), alternatives::BenchError> {
-    let sluice = match sluice {
-        Some(s) => s,
-        None => std::env::current_exe()?.with_file_name("sluice"),
-    };
+    let sluice = sluice_binary(sluice)?;
     std::fs::create_dir_all(dir)?;
     let costs = listing::listing_cost(&sluice, dir, objects, new)?;
     let mut r = String::new();
