@@ -25,8 +25,9 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// Input: `ndjson:PATH` (or `csv:PATH`), a file or a directory of files read in name
-    /// order, each plain or compressed (gzip, zstd: by extension or first bytes), or the
+    /// Input: `ndjson:PATH` (or `csv:PATH`, `parquet:PATH`), a file or a directory of files
+    /// read in the order they arrive (in name order at first), each plain or compressed
+    /// (gzip, zstd: by extension or first bytes), or the
     /// objects under an object-store prefix (`ndjson:s3://bucket/prefix/`, gs://, az://); or
     /// `kafka:TOPIC` (with --brokers), read by a consumer group whose processes share the
     /// topic's partitions, each partition a shard of the table.
@@ -42,9 +43,10 @@ pub struct RunArgs {
     /// names grow; the whole prefix once every 100 looks). [default: full]
     #[arg(long, value_parser = ["full", "incremental"])]
     pub listing: Option<String>,
-    /// How a file source's records are written: ndjson (one JSON object per line) or csv
-    /// (a header row naming the columns). [default: by --source's prefix]
-    #[arg(long, value_parser = ["ndjson", "csv"])]
+    /// How a file source's records are written: ndjson (one JSON object per line), csv (a
+    /// header row naming the columns) or parquet (a row a record). [default: by --source's
+    /// prefix]
+    #[arg(long, value_parser = ["ndjson", "csv", "parquet"])]
     pub input_format: Option<String>,
     /// CSV: the field delimiter, one character (`\t` or tab for TSV). [default: ,]
     #[arg(long)]
@@ -484,7 +486,10 @@ impl RunArgs {
                     "{flag}: only with CSV input (--source csv:PATH)"
                 )));
             }
-            return Ok(FileFormat::Ndjson);
+            return Ok(match name {
+                "parquet" => FileFormat::Parquet,
+                _ => FileFormat::Ndjson,
+            });
         }
         let byte = |flag: &str, text: &Option<String>, default: u8| -> anyhow::Result<u8> {
             match text.as_deref() {

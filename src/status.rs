@@ -233,9 +233,9 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
             }
         ));
         for (partition, txn) in &p.positions {
-            // A compressed file read to its end has no byte offset to show.
+            // A compressed or Parquet file read to its end has no offset to show.
             let at = if txn.version as u64 == sluice_source::compression::COMPRESSED_LEN {
-                "its end (compressed)".to_string()
+                "its end".to_string()
             } else {
                 format!("offset {}", txn.version)
             };

@@ -151,32 +151,45 @@ fn put_objects(s3: &Server, bucket: &str, files: &[(String, PathBuf)]) {
     );
 }
 
-/// A followed run over an S3 prefix (moto) while a boto3 client puts 40 files (plain, gzip,
-/// zstd) into it, SIGKILLed 5 times and restarted: the table ends equal to one clean run
-/// over the same files, row for row, and every line is a row or a dead letter as three
-/// independent readers read it.
-#[test]
-fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
-    let seed = seed("s3 prefix followed through sigkills");
+/// The files of a landing zone, put into an S3 prefix (moto) by a boto3 client in shuffled
+/// name order while a followed run reads it, SIGKILLed 5 times and restarted; then the rest
+/// put and one last run to the end; the table must then equal one clean run over the same
+/// files on local disk (same names: the same source positions) in name order. `scheme`:
+/// `ndjson`, `csv` or `parquet`.
+struct Landing {
+    dir: tempfile::TempDir,
+    table: PathBuf,
+    local: PathBuf,
+}
+
+fn follow_a_prefix_through_sigkills(
+    test: &str,
+    scheme: &str,
+    files: Vec<(String, Vec<u8>)>,
+) -> Landing {
+    let seed = seed(test);
     let mut rng = Rng(seed);
     let s3 = moto("landing");
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("local");
     std::fs::create_dir_all(&local).unwrap();
-    let mut files = Vec::new();
-    for (i, (name, bytes)) in stream_slices(30_000, 4, 23, 40, 997).iter().enumerate() {
-        let (name, bytes) = landed(i, name, bytes);
-        std::fs::write(local.join(&name), bytes).unwrap();
-        files.push(name);
+    let mut names = Vec::new();
+    for (name, bytes) in &files {
+        std::fs::write(local.join(name), bytes).unwrap();
+        names.push(name.clone());
+    }
+    // Arrival in shuffled name order: most files sort before some already read.
+    for i in (1..names.len()).rev() {
+        names.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let table = dir.path().join("table");
     let t = table.display().to_string();
-    let source = "ndjson:s3://landing/events/2026/10/03/";
+    let source = format!("{scheme}:s3://landing/events/2026/10/03/");
     let follow = ["--follow", "--poll-interval", "200ms", "--until-idle", "3s"];
     let env = s3_env(&s3);
     let start = |extra: &[&str]| {
         let mut cmd = Command::new(BIN);
-        cmd.args(run_args(source, &t, extra))
+        cmd.args(run_args(&source, &t, extra))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (k, v) in &env {
@@ -191,7 +204,7 @@ fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
             .collect();
         put_objects(&s3, "landing", &objects);
     };
-    let mut arriving = files.chunks(8);
+    let mut arriving = names.chunks(names.len().div_ceil(8));
     put(arriving.next().unwrap());
     let (mut kills, mut progressed) = (0, 0);
     while kills < 5 {
@@ -230,10 +243,8 @@ fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
         "the last run (seed {seed}): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The oracle: one clean run over the same files on local disk (same names: the same
-    // source positions).
     let clean = dir.path().join("clean");
-    let l = format!("ndjson:{}", local.display());
+    let l = format!("{scheme}:{}", local.display());
     ok(&run_args(&l, &clean.display().to_string(), &[]));
     let cmp = compare_with_oracle(&clean, &table);
     assert_eq!(
@@ -241,10 +252,149 @@ fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
         (cmp.oracle_rows, 0, 0, 0),
         "seed {seed}"
     );
-    let summary = compare_with_input(&table, &dir.path().join("table_dlq"), &local);
-    eprintln!("s3 prefix, {kills} SIGKILLs ({progressed} after the killed run had committed; seed {seed}): {summary}");
+    assert!(cmp.rows > 0);
+    eprintln!(
+        "{test}: {} files, {kills} SIGKILLs ({progressed} after the killed run had committed; seed {seed})",
+        files.len()
+    );
     assert!(
         progressed > 0,
         "no kill landed after a commit (seed {seed})"
     );
+    Landing { table, local, dir }
+}
+
+/// A followed run over an S3 prefix (moto) while a boto3 client puts 100 NDJSON files
+/// (plain, gzip, zstd, gzip without an extension) into it in shuffled name order, SIGKILLed 5
+/// times and restarted: the table ends equal to one clean run over the same files, row for
+/// row, and every line is a row or a dead letter as three independent readers (Python
+/// delta-rs, Polars, delta-kernel-rs) read it.
+#[test]
+fn an_s3_prefix_followed_through_sigkills_ends_as_one_clean_run() {
+    let files = stream_slices(30_000, 4, 23, 100, 997)
+        .iter()
+        .enumerate()
+        .map(|(i, (name, bytes))| landed(i, name, bytes))
+        .collect();
+    let landing =
+        follow_a_prefix_through_sigkills("s3 prefix followed through sigkills", "ndjson", files);
+    let dlq = landing.dir.path().join("table_dlq");
+    let summary = compare_with_input(&landing.table, &dlq, &landing.local);
+    eprintln!("s3 prefix: {summary}");
+}
+
+/// The same for 60 CSV files (plain and gzipped, each with a ragged record): the table ends
+/// equal to one clean run, and holds the rows of the JSON lines the files were made of,
+/// value for value, as Python delta-rs reads both; each ragged record is a dead letter.
+#[test]
+fn an_s3_prefix_of_csv_files_followed_through_sigkills_ends_as_one_clean_run() {
+    let slices = stream_slices(20_000, 4, 24, 60, 0);
+    let mut files = Vec::new();
+    for (i, (name, bytes)) in slices.iter().enumerate() {
+        let stem = name.trim_end_matches(".ndjson");
+        let mut csv = csv_of(bytes);
+        csv.extend_from_slice(
+            format!("ragged-{i},2026-10-03T00:00:00Z,u1,NG,view,1.5,extra\n").as_bytes(),
+        );
+        files.push(match i % 2 {
+            0 => (format!("{stem}.csv"), csv),
+            _ => (format!("{stem}.csv.gz"), gzip(&csv)),
+        });
+    }
+    let landing =
+        follow_a_prefix_through_sigkills("s3 csv prefix followed through sigkills", "csv", files);
+    same_rows_as_json(&landing, &slices);
+    let dead = query_csv(
+        &[("d", &landing.dir.path().join("table_dlq"))],
+        "SELECT count(*) FROM d WHERE reason = 'wrong_field_count' AND raw LIKE 'ragged-%'",
+    );
+    assert_eq!(dead, ["60"]);
+    let clean_dead = query_csv(
+        &[("d", &landing.dir.path().join("clean_dlq"))],
+        "SELECT count(*) FROM d",
+    );
+    assert_eq!(clean_dead, ["60"]);
+}
+
+/// Checks with Python delta-rs that the landing's table holds exactly the rows of the JSON
+/// lines `slices` (which its files were made of), value for value.
+fn same_rows_as_json(landing: &Landing, slices: &[(String, Vec<u8>)]) {
+    let json = landing.dir.path().join("json");
+    std::fs::create_dir_all(&json).unwrap();
+    for (name, bytes) in slices {
+        std::fs::write(json.join(name), bytes).unwrap();
+    }
+    let same = Command::new(python())
+        .arg(interop("same_rows.py"))
+        .arg(&landing.table)
+        .arg(&json)
+        .output()
+        .expect("python runs");
+    assert!(
+        same.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&same.stdout),
+        String::from_utf8_lossy(&same.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&same.stdout).trim());
+}
+
+fn interop(script: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(script)
+}
+
+/// The same for 40 Parquet files written by pyarrow (row groups of 100 rows, `ts` a
+/// timestamp column) and one file that is not Parquet: the table ends equal to one clean
+/// run, takes its column types from the footers, and holds the rows of the JSON lines the
+/// files were made of, value for value; the broken file is one dead letter `unreadable`.
+#[test]
+fn an_s3_prefix_of_parquet_files_followed_through_sigkills_ends_as_one_clean_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, parquet) = (dir.path().join("json"), dir.path().join("parquet"));
+    std::fs::create_dir_all(&json).unwrap();
+    let slices = stream_slices(20_000, 4, 25, 40, 0);
+    for (name, bytes) in &slices {
+        std::fs::write(json.join(name), bytes).unwrap();
+    }
+    let out = Command::new(python())
+        .arg(interop("to_parquet.py"))
+        .args([&json, &parquet])
+        .arg("100")
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&parquet)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    files.push((
+        "part-broken.parquet".into(),
+        b"PAR1 not a footer PAR1".to_vec(),
+    ));
+    let landing = follow_a_prefix_through_sigkills(
+        "s3 parquet prefix followed through sigkills",
+        "parquet",
+        files,
+    );
+    same_rows_as_json(&landing, &slices);
+    let types = query_csv(
+        &[("t", &landing.table)],
+        "SELECT arrow_typeof(ts) LIKE 'Timestamp(%UTC%', arrow_typeof(amount) FROM t LIMIT 1",
+    );
+    assert_eq!(types, ["true,Float64"], "the footer's types");
+    let dead = query_csv(
+        &[("d", &landing.dir.path().join("table_dlq"))],
+        "SELECT source_partition, source_offset, reason FROM d",
+    );
+    assert_eq!(dead, ["part-broken.parquet,0,unreadable"]);
 }

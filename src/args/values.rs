@@ -23,8 +23,8 @@ pub(crate) fn duration_or_default(
         .map_err(|e| usage(format!("{flag}: {e}")))
 }
 
-/// `--source`: `ndjson:PATH` or `csv:PATH` (the path, and the format its prefix names) or
-/// `kafka:TOPIC` (the topic).
+/// `--source`: `ndjson:PATH`, `csv:PATH` or `parquet:PATH` (the path, and the format its
+/// prefix names) or `kafka:TOPIC` (the topic).
 pub(super) type Source = (PathBuf, Option<String>, Option<&'static str>);
 
 pub(super) fn parse_source(source: Option<&str>) -> anyhow::Result<Source> {
@@ -34,6 +34,9 @@ pub(super) fn parse_source(source: Option<&str>) -> anyhow::Result<Source> {
             Ok((PathBuf::from(path), None, Some("ndjson")))
         }
         Some(("csv", path)) if !path.is_empty() => Ok((PathBuf::from(path), None, Some("csv"))),
+        Some(("parquet", path)) if !path.is_empty() => {
+            Ok((PathBuf::from(path), None, Some("parquet")))
+        }
         Some(("kafka", topic)) if valid_topic(topic) => {
             Ok((PathBuf::new(), Some(topic.to_string()), None))
         }
@@ -41,7 +44,7 @@ pub(super) fn parse_source(source: Option<&str>) -> anyhow::Result<Source> {
             "--source {source:?}: a Kafka topic name has 1 to 249 letters, digits, '.', '_' or '-'"
         ))),
         _ => Err(usage(format!(
-            "--source {source:?}: expected ndjson:PATH, csv:PATH or kafka:TOPIC"
+            "--source {source:?}: expected ndjson:PATH, csv:PATH, parquet:PATH or kafka:TOPIC"
         ))),
     }
 }

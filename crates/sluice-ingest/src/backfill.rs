@@ -13,6 +13,7 @@ use sluice_stage::{Busy, Phase, Stager};
 use sluice_window::{EventTime, Window};
 
 use crate::config::{Clock, IngestConfig, IngestError, PublishMode};
+use crate::ledger::Ledger;
 use crate::publisher::{CommitMeta, Committed, Policy, Publisher};
 use crate::restart::Restarts;
 use crate::run::{buffer_groups, with_ranges};
@@ -73,6 +74,8 @@ pub async fn backfill(
     clock: &dyn Clock,
     progress: &mut dyn FnMut(BackfillProgress),
 ) -> Result<(BackfillSummary, WindowTable), IngestError> {
+    let mut table = table;
+    let source = &in_stream_order(config, source, &mut table).await?;
     let mut input = NdjsonInput {
         source,
         reader: source.reader(&HashMap::new(), config.chunk_bytes)?,
@@ -83,6 +86,23 @@ pub async fn backfill(
         config, &mut input, decoder, table, from, to, force, attempt, clock, progress,
     )
     .await
+}
+
+/// `source` in the order the stream reads it: its files ranked as the table stores them for
+/// the pipeline (the order they arrived in; see `sluice_source`'s arrival order), so the
+/// backfill's coverage is after every file the stream has read.
+async fn in_stream_order(
+    config: &IngestConfig,
+    source: &NdjsonSource,
+    table: &mut WindowTable,
+) -> Result<NdjsonSource, IngestError> {
+    let mut ledger = Ledger::new(source, None);
+    let names = ledger.txn_names(source);
+    let txns = table.resume_offsets(&config.pipeline, &names).await?;
+    ledger.restore(txns, HashMap::new());
+    let mut ordered = source.clone();
+    ordered.adopt_ranks(ledger.ranks(), ledger.committed())?;
+    Ok(ordered)
 }
 
 /// A backfill of an NDJSON source by the one restart rule (`sluice backfill`, `sluice

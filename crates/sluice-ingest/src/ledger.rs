@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use sluice_publish::RANK_TXN_PREFIX;
 use sluice_source::{Position, ReplayLog};
 use sluice_window::{Shard, WatermarkState};
 
@@ -44,6 +45,9 @@ pub(crate) struct Ledger {
     sealed_us: Option<i64>,
     /// Per source partition: every dead letter below this offset is in the dead-letter table.
     dead_committed: HashMap<String, i64>,
+    /// Per source partition of a log that keeps its read order: its rank, as stored in the
+    /// table ([`ReplayLog::keeps_ranks`]).
+    ranks: HashMap<String, i64>,
     /// Per source partition, where the next read of it starts (the end of the last chunk).
     cursors: HashMap<String, i64>,
 }
@@ -67,13 +71,23 @@ impl Ledger {
             ahead_code: None,
             sealed_us: None,
             dead_committed: HashMap::new(),
+            ranks: HashMap::new(),
             cursors: HashMap::new(),
         }
     }
 
-    /// Every `txn` name the ledger reads from the table: the log's partitions and the state.
+    /// Every `txn` name the ledger reads from the table: the log's partitions (and their
+    /// ranks) and the state.
     pub fn txn_names(&self, log: &dyn ReplayLog) -> Vec<String> {
         let mut names: Vec<String> = log.partitions().iter().map(|p| p.to_string()).collect();
+        if log.keeps_ranks() {
+            let ranks = log
+                .partitions()
+                .iter()
+                .map(|p| rank_txn(p))
+                .collect::<Vec<_>>();
+            names.extend(ranks);
+        }
         names.push(self.names.watermark.clone());
         names.push(self.names.ahead.clone());
         names.extend(self.names.sealed.clone());
@@ -89,9 +103,15 @@ impl Ledger {
             Some(name) => txns.remove(name),
             None => None,
         };
+        self.ranks = take_ranks(&mut txns);
         self.cursors = txns.clone();
         self.committed = txns;
         self.dead_committed = dead;
+    }
+
+    /// The ranks stored in the table, per source partition.
+    pub fn ranks(&self) -> &HashMap<String, i64> {
+        &self.ranks
     }
 
     /// The resume offsets in the table, per source partition.
@@ -136,15 +156,21 @@ impl Ledger {
     }
 
     /// The `txn`s a publication commits when the stream resumes at `resume` after it, with
-    /// the watermark's input `state` before `resume` (if known) and the allowed lateness.
+    /// the watermark's input `state` before `resume` (if known) and the allowed lateness;
+    /// `read`: the position it covers (the ranks of the partitions up to it are stored).
     pub fn txns(
         &self,
         log: &dyn ReplayLog,
-        resume: Position,
+        (resume, read): (Position, Position),
         state: Option<WatermarkState>,
         lateness_us: i64,
     ) -> Vec<(String, i64)> {
         let mut txns = log.advances(&self.committed, resume);
+        txns.extend(
+            log.ranks_to_store(&self.ranks, read)
+                .into_iter()
+                .map(|(p, rank)| (rank_txn(&p), rank)),
+        );
         if self.names.sealed.is_some() {
             // Every commit of a shard carries its partition's txn, moved or not: a zombie
             // writer of the same partition, or this writer's own earlier attempt that landed
@@ -189,9 +215,32 @@ impl Ledger {
                 self.ahead_code = Some(offset);
             } else if self.names.sealed.as_ref() == Some(&name) {
                 self.sealed_us = Some(offset);
+            } else if let Some(partition) = name.strip_prefix(RANK_TXN_PREFIX) {
+                self.ranks.insert(partition.to_string(), offset);
             } else {
                 self.committed.insert(name, offset);
             }
         }
     }
+}
+
+/// The `txn` partition name of `partition`'s rank.
+fn rank_txn(partition: &str) -> String {
+    format!("{RANK_TXN_PREFIX}{partition}")
+}
+
+/// Takes the ranks out of `txns` (as read from the table), by source partition.
+fn take_ranks(txns: &mut HashMap<String, i64>) -> HashMap<String, i64> {
+    let names: Vec<String> = txns
+        .keys()
+        .filter(|n| n.starts_with(RANK_TXN_PREFIX))
+        .cloned()
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let rank = txns.remove(&n)?;
+            Some((n[RANK_TXN_PREFIX.len()..].to_string(), rank))
+        })
+        .collect()
 }

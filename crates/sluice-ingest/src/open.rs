@@ -96,7 +96,18 @@ pub async fn open_raw(
             None => match spec.infer_from {
                 Some((source, lines)) => {
                     let head = source.head_lines(lines)?;
-                    schema::infer(head.iter().map(Vec::as_slice), lines, &spec.decode.reserved)?
+                    let inferred = schema::infer(
+                        head.iter().map(Vec::as_slice),
+                        lines,
+                        &spec.decode.reserved,
+                    )?;
+                    // Parquet files declare their columns' types: those, not the text's.
+                    match source.footer_types() {
+                        Some(footer) => {
+                            sluice_source::parquet::with_footer_types(&inferred, &footer)
+                        }
+                        None => inferred,
+                    }
                 }
                 None => return Err(OpenError::NeedSchema(spec.options.location.clone()).into()),
             },

@@ -158,6 +158,8 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             .resume_offsets(pipeline, &names)
             .await?;
         self.ledger.restore(txns, dead);
+        self.log
+            .adopt_ranks(self.ledger.ranks(), self.ledger.committed())?;
         self.log.check_resume(self.ledger.committed())?;
         let published = self
             .publisher
@@ -656,10 +658,10 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     fn meta(&self, window: Window) -> CommitMeta {
         let resume = self.state.resume_excluding(window);
         let state = self.state.watermark_before(resume, window);
+        let read = self.state.read_position();
         let txns = self
             .ledger
-            .txns(&self.log, resume, state, self.state.lateness_us());
-        let read = self.state.read_position();
+            .txns(&self.log, (resume, read), state, self.state.lateness_us());
         CommitMeta {
             txns,
             position_ranges: serde_json::Value::Null,

@@ -93,6 +93,11 @@ pub mod tags {
     pub const COVERAGE_OFFSET: &str = "sluice.coverage.offset";
 }
 
+/// The `txn` partition names that store a file source's read order: `.rank/<file name>`,
+/// whose version is the file's rank (`sluice_source`'s arrival order). A leading dot: no
+/// source file is hidden, so no source partition has such a name.
+pub const RANK_TXN_PREFIX: &str = ".rank/";
+
 /// The key under which sluice's commit metadata appears in `commitInfo`.
 pub const COMMIT_INFO_KEY: &str = "sluice";
 

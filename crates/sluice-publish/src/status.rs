@@ -254,7 +254,10 @@ fn pipeline_status(
             );
         } else if let Some(target) = rest.strip_prefix(".notify/") {
             notified.insert(target.to_string(), txn.version);
-        } else if !last.starts_with('.') && !rest.starts_with(".shard/") {
+        } else if !last.starts_with('.')
+            && !rest.starts_with(".shard/")
+            && !rest.starts_with(crate::RANK_TXN_PREFIX)
+        {
             positions.insert(rest.to_string(), txn.clone());
         }
     }

@@ -4,9 +4,10 @@ use crate::reject::Reject;
 
 /// Where one event is in an NDJSON source, ordered as the source is read.
 ///
-/// `file` is an ordinal of the file name within the sorted file list of this run: existing
-/// files get odd ordinals (`2i + 1`), names that are not (or no longer) in the directory get
-/// the even ordinal of the slot where they would sort. So positions read back from the table
+/// `file` is an ordinal of the file within the file list of this run, in read order (the
+/// order the files arrived, [`crate::arrival`]): existing files get odd ordinals (`2i + 1`),
+/// names that are not (or no longer) in the directory get the even ordinal of the slot where
+/// they would sort. So positions read back from the table
 /// compare correctly with positions of this run even if files were added or removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Position {

@@ -54,13 +54,17 @@ impl CsvOptions {
 
     /// Where records end in `data`, found by the parser that splits them (so a quote in the
     /// middle of a field, a doubled quote or an escape is judged as the fields are).
-    fn record_end(&self, data: &[u8], first: bool) -> Option<usize> {
-        let mut parser = csv_core::ReaderBuilder::new()
+    fn parser(&self) -> csv_core::Reader {
+        csv_core::ReaderBuilder::new()
             .delimiter(self.delimiter)
             .quote(self.quote)
             .escape(self.escape)
             .double_quote(self.escape.is_none())
-            .build();
+            .build()
+    }
+
+    fn record_end(&self, data: &[u8], first: bool) -> Option<usize> {
+        let mut parser = self.parser();
         let mut output = vec![0u8; 64 << 10];
         let mut ends = vec![0usize; 1024];
         let (mut at, mut last) = (0usize, None);
@@ -157,7 +161,7 @@ impl Header {
 /// lines, the offset of each, and the records that are dead letters. `header`: the file's
 /// columns (`None` for a file without a header: each record is named positionally, and the
 /// first record fixes the field count).
-pub(crate) struct Converted {
+pub struct Converted {
     pub lines: Vec<u8>,
     pub offsets: Vec<i64>,
     pub bad: Vec<Reject>,
@@ -170,49 +174,116 @@ pub(crate) fn convert(
     start: i64,
     data: &[u8],
 ) -> Converted {
+    convert_records(options, header, file, start, data, true).0
+}
+
+/// [`convert`] in one pass of the parser over `data` (which starts at a record): the whole
+/// records, and the bytes they take. Without `eof`, a last record without its line end is
+/// left (more of it may follow); with it, it is a record too.
+pub(crate) fn convert_records(
+    options: &CsvOptions,
+    header: &mut Option<Header>,
+    file: u32,
+    start: i64,
+    data: &[u8],
+    eof: bool,
+) -> (Converted, usize) {
     let mut out = Converted {
         lines: Vec::with_capacity(data.len() * 2),
         offsets: Vec::new(),
         bad: Vec::new(),
     };
-    let mut record = csv::ByteRecord::new();
-    let mut reader = options.reader(data);
+    let mut parser = options.parser();
+    let (mut fields, mut ends) = (vec![0u8; 4096], vec![0usize; 64]);
+    let (mut at, mut record_at, mut written, mut n_ends) = (0usize, 0usize, 0usize, 0usize);
+    let mut consumed = 0;
     loop {
-        let at = reader.position().byte() as usize;
-        match reader.read_byte_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => {
-                // A record csv cannot split (bad UTF-8 is not checked for byte records, so
-                // this is rare): the rest of the data is one dead letter.
-                let why = RejectReason::Unreadable(format!("CSV: {e}"));
-                out.bad
-                    .push(bad_record(file, start, data, at, data.len(), why));
-                break;
+        let input = &data[at..];
+        let (result, nin, nout, nend) =
+            parser.read_record(input, &mut fields[written..], &mut ends[n_ends..]);
+        // (Field ends count from the record's first output byte, across calls.)
+        at += nin;
+        written += nout;
+        n_ends += nend;
+        match result {
+            csv_core::ReadRecordResult::OutputFull => fields.resize(fields.len() * 2, 0),
+            csv_core::ReadRecordResult::OutputEndsFull => ends.resize(ends.len() * 2, 0),
+            csv_core::ReadRecordResult::Record => {
+                let record = Fields {
+                    bytes: &fields[..written],
+                    ends: &ends[..n_ends],
+                };
+                take_record(
+                    &mut out,
+                    header,
+                    (file, start, data),
+                    (record_at, at),
+                    &record,
+                );
+                (record_at, consumed, written, n_ends) = (at, at, 0, 0);
             }
+            csv_core::ReadRecordResult::InputEmpty if eof && input.is_empty() => {
+                // The end of the input has been said (an empty read): nothing is left.
+                return (out, data.len());
+            }
+            csv_core::ReadRecordResult::InputEmpty if eof => {}
+            csv_core::ReadRecordResult::InputEmpty => return (out, consumed),
+            csv_core::ReadRecordResult::End => return (out, data.len()),
         }
-        let end = reader.position().byte() as usize;
-        // The record's first byte: csv places a record after blank lines at the blank lines.
-        let mut from = record.position().map_or(at, |p| p.byte() as usize);
-        while from < end && matches!(data[from], b'\n' | b'\r') {
-            from += 1;
-        }
-        let offset = start + from as i64;
-        let names = header.get_or_insert_with(|| Header::positional(record.len()));
-        if record.len() != names.keys.len() {
-            let why = RejectReason::WrongFieldCount(format!(
-                "the record has {} fields, the header {} ({})",
-                record.len(),
-                names.keys.len(),
-                names.names.join(",")
-            ));
-            out.bad.push(bad_record(file, start, data, from, end, why));
-            continue;
-        }
-        out.offsets.push(offset);
-        write_object(&names.keys, &record, &mut out.lines);
     }
-    out
+}
+
+/// The fields of one record as the parser wrote them: their bytes, and where each ends.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    ends: &'a [usize],
+}
+
+impl Fields<'_> {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut from = 0;
+        self.ends.iter().map(move |&end| {
+            let field = &self.bytes[from..end];
+            from = end;
+            field
+        })
+    }
+}
+
+/// One parsed record (`span`: its bytes in `data`, blank lines before it included) as a JSON
+/// line, or a dead letter `wrong_field_count`.
+fn take_record(
+    out: &mut Converted,
+    header: &mut Option<Header>,
+    (file, start, data): (u32, i64, &[u8]),
+    (from, end): (usize, usize),
+    record: &Fields,
+) {
+    // The record's first byte: blank lines before it are not part of it.
+    let mut from = from;
+    while from < end && matches!(data[from], b'\n' | b'\r') {
+        from += 1;
+    }
+    if from == end {
+        return; // blank lines at the end of the data: no record
+    }
+    let names = header.get_or_insert_with(|| Header::positional(record.len()));
+    if record.len() != names.keys.len() {
+        let why = RejectReason::WrongFieldCount(format!(
+            "the record has {} fields, the header {} ({})",
+            record.len(),
+            names.keys.len(),
+            names.names.join(",")
+        ));
+        out.bad.push(bad_record(file, start, data, from, end, why));
+        return;
+    }
+    out.offsets.push(start + from as i64);
+    write_object(&names.keys, record, &mut out.lines);
 }
 
 fn bad_record(
@@ -236,7 +307,7 @@ fn bad_record(
 }
 
 /// `{"a":1,"b":"x"}\n`, leaving out empty fields.
-fn write_object(keys: &[Vec<u8>], record: &csv::ByteRecord, out: &mut Vec<u8>) {
+fn write_object(keys: &[Vec<u8>], record: &Fields, out: &mut Vec<u8>) {
     out.push(b'{');
     let mut first = true;
     for (key, value) in keys.iter().zip(record.iter()) {
@@ -386,6 +457,28 @@ mod tests {
         let mut header = Some(escaped.header(b"x\n"));
         let c = convert(&escaped, &mut header, 1, 0, b"\"a\\\"\n\"\n");
         assert_eq!(lines(&c), [r#"{"x":"a\"\n"}"#]);
+    }
+
+    /// Fields longer than the parser's buffers, a record cut by the end of the data (left
+    /// for more to come, or a record at the end of the file), in one pass.
+    #[test]
+    fn long_fields_and_records_cut_by_the_end_of_the_data() {
+        let o = CsvOptions::default();
+        let long = "x".repeat(10_000);
+        let many = vec!["1"; 200].join(",");
+        let text = format!("a,b\n\"{long}\",2\n{many}\n3,4");
+        let mut header = Some(o.header(b"a,b\n"));
+        let (c, used) = convert_records(&o, &mut header, 1, 4, &text.as_bytes()[4..], false);
+        assert_eq!(lines(&c)[0], format!(r#"{{"a":"{long}","b":2}}"#));
+        assert_eq!(c.bad.len(), 1, "200 fields for a header of 2");
+        assert_eq!(
+            used,
+            text.len() - 4 - "3,4".len(),
+            "the last record may go on"
+        );
+        let (c, used) = convert_records(&o, &mut header, 1, 4, &text.as_bytes()[4..], true);
+        assert_eq!(lines(&c).last().unwrap(), r#"{"a":3,"b":4}"#);
+        assert_eq!(used, text.len() - 4);
     }
 
     #[test]

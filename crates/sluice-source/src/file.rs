@@ -27,10 +27,10 @@ pub enum SourceError {
     },
     #[error("source file name {0:?} is not valid UTF-8")]
     NonUtf8Name(PathBuf),
-    /// A source may only grow at its end: bytes appended to its last file, or new files whose
-    /// names sort after every existing one. Anything else would put new events *before*
-    /// positions already published, where they would pass for replays.
-    #[error("source file {path} {what}: append only to the last file, and name new files so they sort after the existing ones")]
+    /// A source may only grow at its end: bytes appended to the file read last, or new files
+    /// (read after the others, whatever their names). Anything else would put new events
+    /// *before* positions already published, where they would pass for replays.
+    #[error("source file {path} {what}: files are read in the order they arrive, and a file may only grow until a later one is read")]
     NotAppendOnly { path: PathBuf, what: &'static str },
 }
 
@@ -52,9 +52,9 @@ pub struct SourceFile {
 
 impl SourceFile {
     /// Stored bytes after `offset`, as far as they are known: a plain file's bytes after it;
-    /// a compressed file's whole size until it is read to its end.
+    /// a compressed (or Parquet) file's whole size until it is read to its end.
     pub fn bytes_after(&self, offset: i64) -> u64 {
-        if self.compression.is_compressed() {
+        if self.len == crate::compression::COMPRESSED_LEN {
             if offset as u64 >= self.len {
                 0
             } else {

@@ -1,7 +1,7 @@
 //! Sources of sluice: where events come from and how a position names each one.
 //!
 //! - [`ndjson`]: a file source: one file or a directory of them ([`file`](mod@file)s in a [`store`]:
-//!   local, or an object-store prefix), read in name order by a [`reader`]: NDJSON, or
+//!   local, or an object-store prefix), read in the order they arrived by a [`reader`]: NDJSON, or
 //!   [`csv`] records as JSON lines; plain or [`compression`] gzip/zstd. An event's position
 //!   is `(file, byte offset of its record)`, so a restart seeks instead of re-reading.
 //! - [`chunk`]: what every source hands over: records at their positions; [`reject`]: why
@@ -18,6 +18,7 @@
 //!   table's positions; each partition is a source of its own (one writer shard).
 //! - [`generate`]: a deterministic event stream (seeded) for the demo, tests and benchmarks.
 
+mod arrival;
 pub mod chunk;
 pub mod compression;
 pub mod csv;
@@ -29,6 +30,7 @@ pub mod kafka;
 pub mod log;
 pub mod ndjson;
 pub mod object;
+pub mod parquet;
 pub mod reader;
 pub mod reject;
 pub mod schema;

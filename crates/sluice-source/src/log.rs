@@ -1,8 +1,8 @@
 //! The seam between a run and what it reads: a *replayable log*, whose records have ordered
 //! positions, and whose position per source partition the table stores (one `txn` each).
 //!
-//! Two logs exist: [`NdjsonSource`] (files read in name order; a position is the file's
-//! ordinal and a byte offset) and [`LogPartition`] (one partition of a message log such as a
+//! Two logs exist: [`NdjsonSource`] (files read in the order they arrived; a position is
+//! the file's ordinal and a byte offset) and [`LogPartition`] (one partition of a message log such as a
 //! Kafka topic partition; a position is the message offset). The runner only ever asks a log
 //! the questions below, so the encoding of positions lives here and nowhere else.
 
@@ -39,6 +39,33 @@ pub trait ReplayLog: Send + Sync {
     /// Checks that the table's offsets still describe this log (an NDJSON source may only
     /// grow at its end); an error means resuming would misplace records.
     fn check_resume(&self, committed: &HashMap<String, i64>) -> Result<(), SourceError>;
+
+    /// Whether the log reads its partitions in the order they arrived and keeps that order
+    /// in the table, as a rank per partition (a file source; see [`crate::arrival`]).
+    fn keeps_ranks(&self) -> bool {
+        false
+    }
+
+    /// Takes the ranks the table stores (by partition) and its resume offsets: the
+    /// partitions are read in that order from now on.
+    fn adopt_ranks(
+        &mut self,
+        _stored: &HashMap<String, i64>,
+        _committed: &HashMap<String, i64>,
+    ) -> Result<(), SourceError> {
+        Ok(())
+    }
+
+    /// The ranks a commit that covers `read` stores: those of the partitions up to `read`
+    /// that `stored` lacks. (A position the table names is then always in the same place
+    /// after a restart.)
+    fn ranks_to_store(
+        &self,
+        _stored: &HashMap<String, i64>,
+        _read: Position,
+    ) -> Vec<(String, i64)> {
+        Vec::new()
+    }
 }
 
 impl ReplayLog for NdjsonSource {
@@ -89,6 +116,22 @@ impl ReplayLog for NdjsonSource {
 
     fn check_resume(&self, committed: &HashMap<String, i64>) -> Result<(), SourceError> {
         self.check_append_only(committed)
+    }
+
+    fn keeps_ranks(&self) -> bool {
+        true
+    }
+
+    fn adopt_ranks(
+        &mut self,
+        stored: &HashMap<String, i64>,
+        committed: &HashMap<String, i64>,
+    ) -> Result<(), SourceError> {
+        NdjsonSource::adopt_ranks(self, stored, committed)
+    }
+
+    fn ranks_to_store(&self, stored: &HashMap<String, i64>, read: Position) -> Vec<(String, i64)> {
+        NdjsonSource::ranks_to_store(self, stored, read)
     }
 }
 

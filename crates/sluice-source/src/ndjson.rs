@@ -1,5 +1,6 @@
 //! File sources: one file or a directory of files (NDJSON or CSV, plain or compressed) read
-//! in name order, in chunks that end at record ends, each record named by its position
+//! in the order they arrived ([`crate::arrival`]; name order for the files a run starts
+//! with), in chunks that end at record ends, each record named by its position
 //! `(file ordinal, byte offset)`. A restart seeks to a position instead of re-reading (a
 //! compressed file is decompressed again up to it).
 
@@ -7,18 +8,22 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::arrival::Arrival;
 use crate::chunk::Position;
+use crate::compression::COMPRESSED_LEN;
 use crate::file::{ordinal, SourceError, SourceFile};
 use crate::reader::{FileFormat, FileReader};
 use crate::store::{FileStore, LocalFiles};
 
-/// One file, or the regular, non-hidden files of a directory (or of an object-store prefix)
-/// sorted by name.
+/// One file, or the regular, non-hidden files of a directory (or of an object-store prefix),
+/// in the order they arrived.
 #[derive(Debug, Clone)]
 pub struct NdjsonSource {
     store: Arc<dyn FileStore>,
     format: FileFormat,
+    /// In read order: by [`Arrival`] rank.
     files: Vec<SourceFile>,
+    arrival: Arrival,
     /// Followed: the last file may still be written, so it is read only up to its last
     /// newline (a line is an event once it is complete); see [`NdjsonSource::refresh`].
     following: bool,
@@ -39,14 +44,17 @@ impl NdjsonSource {
 
     /// The files of `store`, bounded or followed.
     pub fn open_store(store: Arc<dyn FileStore>, following: bool) -> Result<Self, SourceError> {
-        let files = list(store.as_ref())?;
+        let mut files = store.list()?;
         if files.is_empty() {
             return Err(SourceError::Empty(PathBuf::from(store.root())));
         }
+        let mut arrival = Arrival::default();
+        arrival.order(&mut files);
         let mut source = NdjsonSource {
             store,
             format: FileFormat::Ndjson,
             files,
+            arrival,
             following,
         };
         source.trim_last()?;
@@ -56,6 +64,11 @@ impl NdjsonSource {
     /// Reads records written in `format` (NDJSON by default).
     pub fn with_format(mut self, format: FileFormat) -> Self {
         self.format = format;
+        for f in &mut self.files {
+            if full_len(&self.format, f) == COMPRESSED_LEN {
+                f.len = COMPRESSED_LEN;
+            }
+        }
         self
     }
 
@@ -64,25 +77,23 @@ impl NdjsonSource {
     }
 
     /// Re-reads the file list and lengths of a followed source; returns whether anything new
-    /// can be read. The source must only have grown at its end (see
+    /// can be read. Files that appeared are read after the others, whatever their names
+    /// ([`crate::arrival`]); a file may only grow while it is the last one (see
     /// [`SourceError::NotAppendOnly`]), so the ordinals of existing files do not change.
     pub fn refresh(&mut self) -> Result<bool, SourceError> {
-        let now = list(self.store.as_ref())?;
-        let not_append_only = |f: &SourceFile, what| SourceError::NotAppendOnly {
-            path: f.path.clone(),
-            what,
-        };
+        let mut now: HashMap<Arc<str>, SourceFile> = self
+            .store
+            .list()?
+            .into_iter()
+            .map(|f| (f.name.clone(), f))
+            .collect();
         let last = self.files.len() - 1;
+        let mut files = Vec::with_capacity(now.len());
         for (i, old) in self.files.iter().enumerate() {
-            let Some(new) = now.get(i).filter(|n| n.name == old.name) else {
-                let added = now
-                    .iter()
-                    .find(|n| !self.files.iter().any(|o| o.name == n.name));
-                return Err(match added {
-                    Some(new) if new.name < old.name => {
-                        not_append_only(new, "appeared before files already read")
-                    }
-                    _ => not_append_only(old, "disappeared"),
+            let Some(new) = now.remove(&old.name) else {
+                return Err(SourceError::NotAppendOnly {
+                    path: old.path.clone(),
+                    what: "disappeared",
                 });
             };
             if new.size < old.size {
@@ -93,25 +104,66 @@ impl NdjsonSource {
                 });
             }
             if i < last && new.size != old.size {
-                return Err(not_append_only(old, "changed after later files were read"));
+                return Err(SourceError::NotAppendOnly {
+                    path: old.path.clone(),
+                    what: "changed after later files were read",
+                });
             }
+            files.push(new);
         }
         let before: u64 = self.files.iter().map(|f| f.size).sum();
-        let grew = now.len() > self.files.len() || now.iter().map(|f| f.size).sum::<u64>() > before;
+        let grew = !now.is_empty() || files.iter().map(|f| f.size).sum::<u64>() > before;
+        self.arrival
+            .append_new(&mut files, now.into_values().collect());
+        for f in &mut files {
+            f.len = full_len(&self.format, f);
+        }
         // The last file unchanged: its complete lines are what they were (no read to find
         // its last line end again, which costs a request on an object store).
-        let unchanged = match (self.files.last(), now.last()) {
+        let unchanged = match (self.files.last(), files.last()) {
             (Some(old), Some(new)) => {
                 (old.name == new.name && old.size == new.size).then_some(old.len)
             }
             _ => None,
         };
-        self.files = now;
+        self.files = files;
         match (unchanged, self.files.last_mut()) {
             (Some(len), Some(last)) => last.len = len,
             _ => self.trim_last()?,
         }
         Ok(grew)
+    }
+
+    /// Takes the read order the table stores (ranks by file name, and the files it has
+    /// resume offsets for; see [`Arrival::from_table`]): the files are read in that order
+    /// from now on, the ones the table does not know after the others.
+    pub fn adopt_ranks(
+        &mut self,
+        stored: &HashMap<String, i64>,
+        committed: &HashMap<String, i64>,
+    ) -> Result<(), SourceError> {
+        self.arrival = Arrival::from_table(stored, committed);
+        self.arrival.order(&mut self.files);
+        // Which file is last may have changed: every other file is read whole.
+        for f in &mut self.files {
+            f.len = full_len(&self.format, f);
+        }
+        self.trim_last()
+    }
+
+    /// The ranks to store with a commit that covers `read`: those of the files up to `read`
+    /// that `stored` (by file name) lacks.
+    pub fn ranks_to_store(
+        &self,
+        stored: &HashMap<String, i64>,
+        read: Position,
+    ) -> Vec<(String, i64)> {
+        let through = (read.file as usize).div_ceil(2);
+        self.files[..through.min(self.files.len())]
+            .iter()
+            .filter(|f| !stored.contains_key(f.name.as_ref()))
+            .filter_map(|f| Some((f.name.to_string(), self.arrival.rank(&f.name)?)))
+            .collect()
     }
 
     /// Checks that the source only grew at its end since `committed` (resume offsets per file
@@ -152,12 +204,24 @@ impl NdjsonSource {
         if !self.following {
             return Ok(());
         }
-        if let Some(last) = self.files.last_mut() {
-            if !last.compression.is_compressed() {
-                last.len = complete_lines_len(self.store.as_ref(), last)?;
+        if let Some(last) = self.files.last() {
+            if full_len(&self.format, last) != COMPRESSED_LEN {
+                let len = complete_lines_len(self.store.as_ref(), last)?;
+                self.files.last_mut().expect("a last file").len = len;
             }
         }
         Ok(())
+    }
+
+    /// For a Parquet source: the column types the first readable file's footer declares
+    /// (see [`crate::parquet::footer_types`]); `None` for other formats.
+    pub fn footer_types(&self) -> Option<deltalake::arrow::datatypes::SchemaRef> {
+        if self.format != FileFormat::Parquet {
+            return None;
+        }
+        self.files
+            .iter()
+            .find_map(|f| crate::parquet::footer_types(self.store.clone(), f))
     }
 
     pub fn files(&self) -> &[SourceFile] {
@@ -201,9 +265,14 @@ impl NdjsonSource {
         self.file(ordinal).map(|f| &f.name)
     }
 
-    /// The position of `offset` in the file called `name`, which may not exist in this run.
+    /// The position of `offset` in the file called `name`, which may not exist in this run
+    /// (it then sorts where its rank puts it).
     pub fn position_of(&self, name: &str, offset: i64) -> Position {
-        let file = match self.files.binary_search_by(|f| f.name.as_ref().cmp(name)) {
+        let key = self.arrival.key(name);
+        let file = match self
+            .files
+            .binary_search_by(|f| self.arrival.key(&f.name).cmp(&key))
+        {
             Ok(i) => NdjsonSource::ordinal(i),
             Err(i) => NdjsonSource::ordinal(i) - 1,
         };
@@ -252,11 +321,15 @@ impl NdjsonSource {
     }
 }
 
-/// The files of a store, sorted by name.
-fn list(store: &dyn FileStore) -> Result<Vec<SourceFile>, SourceError> {
-    let mut files = store.list()?;
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(files)
+/// A file's readable length in positions, read whole: a Parquet file (positions are rows)
+/// and a compressed one (decompressed offsets) are read to their ends ([`COMPRESSED_LEN`]),
+/// a plain one to its size.
+fn full_len(format: &FileFormat, f: &SourceFile) -> u64 {
+    if f.compression.is_compressed() || *format == FileFormat::Parquet {
+        COMPRESSED_LEN
+    } else {
+        f.size
+    }
 }
 
 /// The length of the complete lines of a plain file: up to and including its last newline.
@@ -444,7 +517,7 @@ mod tests {
         assert_eq!(source.files()[1].len, 0);
         assert_eq!(read_all(&source, &HashMap::new(), 4096).len(), 3);
 
-        // Growth of a file that is not the last, or a file sorting before others: refused.
+        // Growth of a file that is not the last: refused.
         write(
             dir.path(),
             "a",
@@ -453,13 +526,52 @@ mod tests {
         let err = source.refresh().unwrap_err();
         assert!(matches!(err, SourceError::NotAppendOnly { .. }), "{err}");
         write(dir.path(), "a", "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
-        write(dir.path(), "0", "{}\n");
-        let err = source.refresh().unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("appeared before files already read"),
-            "{err}"
+        // A new file whose name sorts first is read after the others (the order they
+        // arrived in); `b` is no longer last, so its line without a newline is a record.
+        write(dir.path(), "0", "{\"z\":0}\n");
+        assert!(source.refresh().unwrap());
+        let names: Vec<&str> = source.files().iter().map(|f| f.name.as_ref()).collect();
+        assert_eq!(names, ["a", "b", "0"]);
+        let lines = read_all(&source, &HashMap::new(), 4096);
+        assert_eq!(lines.len(), 5);
+        assert_eq!(lines.last().unwrap().2, "{\"z\":0}");
+        assert!(lines
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
+    }
+
+    /// A run resumes in the order the table stores (ranks by name), the files it does not
+    /// know after the others; positions of files that are gone sort by their ranks.
+    #[test]
+    fn files_are_read_in_the_order_the_table_ranks_them() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["b", "c", "d"] {
+            write(dir.path(), name, "{}\n");
+        }
+        let mut source = NdjsonSource::open(dir.path()).unwrap();
+        let stored: HashMap<String, i64> =
+            [("d".into(), 1), ("gone".into(), 2), ("b".into(), 3)].into();
+        let committed: HashMap<String, i64> = [("d".into(), 3), ("b".into(), 1)].into();
+        source.adopt_ranks(&stored, &committed).unwrap();
+        let names: Vec<&str> = source.files().iter().map(|f| f.name.as_ref()).collect();
+        assert_eq!(names, ["d", "b", "c"]);
+        let (d, gone, b, c) = (
+            source.position_of("d", 0),
+            source.position_of("gone", 7),
+            source.position_of("b", 0),
+            source.position_of("c", 0),
         );
+        assert!(d < gone && gone < b && b < c && c < source.end());
+        assert_eq!(source.name(gone.file), None);
+        // A commit covering `b` stores the ranks of the files up to it the table lacks.
+        let read = source.position_of("b", 1);
+        assert_eq!(
+            source.ranks_to_store(&stored, read),
+            Vec::<(String, i64)>::new()
+        );
+        let read = source.position_of("c", 1);
+        assert_eq!(source.ranks_to_store(&stored, read), [("c".to_string(), 4)]);
+        assert!(source.check_append_only(&committed).is_ok());
     }
 
     #[test]

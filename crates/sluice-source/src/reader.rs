@@ -1,6 +1,7 @@
 //! Reads a file source's files in order, in chunks of whole records: NDJSON lines, or CSV
 //! records turned into JSON lines ([`crate::csv`]); from stored or decompressed bytes
-//! ([`crate::compression`]). Each file starts at its resume offset.
+//! ([`crate::compression`]); or Parquet rows as JSON lines ([`crate::parquet`]). Each file
+//! starts at its resume offset.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +21,8 @@ pub enum FileFormat {
     #[default]
     Ndjson,
     Csv(CsvOptions),
+    /// Parquet files: a record is a row, its position its row number.
+    Parquet,
 }
 
 impl FileFormat {
@@ -27,6 +30,7 @@ impl FileFormat {
         match self {
             FileFormat::Ndjson => "ndjson",
             FileFormat::Csv(_) => "csv",
+            FileFormat::Parquet => "parquet",
         }
     }
 
@@ -35,6 +39,7 @@ impl FileFormat {
         match self {
             FileFormat::Ndjson => memchr::memrchr(b'\n', data).map(|i| i + 1),
             FileFormat::Csv(o) => o.last_record_end(data),
+            FileFormat::Parquet => None,
         }
     }
 }
@@ -60,6 +65,8 @@ pub struct FileReader {
     starts: Vec<i64>,
     index: usize,
     open: Option<Open>,
+    /// The Parquet file being read.
+    rows: Option<crate::parquet::Rows>,
     chunk_bytes: usize,
     line_bytes_max: usize,
     format: FileFormat,
@@ -84,6 +91,7 @@ impl FileReader {
             starts,
             index: 0,
             open: None,
+            rows: None,
             // Any size works (a line longer than a chunk is read whole); the CLI asks for >= 4 KiB.
             chunk_bytes: chunk_bytes.max(1),
             line_bytes_max: LINE_BYTES_MAX,
@@ -100,6 +108,9 @@ impl FileReader {
 
     /// The next chunk, or `None` at the end of the last file.
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, SourceError> {
+        if self.format == FileFormat::Parquet {
+            return Ok(self.next_rows());
+        }
         while self.index < self.files.len() {
             if self.open.is_none() {
                 let start = self.starts[self.index];
@@ -122,6 +133,42 @@ impl FileReader {
             self.index += 1;
         }
         Ok(None)
+    }
+
+    /// The next chunk of Parquet rows. A file that cannot be opened as Parquet is one dead
+    /// letter, unless it is the last of a followed source (its footer may not be written
+    /// yet: it is read again at the next look).
+    fn next_rows(&mut self) -> Option<Chunk> {
+        while self.index < self.files.len() {
+            let ordinal = self.ordinal();
+            if self.rows.is_none() {
+                let start = self.starts[self.index];
+                if start as u64 >= self.file().len {
+                    self.index += 1;
+                    continue;
+                }
+                match crate::parquet::Rows::open(self.store.clone(), self.file(), start) {
+                    Ok(rows) => self.rows = Some(rows),
+                    Err(_) if self.is_last_followed() => {
+                        self.index = self.files.len();
+                        return None;
+                    }
+                    Err(e) => {
+                        self.index += 1;
+                        let why = e.to_string();
+                        let bad = crate::parquet::unreadable(ordinal, start, &why);
+                        return Some(crate::parquet::end_chunk(ordinal, start, vec![bad]));
+                    }
+                }
+            }
+            let rows = self.rows.as_mut().expect("a Parquet file is open");
+            if let Some(chunk) = rows.next_chunk(ordinal) {
+                return Some(chunk);
+            }
+            self.rows = None;
+            self.index += 1;
+        }
+        None
     }
 
     fn file(&self) -> &SourceFile {
@@ -227,14 +274,11 @@ impl FileReader {
             let open = self.open.as_mut().expect("a file is open");
             let full = open.carry.len() >= self.chunk_bytes;
             if full || open.eof {
-                let end = if open.eof && !to_whole_records {
-                    Some(open.carry.len()).filter(|n| *n > 0)
-                } else {
-                    self.format.last_record_end(&open.carry)
-                };
-                if let Some(end) = end {
-                    return Ok(Some(self.cut(end)));
+                let eof = open.eof;
+                if let Some(chunk) = self.take_records(eof && !to_whole_records) {
+                    return Ok(Some(chunk));
                 }
+                let open = self.open.as_mut().expect("a file is open");
                 if open.eof {
                     return Ok(self.close());
                 }
@@ -261,8 +305,39 @@ impl FileReader {
         }
     }
 
-    /// The chunk of the open file's first `end` carried bytes (whole records).
-    fn cut(&mut self, end: usize) -> Chunk {
+    /// A chunk of the carried bytes' whole records, if they hold one; at the end of the file
+    /// (`eof`), of all of them. CSV is parsed once: the parse that finds where the whole
+    /// records end also converts them.
+    fn take_records(&mut self, eof: bool) -> Option<Chunk> {
+        let ordinal = self.ordinal();
+        let open = self.open.as_mut().expect("a file is open");
+        match &self.format {
+            // (Parquet files are read by rows, never as bytes: see `next_rows`.)
+            FileFormat::Ndjson | FileFormat::Parquet => {
+                let end = if eof {
+                    Some(open.carry.len()).filter(|n| *n > 0)
+                } else {
+                    self.format.last_record_end(&open.carry)
+                };
+                end.map(|end| self.cut(end, None))
+            }
+            FileFormat::Csv(options) => {
+                let (converted, end) = crate::csv::convert_records(
+                    options,
+                    &mut open.header,
+                    ordinal,
+                    open.at,
+                    &open.carry,
+                    eof,
+                );
+                (end > 0).then(|| self.cut(end, Some(converted)))
+            }
+        }
+    }
+
+    /// The chunk of the open file's first `end` carried bytes (whole records); for CSV, their
+    /// records as `converted` holds them (converted here if not).
+    fn cut(&mut self, end: usize, converted: Option<crate::csv::Converted>) -> Chunk {
         let ordinal = self.ordinal();
         let compressed = self.file().compression.is_compressed();
         let open = self.open.as_mut().expect("a file is open");
@@ -284,7 +359,8 @@ impl FileReader {
         };
         let mut chunk = match (&self.format, &mut open.header) {
             (FileFormat::Csv(options), header) => {
-                let c = crate::csv::convert(options, header, ordinal, start, &data);
+                let c = converted
+                    .unwrap_or_else(|| crate::csv::convert(options, header, ordinal, start, &data));
                 Chunk {
                     file: ordinal,
                     start,
@@ -296,7 +372,7 @@ impl FileReader {
                     ..Chunk::default()
                 }
             }
-            (FileFormat::Ndjson, _) => Chunk {
+            (FileFormat::Ndjson | FileFormat::Parquet, _) => Chunk {
                 file: ordinal,
                 start,
                 data,
@@ -345,7 +421,7 @@ impl FileReader {
         let open = self.open.as_mut().expect("a file is open");
         if wait {
             let end = self.format.last_record_end(&open.carry);
-            let chunk = end.map(|end| self.cut(end));
+            let chunk = end.map(|end| self.cut(end, None));
             // Nothing after this chunk is read in this pass: the file is read again, from
             // the chunk's end, once it has grown.
             self.open = None;
@@ -354,7 +430,7 @@ impl FileReader {
         }
         if let Some(end) = self.format.last_record_end(&open.carry) {
             // The whole records first; the damage on the next call (the stream errs again).
-            let chunk = self.cut(end);
+            let chunk = self.cut(end, None);
             let open = self.open.as_mut().expect("a file is open");
             open.eof = false;
             self.pending_damage(e);

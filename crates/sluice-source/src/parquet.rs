@@ -1,0 +1,426 @@
+//! Parquet files as a file source's records (`parquet:PATH`): a landing zone of Parquet
+//! files read row group by row group, a record's position its row number in its file.
+//!
+//! Each row is handed on as the JSON object of its columns (binary as base64 text, times as
+//! RFC 3339 text, nested columns as nested JSON), so decoding, evolution, keys and dead
+//! letters hold for Parquet exactly as for JSON; a new table takes its column types from
+//! the first file's footer ([`footer_types`]) rather than from values. A file is read by
+//! ranges: its footer, then the column chunks of each row group from the resume row's on
+//! (a restart skips the row groups before it). A file that cannot be read as Parquet is one
+//! dead letter `unreadable` and the run goes on; the last file of a followed source that
+//! has no footer yet is waited for (a Parquet file is complete once its footer is written).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use deltalake::arrow::array::{Array, AsArray, RecordBatch};
+use deltalake::arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
+use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::json::writer::{
+    Encoder, EncoderFactory, EncoderOptions, LineDelimited, NullableEncoder, WriterBuilder,
+};
+use deltalake::parquet::arrow::arrow_reader::{
+    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
+use deltalake::parquet::errors::ParquetError;
+use deltalake::parquet::file::reader::{ChunkReader, Length};
+
+use crate::chunk::Chunk;
+use crate::compression::COMPRESSED_LEN;
+use crate::file::SourceFile;
+use crate::reject::{Reject, RejectReason};
+use crate::store::FileStore;
+
+/// Rows per chunk: a few MB of JSON text for typical rows, like an NDJSON chunk.
+pub const ROWS_PER_CHUNK: usize = 8192;
+
+/// A file's stored bytes by ranges, as the Parquet reader asks for them.
+#[derive(Clone)]
+struct StoredBytes {
+    store: Arc<dyn FileStore>,
+    file: SourceFile,
+    /// The file's stored size (its `len` counts rows).
+    size: u64,
+    /// Stored bytes fetched so far.
+    fetched: Arc<AtomicU64>,
+}
+
+impl Length for StoredBytes {
+    fn len(&self) -> u64 {
+        self.size
+    }
+}
+
+impl ChunkReader for StoredBytes {
+    type T = Box<dyn std::io::Read + Send>;
+
+    fn get_read(&self, start: u64) -> Result<Self::T, ParquetError> {
+        self.fetched
+            .fetch_add(self.size.saturating_sub(start), Ordering::Relaxed);
+        self.store
+            .open(&self.file, start)
+            .map_err(|e| ParquetError::External(Box::new(e)))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> Result<Bytes, ParquetError> {
+        let bytes = self
+            .store
+            .read_range(&self.file, start, start + length as u64)
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        self.fetched
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if bytes.len() < length {
+            return Err(ParquetError::EOF(format!(
+                "{} bytes at {start} asked for, {} there",
+                length,
+                bytes.len()
+            )));
+        }
+        Ok(Bytes::from(bytes))
+    }
+}
+
+/// One Parquet file being read, from a row on.
+pub(crate) struct Rows {
+    reader: ParquetRecordBatchReader,
+    /// The row number of the next row.
+    row: i64,
+    fetched: Arc<AtomicU64>,
+    fetched_at_cut: u64,
+    ended: bool,
+}
+
+impl Rows {
+    /// Opens `file` at row `start` (reading its footer): the row groups before the one
+    /// holding `start` are skipped unread.
+    pub fn open(
+        store: Arc<dyn FileStore>,
+        file: &SourceFile,
+        start: i64,
+    ) -> Result<Rows, ParquetError> {
+        let fetched = Arc::new(AtomicU64::new(0));
+        let bytes = StoredBytes {
+            store,
+            file: file.clone(),
+            size: file.size,
+            fetched: fetched.clone(),
+        };
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+        let mut groups = Vec::new();
+        let mut skip = 0usize;
+        let mut first_row = 0i64;
+        for (i, group) in builder.metadata().row_groups().iter().enumerate() {
+            let rows = group.num_rows();
+            if first_row + rows <= start {
+                first_row += rows;
+                continue;
+            }
+            if groups.is_empty() {
+                skip = (start - first_row).max(0) as usize;
+            }
+            groups.push(i);
+        }
+        let selected: i64 = groups
+            .iter()
+            .map(|i| builder.metadata().row_group(*i).num_rows())
+            .sum();
+        let selection = RowSelection::from(vec![
+            RowSelector::skip(skip),
+            RowSelector::select((selected as usize).saturating_sub(skip)),
+        ]);
+        let reader = builder
+            .with_row_groups(groups)
+            .with_row_selection(selection)
+            .with_batch_size(ROWS_PER_CHUNK)
+            .build()?;
+        Ok(Rows {
+            reader,
+            row: start.max(0),
+            fetched,
+            fetched_at_cut: 0,
+            ended: false,
+        })
+    }
+
+    /// The next chunk of rows of the file (`ordinal`); at its end one empty chunk that ends
+    /// it (its offset then says it was read to its end), then `None`. A row group that
+    /// cannot be decoded ends the file with a dead letter `unreadable` at its first row.
+    pub fn next_chunk(&mut self, ordinal: u32) -> Option<Chunk> {
+        if self.ended {
+            return None;
+        }
+        let mut chunk = match self.reader.next() {
+            Some(Ok(batch)) => match json_lines(&batch) {
+                Ok(data) => {
+                    let n = batch.num_rows() as i64;
+                    let offsets: Vec<i64> = (self.row..self.row + n).collect();
+                    let start = self.row;
+                    self.row += n;
+                    Chunk {
+                        file: ordinal,
+                        start,
+                        data,
+                        message_offsets: Some(offsets),
+                        end_at: Some(self.row),
+                        ..Chunk::default()
+                    }
+                }
+                Err(e) => self.unreadable(ordinal, &e.to_string()),
+            },
+            Some(Err(e)) => self.unreadable(ordinal, &e.to_string()),
+            None => {
+                self.ended = true;
+                end_chunk(ordinal, self.row, Vec::new())
+            }
+        };
+        let now = self.fetched.load(Ordering::Relaxed);
+        chunk.stored_bytes = Some(now - std::mem::replace(&mut self.fetched_at_cut, now));
+        Some(chunk)
+    }
+
+    /// The rest of the file as one dead letter.
+    fn unreadable(&mut self, ordinal: u32, why: &str) -> Chunk {
+        self.ended = true;
+        end_chunk(ordinal, self.row, vec![unreadable(ordinal, self.row, why)])
+    }
+}
+
+/// The chunk that ends a Parquet file (`ordinal`) at row `start`, with the dead letters
+/// `bad`: its offset then says the file was read to its end.
+pub(crate) fn end_chunk(ordinal: u32, start: i64, bad: Vec<Reject>) -> Chunk {
+    Chunk {
+        file: ordinal,
+        start,
+        message_offsets: Some(Vec::new()),
+        end_at: Some(COMPRESSED_LEN as i64),
+        bad,
+        ..Chunk::default()
+    }
+}
+
+/// A dead letter for the rows of a Parquet file from `row` on.
+pub(crate) fn unreadable(ordinal: u32, row: i64, why: &str) -> Reject {
+    Reject {
+        file: ordinal,
+        offset: row,
+        reason: RejectReason::Unreadable(format!(
+            "not readable as Parquet from row {row} on: {why}"
+        )),
+        raw: String::new(),
+    }
+}
+
+/// The rows of `batch` as JSON lines, one per row (a row of nulls is `{}`).
+fn json_lines(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
+    let mut out = Vec::with_capacity(batch.get_array_memory_size());
+    let mut writer = WriterBuilder::new()
+        .with_explicit_nulls(false)
+        .with_encoder_factory(Arc::new(Base64Binary))
+        .build::<_, LineDelimited>(&mut out);
+    writer.write(batch)?;
+    writer.finish()?;
+    drop(writer);
+    Ok(out)
+}
+
+/// JSON text where arrow's writer would change a value: binary columns as base64 text
+/// (what a `binary` column reads from JSON), not hex; a float NaN or infinity as the text
+/// `"NaN"`, `"inf"` or `"-inf"`, not null (decoding then makes the row a dead letter
+/// `wrong_type` holding it, instead of a null that looks like a value).
+#[derive(Debug)]
+struct Base64Binary;
+
+impl EncoderFactory for Base64Binary {
+    fn make_default_encoder<'a>(
+        &self,
+        _field: &'a FieldRef,
+        array: &'a dyn Array,
+        _options: &'a EncoderOptions,
+    ) -> Result<Option<NullableEncoder<'a>>, ArrowError> {
+        if let Some(floats) = non_finite_floats(array) {
+            return Ok(Some(NullableEncoder::new(floats, array.nulls().cloned())));
+        }
+        let values: Box<dyn Fn(usize) -> &'a [u8] + 'a> = match array.data_type() {
+            DataType::Binary => {
+                let a = array.as_binary::<i32>();
+                Box::new(move |i| a.value(i))
+            }
+            DataType::LargeBinary => {
+                let a = array.as_binary::<i64>();
+                Box::new(move |i| a.value(i))
+            }
+            DataType::FixedSizeBinary(_) => {
+                let a = array.as_fixed_size_binary();
+                Box::new(move |i| a.value(i))
+            }
+            DataType::BinaryView => {
+                let a = array.as_binary_view();
+                Box::new(move |i| a.value(i))
+            }
+            _ => return Ok(None),
+        };
+        let encoder = Box::new(Base64Encoder(values)) as Box<dyn Encoder + 'a>;
+        Ok(Some(NullableEncoder::new(encoder, array.nulls().cloned())))
+    }
+}
+
+/// An encoder for a float column that holds a NaN or an infinity (`None` for any other
+/// column: the writer's own encoder is exact for finite values).
+fn non_finite_floats<'a>(array: &'a dyn Array) -> Option<Box<dyn Encoder + 'a>> {
+    use deltalake::arrow::datatypes::{Float32Type, Float64Type};
+    let value: Box<dyn Fn(usize) -> f64 + 'a> = match array.data_type() {
+        DataType::Float64 => {
+            let a = array.as_primitive::<Float64Type>();
+            if a.values().iter().all(|v| v.is_finite()) {
+                return None;
+            }
+            Box::new(move |i| a.value(i))
+        }
+        DataType::Float32 => {
+            let a = array.as_primitive::<Float32Type>();
+            if a.values().iter().all(|v| v.is_finite()) {
+                return None;
+            }
+            Box::new(move |i| a.value(i) as f64)
+        }
+        _ => return None,
+    };
+    Some(Box::new(FloatText(value)))
+}
+
+struct FloatText<'a>(Box<dyn Fn(usize) -> f64 + 'a>);
+
+impl Encoder for FloatText<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        let v = (self.0)(idx);
+        let text = if v.is_nan() {
+            "\"NaN\"".to_string()
+        } else if v.is_infinite() {
+            format!("\"{}inf\"", if v < 0.0 { "-" } else { "" })
+        } else {
+            // Shortest text that reads back as the same value.
+            format!("{v:?}")
+        };
+        out.extend_from_slice(text.as_bytes());
+    }
+}
+
+struct Base64Encoder<'a>(Box<dyn Fn(usize) -> &'a [u8] + 'a>);
+
+impl Encoder for Base64Encoder<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        use base64::Engine;
+        out.push(b'"');
+        out.extend_from_slice(
+            base64::engine::general_purpose::STANDARD
+                .encode((self.0)(idx))
+                .as_bytes(),
+        );
+        out.push(b'"');
+    }
+}
+
+/// The column types of the Parquet file `file`, from its footer, as the types a table
+/// stores (see [`table_type`]); `None` for a file that cannot be read as Parquet.
+pub fn footer_types(store: Arc<dyn FileStore>, file: &SourceFile) -> Option<SchemaRef> {
+    let bytes = StoredBytes {
+        store,
+        file: file.clone(),
+        size: file.size,
+        fetched: Arc::new(AtomicU64::new(0)),
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).ok()?;
+    let fields: Vec<Field> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| Field::new(f.name(), table_type(f.data_type()), true))
+        .collect();
+    Some(Arc::new(Schema::new(fields)))
+}
+
+/// `inferred` (a schema inferred from the first rows as JSON) with each top-level column of
+/// a scalar type taking the type `footer` (see [`footer_types`]) gives its field: a new
+/// table's columns as the files declare them (`int32`, `timestamp`, `decimal(p,s)`,
+/// `binary`, ...) rather than as their JSON text reads. Nested columns keep the types their
+/// values give (their members' names may have been renamed for Delta).
+pub fn with_footer_types(inferred: &Schema, footer: &Schema) -> SchemaRef {
+    let fields: Vec<Field> = inferred
+        .fields()
+        .iter()
+        .map(|f| {
+            let declared = footer
+                .field_with_name(crate::schema::source_name(f))
+                .ok()
+                .map(|d| d.data_type())
+                .filter(|t| !t.is_nested() && !f.data_type().is_nested());
+            match declared {
+                Some(t) => f.as_ref().clone().with_data_type(t.clone()),
+                None => f.as_ref().clone(),
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(
+        fields,
+        inferred.metadata().clone(),
+    ))
+}
+
+/// The type a table stores a Parquet column's values as: the same where a Delta table has
+/// it; else the nearest type that holds every value exactly (unsigned integers in the next
+/// wider signed type, or `decimal(20,0)` for 64 bits; any time unit as microseconds; a
+/// dictionary as its values); a type with no Delta counterpart (times of day, durations,
+/// intervals) as the text its JSON has.
+pub fn table_type(t: &DataType) -> DataType {
+    let nested = |f: &FieldRef| Arc::new(Field::new(f.name(), table_type(f.data_type()), true));
+    match t {
+        DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Date32
+        | DataType::Decimal128(_, _) => t.clone(),
+        DataType::UInt8 => DataType::Int16,
+        DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 => DataType::Int64,
+        DataType::UInt64 => DataType::Decimal128(20, 0),
+        DataType::Float16 => DataType::Float32,
+        DataType::Date64 => DataType::Date32,
+        DataType::Timestamp(_, Some(_)) => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        }
+        DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => DataType::Binary,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _) => DataType::List(nested(f)),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(nested).collect::<Fields>()),
+        DataType::Map(entries, sorted) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                let key = Field::new(kv[0].name(), DataType::Utf8, false);
+                let value = nested(&kv[1]);
+                let entries = Field::new(
+                    entries.name(),
+                    DataType::Struct(Fields::from(vec![Arc::new(key), value])),
+                    false,
+                );
+                DataType::Map(Arc::new(entries), *sorted)
+            }
+            _ => DataType::Utf8,
+        },
+        DataType::Dictionary(_, values) => table_type(values),
+        _ => DataType::Utf8,
+    }
+}
+
+#[cfg(test)]
+mod tests;
