@@ -107,19 +107,19 @@ impl Rows {
             fetched: fetched.clone(),
         };
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-        let mut groups = Vec::new();
-        let mut skip = 0usize;
+        // The row groups from the one holding `start` on, and of those the rows from `start`
+        // on (the others are not decoded).
+        let (mut groups, mut skip) = (Vec::new(), 0usize);
         let mut first_row = 0i64;
         for (i, group) in builder.metadata().row_groups().iter().enumerate() {
-            let rows = group.num_rows();
-            if first_row + rows <= start {
-                first_row += rows;
-                continue;
+            let end_row = first_row + group.num_rows();
+            if end_row > start {
+                if groups.is_empty() {
+                    skip = (start - first_row).max(0) as usize;
+                }
+                groups.push(i);
             }
-            if groups.is_empty() {
-                skip = (start - first_row).max(0) as usize;
-            }
-            groups.push(i);
+            first_row = end_row;
         }
         let selected: i64 = groups
             .iter()

@@ -131,6 +131,21 @@ fn rows_are_records_at_their_row_numbers_from_any_resume_row() {
     let rest = read_all(&source, &resume).rows;
     assert_eq!(rest.len(), 13);
     assert_eq!((rest[0].1, rest[0].2.clone()), (12, rows[12].2.clone()));
+    // A restart anywhere reads every later row group, the short last one too.
+    let dir = tempfile::tempdir().unwrap();
+    write_parquet(&dir.path().join("b.parquet"), 0, 516, 100);
+    let many = NdjsonSource::open(dir.path())
+        .unwrap()
+        .with_format(FileFormat::Parquet);
+    for start in [0, 32, 99, 100, 499, 500, 515] {
+        let resume: HashMap<String, i64> = [("b.parquet".to_string(), start)].into();
+        let offsets: Vec<i64> = read_all(&many, &resume).rows.iter().map(|r| r.1).collect();
+        assert_eq!(
+            offsets,
+            (start..516).collect::<Vec<i64>>(),
+            "from row {start}"
+        );
+    }
     // Read to its end: nothing is left.
     let done: HashMap<String, i64> = [("a.parquet".to_string(), COMPRESSED_LEN as i64)].into();
     assert!(read_all(&source, &done).rows.is_empty());
