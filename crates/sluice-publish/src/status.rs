@@ -339,6 +339,31 @@ pub async fn read_txns(
     store: &dyn ObjectStore,
     version: u64,
 ) -> Result<(BTreeMap<String, Txn>, Option<CheckpointStatus>), StatusError> {
+    let (txns, checkpoint, _) = replay_txns(store, version).await?;
+    Ok((txns, checkpoint))
+}
+
+/// Every `txn` of the table state at `version` by one replay of its log, as [`read_txns`]
+/// reads them; `None` when the replay cannot vouch for them: a commit it needs is gone (log
+/// cleanup with no `_last_checkpoint` to start after), or the log is not one it reads (a
+/// checkpoint it cannot open). Then the caller asks delta-rs, whose lookup replays the log
+/// once per app id.
+pub(crate) async fn txns_if_complete(
+    store: &dyn ObjectStore,
+    version: u64,
+) -> Option<BTreeMap<String, Txn>> {
+    match replay_txns(store, version).await {
+        Ok((txns, _, true)) => Some(txns),
+        _ => None,
+    }
+}
+
+/// [`read_txns`], and whether every commit after the checkpoint was there.
+async fn replay_txns(
+    store: &dyn ObjectStore,
+    version: u64,
+) -> Result<(BTreeMap<String, Txn>, Option<CheckpointStatus>, bool), StatusError> {
+    let mut complete = true;
     let mut txns = BTreeMap::new();
     let last = read_json(store, "_delta_log/_last_checkpoint").await?;
     let checkpoint = last.as_ref().and_then(|l| {
@@ -364,7 +389,10 @@ pub async fn read_txns(
     for v in from..=version {
         let path = format!("_delta_log/{v:020}.json");
         let Some(bytes) = read_bytes(store, &path).await? else {
-            continue; // cleaned up below a checkpoint: nothing to add
+            // Cleaned up below a checkpoint that `_last_checkpoint` does not name: its txns
+            // are not all here.
+            complete = false;
+            continue;
         };
         for line in bytes.split(|b| *b == b'\n') {
             let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
@@ -396,7 +424,7 @@ pub async fn read_txns(
         actions: last.get("size").and_then(|s| s.as_u64()),
         commits_since: version - v,
     });
-    Ok((txns, checkpoint))
+    Ok((txns, checkpoint, complete))
 }
 
 async fn read_checkpoint_txns(

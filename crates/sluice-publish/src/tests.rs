@@ -595,3 +595,48 @@ async fn a_writer_that_loses_the_race_to_create_the_table_opens_the_winners() {
         .unwrap();
     assert_eq!(id(table.delta_table().await.unwrap()), id(&reader));
 }
+
+/// Resume offsets come from one replay of the log, whatever it holds (commits, a checkpoint
+/// and the commits after it), and from delta-rs when that replay cannot vouch for them (the
+/// commits before the checkpoint cleaned up and `_last_checkpoint` gone): the same offsets.
+#[tokio::test]
+async fn resume_offsets_survive_checkpoints_and_log_cleanup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, window) = setup(dir.path()).await;
+    let options = TableOptions {
+        location: dir.path().to_str().unwrap().to_string(),
+        checkpoint_interval: 2,
+        ..TableOptions::new("")
+    };
+    let size = WindowSize::parse("1h").unwrap();
+    let open = || async {
+        WindowTable::open_or_create(&options, None, AddressLayout::DtHour, size)
+            .await
+            .unwrap()
+    };
+    let mut table = open().await;
+    let address = AddressLayout::DtHour.address(window);
+    let mut stager = Stager::new(table.store(), "a1", StageOptions::default());
+    let schema = table.file_schema().clone();
+    for offset in [10, 20, 30, 40, 50] {
+        let staged = stager
+            .stage(&address, &schema, vec![rows(&table, 2, offset)])
+            .await
+            .unwrap();
+        table
+            .publish(publication(window, vec![staged], offset))
+            .await
+            .unwrap();
+    }
+    let names = ["in.ndjson".to_string(), "never".to_string()];
+    let log = dir.path().join("_delta_log");
+    assert!(log.join("00000000000000000004.checkpoint.parquet").exists());
+    let offsets = open().await.resume_offsets("p", &names).await.unwrap();
+    assert_eq!(offsets, [("in.ndjson".to_string(), 50)].into());
+    for v in 0..4 {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    std::fs::remove_file(log.join("_last_checkpoint")).unwrap();
+    let offsets = open().await.resume_offsets("p", &names).await.unwrap();
+    assert_eq!(offsets, [("in.ndjson".to_string(), 50)].into());
+}

@@ -152,17 +152,20 @@ impl NdjsonSource {
     }
 
     /// The ranks to store with a commit that covers `read`: those of the files up to `read`
-    /// that `stored` (by file name) lacks.
+    /// that `stored` (by file name) lacks. An empty file before `read` needs none: no
+    /// position is in it (if it grows, it is a new file to a later run).
     pub fn ranks_to_store(
         &self,
         stored: &HashMap<String, i64>,
         read: Position,
     ) -> Vec<(String, i64)> {
-        let through = (read.file as usize).div_ceil(2);
-        self.files[..through.min(self.files.len())]
+        let through = (read.file as usize).div_ceil(2).min(self.files.len());
+        self.files[..through]
             .iter()
-            .filter(|f| !stored.contains_key(f.name.as_ref()))
-            .filter_map(|f| Some((f.name.to_string(), self.arrival.rank(&f.name)?)))
+            .enumerate()
+            .filter(|(i, f)| f.size > 0 || i + 1 == through)
+            .filter(|(_, f)| !stored.contains_key(f.name.as_ref()))
+            .filter_map(|(_, f)| Some((f.name.to_string(), self.arrival.rank(&f.name)?)))
             .collect()
     }
 
@@ -571,6 +574,19 @@ mod tests {
         );
         let read = source.position_of("c", 1);
         assert_eq!(source.ranks_to_store(&stored, read), [("c".to_string(), 4)]);
+        // Empty files before the read position get no rank; the read position's own does.
+        write(dir.path(), "e", "");
+        write(dir.path(), "f", "");
+        source.refresh().unwrap();
+        let (e, f) = (source.position_of("e", 0), source.position_of("f", 0));
+        assert_eq!(
+            source.ranks_to_store(&stored, f),
+            [("c".to_string(), 4), ("f".to_string(), 6)]
+        );
+        assert_eq!(
+            source.ranks_to_store(&stored, e),
+            [("c".to_string(), 4), ("e".to_string(), 5)]
+        );
         assert!(source.check_append_only(&committed).is_ok());
     }
 
