@@ -3,7 +3,7 @@
 //! commits; the runner takes the decoded chunks in order.
 
 use sluice_publish::WindowTable;
-use sluice_source::{Chunk, Deal, Decoded, NdjsonSource, ParallelDecoder};
+use sluice_source::{Chunk, Deal, Decoded, NdjsonSource, ParallelDecoder, SourceError};
 use sluice_stage::Phase;
 use tokio::sync::{mpsc, watch};
 
@@ -86,25 +86,40 @@ impl Ingester<'_, NdjsonSource> {
         let decoder = self.decoder().clone();
         let decode_threads = config.decode_threads;
         let busy = self.busy().clone();
-        // The reader thread reads a deal of chunks (one per decode thread), decodes them
+        // A thread reads the chunks (decompressing, converting CSV records, waiting on an
+        // object store) a few ahead of the decoding, so reading overlaps with decoding.
+        let (chunks_tx, chunks) =
+            std::sync::mpsc::sync_channel::<Result<Chunk, SourceError>>(decode_threads.max(1));
+        let read_thread = std::thread::Builder::new()
+            .name("sluice-read".into())
+            .spawn(move || loop {
+                let next = reader.next_chunk().transpose();
+                let last = !matches!(next, Some(Ok(_)));
+                // The decoding thread went away (it failed or was stopped): stop reading.
+                if next.is_none_or(|n| chunks_tx.send(n).is_err()) || last {
+                    return;
+                }
+            })
+            .map_err(|_| IngestError::ReaderGone)?;
+        // The decoding thread takes a deal of chunks (one per decode thread), decodes them
         // together, and sends them on in order: a deal's decodes are those of one decoder
         // (`ParallelDecoder`), so the rows and the schema do not depend on the thread count.
         let thread = std::thread::Builder::new()
             .name("sluice-reader".into())
             .spawn(move || {
                 let mut decoder = ParallelDecoder::new(decoder, decode_threads);
-                loop {
+                let mut decode_all = || loop {
                     let mut deal = Vec::with_capacity(decoder.threads());
                     let mut read = Ok(true);
                     while deal.len() < decoder.threads() {
-                        match reader.next_chunk() {
-                            Ok(Some(chunk)) => deal.push(chunk),
-                            Ok(None) => {
-                                read = Ok(false);
+                        match chunks.recv() {
+                            Ok(Ok(chunk)) => deal.push(chunk),
+                            Ok(Err(e)) => {
+                                read = Err(e);
                                 break;
                             }
-                            Err(e) => {
-                                read = Err(e);
+                            Err(_) => {
+                                read = Ok(false);
                                 break;
                             }
                         }
@@ -129,7 +144,11 @@ impl Ingester<'_, NdjsonSource> {
                             return;
                         }
                     }
-                }
+                };
+                decode_all();
+                // Unblocks the reading thread (its next send fails), then waits for it.
+                drop(chunks);
+                let _ = read_thread.join();
             })
             .map_err(|_| IngestError::ReaderGone)?;
         let mut bytes = 0u64;

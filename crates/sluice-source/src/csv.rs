@@ -331,7 +331,7 @@ fn write_object(keys: &[Vec<u8>], record: &Fields, out: &mut Vec<u8>) {
 
 /// Whether `text` is a JSON number or boolean literal as it stands.
 fn is_json_literal(text: &[u8]) -> bool {
-    if text == b"true" || text == b"false" {
+    if let b"true" | b"false" = text {
         return true;
     }
     let mut i = 0;
@@ -374,17 +374,24 @@ fn is_json_literal(text: &[u8]) -> bool {
 /// a dead letter as for a JSON file).
 fn json_string(text: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    for &b in text {
+    // Runs of bytes that need no escape are copied whole (most fields are one such run).
+    let mut from = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if b != b'"' && b != b'\\' && b >= 0x20 {
+            continue;
+        }
+        out.extend_from_slice(&text[from..i]);
+        from = i + 1;
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
             b'\n' => out.extend_from_slice(b"\\n"),
             b'\r' => out.extend_from_slice(b"\\r"),
             b'\t' => out.extend_from_slice(b"\\t"),
-            0..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
-            _ => out.push(b),
+            _ => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
         }
     }
+    out.extend_from_slice(&text[from..]);
     out.push(b'"');
 }
 
