@@ -36,6 +36,7 @@ mod expire;
 mod gc;
 mod listing;
 mod local;
+mod log_txns;
 mod marks;
 mod notify;
 mod retry;

@@ -695,7 +695,7 @@ impl WindowTable {
             // One replay of the log for every partition: delta-rs's lookup replays it once per
             // app id, which a source of many files (two txns each) would pay per file.
             let store = self.loaded.object_store();
-            if let Some(all) = crate::status::txns_if_complete(store.as_ref(), version).await {
+            if let Some(all) = crate::log_txns::txns_if_complete(store.as_ref(), version).await {
                 for p in partitions {
                     let app_id = app_id(pipeline, p);
                     if let Some(txn) = all.get(&app_id) {
