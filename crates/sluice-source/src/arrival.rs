@@ -9,8 +9,10 @@
 //!
 //! Ranks live in the table: a commit stores the rank of every file read up to the position
 //! it covers, and a run resumes with the stored ranks (files the table has no rank for are
-//! new). A table written before ranks were kept has offsets without ranks: its files rank
-//! 0, in name order, as they were read then.
+//! new). A table written before ranks were kept has offsets without ranks: the files there
+//! at the first look rank 0, in name order, as that version read them (so one that appeared
+//! with a name before files already read is refused, as it was then: its positions would
+//! sort below published ones), and files that appear after that look rank after them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +25,9 @@ pub(crate) struct Arrival {
     ranks: HashMap<Arc<str>, i64>,
     /// The rank the next new file gets.
     next: i64,
+    /// A table from before ranks: the next [`Arrival::order`] ranks the files it does not
+    /// know [`LEGACY_RANK`] (name order) instead of as new.
+    legacy: bool,
 }
 
 /// The rank a file of a table written before ranks were kept has (see the module doc).
@@ -43,7 +48,11 @@ impl Arrival {
                 .map(|(name, rank)| (Arc::from(name.as_str()), *rank)),
         );
         let next = ranks.values().copied().max().unwrap_or(LEGACY_RANK) + 1;
-        Arrival { ranks, next }
+        Arrival {
+            ranks,
+            next,
+            legacy: stored.is_empty() && !committed.is_empty(),
+        }
     }
 
     /// The rank of `name`, if it has one.
@@ -58,8 +67,13 @@ impl Arrival {
     }
 
     /// Orders `files` by rank, then name; files without a rank are new: they get the next
-    /// ranks, in name order, after every ranked one.
+    /// ranks, in name order, after every ranked one (for a table from before ranks, rank 0).
     pub fn order(&mut self, files: &mut [SourceFile]) {
+        if std::mem::take(&mut self.legacy) {
+            for f in files.iter() {
+                self.ranks.entry(f.name.clone()).or_insert(LEGACY_RANK);
+            }
+        }
         files.sort_by(|a, b| {
             let (ra, rb) = (self.rank(&a.name), self.rank(&b.name));
             // New files (no rank) after ranked ones, by name.
@@ -119,5 +133,20 @@ mod tests {
         assert_eq!(names(&files), ["k", "z", "m", "a", "b", "0", "c"]);
         assert_eq!(arrival.key("0"), (5, "0"));
         assert_eq!(arrival.key("gone"), (0, "gone"));
+    }
+
+    /// A table from before ranks (offsets, no ranks): the files there at the first look keep
+    /// the name order that version read them in; files appearing later come after them.
+    #[test]
+    fn a_table_from_before_ranks_keeps_name_order_for_the_files_it_had() {
+        let committed: HashMap<String, i64> = [("k".to_string(), 10)].into();
+        let mut arrival = Arrival::from_table(&HashMap::new(), &committed);
+        let mut files: Vec<SourceFile> = ["m", "k", "a"].map(file).into();
+        arrival.order(&mut files);
+        assert_eq!(names(&files), ["a", "k", "m"]);
+        assert_eq!(arrival.rank("a"), Some(0));
+        arrival.append_new(&mut files, ["0"].map(file).into());
+        assert_eq!(names(&files), ["a", "k", "m", "0"]);
+        assert_eq!(arrival.rank("0"), Some(1));
     }
 }
