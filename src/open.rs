@@ -78,9 +78,8 @@ pub fn open_source(settings: &RunSettings, following: bool) -> anyhow::Result<Nd
         }
         None => Arc::new(LocalFiles::new(&settings.source)),
     };
-    Ok(NdjsonSource::open_store(store, following)
-        .map_err(|e| usage(format!("--source: {e}")))?
-        .with_format(settings.input.clone()))
+    NdjsonSource::open_store(store, following, settings.input.clone())
+        .map_err(|e| usage(format!("--source: {e}")))
 }
 
 /// Merges the config file, fills the options that decide what the table holds from the

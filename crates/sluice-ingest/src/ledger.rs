@@ -81,12 +81,7 @@ impl Ledger {
     pub fn txn_names(&self, log: &dyn ReplayLog) -> Vec<String> {
         let mut names: Vec<String> = log.partitions().iter().map(|p| p.to_string()).collect();
         if log.keeps_ranks() {
-            let ranks = log
-                .partitions()
-                .iter()
-                .map(|p| rank_txn(p))
-                .collect::<Vec<_>>();
-            names.extend(ranks);
+            names.extend(log.partitions().iter().map(|p| rank_txn(p)));
         }
         names.push(self.names.watermark.clone());
         names.push(self.names.ahead.clone());
@@ -231,16 +226,7 @@ fn rank_txn(partition: &str) -> String {
 
 /// Takes the ranks out of `txns` (as read from the table), by source partition.
 fn take_ranks(txns: &mut HashMap<String, i64>) -> HashMap<String, i64> {
-    let names: Vec<String> = txns
-        .keys()
-        .filter(|n| n.starts_with(RANK_TXN_PREFIX))
-        .cloned()
-        .collect();
-    names
-        .into_iter()
-        .filter_map(|n| {
-            let rank = txns.remove(&n)?;
-            Some((n[RANK_TXN_PREFIX.len()..].to_string(), rank))
-        })
+    txns.extract_if(|name, _| name.starts_with(RANK_TXN_PREFIX))
+        .map(|(name, rank)| (name[RANK_TXN_PREFIX.len()..].to_string(), rank))
         .collect()
 }

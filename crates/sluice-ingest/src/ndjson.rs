@@ -87,7 +87,7 @@ impl Ingester<'_, NdjsonSource> {
         let decode_threads = config.decode_threads;
         let busy = self.busy().clone();
         // A thread reads the chunks (decompressing, converting CSV records, waiting on an
-        // object store) a few ahead of the decoding, so reading overlaps with decoding.
+        // object store) one deal ahead of the decoding, so reading overlaps with decoding.
         let (chunks_tx, chunks) =
             std::sync::mpsc::sync_channel::<Result<Chunk, SourceError>>(decode_threads.max(1));
         let read_thread = std::thread::Builder::new()

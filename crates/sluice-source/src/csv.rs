@@ -52,8 +52,7 @@ impl CsvOptions {
         self.record_end(data, true)
     }
 
-    /// Where records end in `data`, found by the parser that splits them (so a quote in the
-    /// middle of a field, a doubled quote or an escape is judged as the fields are).
+    /// The record parser of these options.
     fn parser(&self) -> csv_core::Reader {
         csv_core::ReaderBuilder::new()
             .delimiter(self.delimiter)
@@ -63,6 +62,8 @@ impl CsvOptions {
             .build()
     }
 
+    /// Where records end in `data`, found by the parser that splits them (so a quote in the
+    /// middle of a field, a doubled quote or an escape is judged as the fields are).
     fn record_end(&self, data: &[u8], first: bool) -> Option<usize> {
         let mut parser = self.parser();
         let mut output = vec![0u8; 64 << 10];
@@ -161,7 +162,7 @@ impl Header {
 /// lines, the offset of each, and the records that are dead letters. `header`: the file's
 /// columns (`None` for a file without a header: each record is named positionally, and the
 /// first record fixes the field count).
-pub struct Converted {
+pub(crate) struct Converted {
     pub lines: Vec<u8>,
     pub offsets: Vec<i64>,
     pub bad: Vec<Reject>,

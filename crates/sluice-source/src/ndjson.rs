@@ -33,17 +33,21 @@ impl NdjsonSource {
     /// A bounded source: every file is read to its length at opening, a last line without a
     /// newline included.
     pub fn open(path: &Path) -> Result<Self, SourceError> {
-        NdjsonSource::open_store(Arc::new(LocalFiles::new(path)), false)
+        NdjsonSource::open_store(Arc::new(LocalFiles::new(path)), false, FileFormat::Ndjson)
     }
 
     /// A followed source: like [`NdjsonSource::open`], but the last file is read only up to
     /// its last complete line, and [`NdjsonSource::refresh`] picks up what was appended.
     pub fn open_following(path: &Path) -> Result<Self, SourceError> {
-        NdjsonSource::open_store(Arc::new(LocalFiles::new(path)), true)
+        NdjsonSource::open_store(Arc::new(LocalFiles::new(path)), true, FileFormat::Ndjson)
     }
 
-    /// The files of `store`, bounded or followed.
-    pub fn open_store(store: Arc<dyn FileStore>, following: bool) -> Result<Self, SourceError> {
+    /// The files of `store`, bounded or followed, their records written in `format`.
+    pub fn open_store(
+        store: Arc<dyn FileStore>,
+        following: bool,
+        format: FileFormat,
+    ) -> Result<Self, SourceError> {
         let mut files = store.list()?;
         if files.is_empty() {
             return Err(SourceError::Empty(PathBuf::from(store.root())));
@@ -52,16 +56,18 @@ impl NdjsonSource {
         arrival.order(&mut files);
         let mut source = NdjsonSource {
             store,
-            format: FileFormat::Ndjson,
-            files,
+            format,
+            files: Vec::new(),
             arrival,
             following,
         };
-        source.trim_last()?;
+        source.settle(files, None)?;
         Ok(source)
     }
 
-    /// Reads records written in `format` (NDJSON by default).
+    /// The same files read as `format` (a source opened by path, which reads NDJSON). A
+    /// followed source's last file keeps the length found for NDJSON: open with
+    /// [`NdjsonSource::open_store`] to give the format first.
     pub fn with_format(mut self, format: FileFormat) -> Self {
         self.format = format;
         for f in &mut self.files {
@@ -115,12 +121,24 @@ impl NdjsonSource {
         let grew = !now.is_empty() || files.iter().map(|f| f.size).sum::<u64>() > before;
         self.arrival
             .append_new(&mut files, now.into_values().collect());
+        let last = self.files.last().cloned();
+        self.settle(files, last.as_ref())?;
+        Ok(grew)
+    }
+
+    /// Takes `files` (in read order) as the source's files, each read whole but the last of
+    /// a followed source, read to its last complete line. `last`: the last file before;
+    /// when it is still the last, unchanged, its complete lines are what they were (no read
+    /// to find its last line end again, which costs a request on an object store).
+    fn settle(
+        &mut self,
+        mut files: Vec<SourceFile>,
+        last: Option<&SourceFile>,
+    ) -> Result<(), SourceError> {
         for f in &mut files {
             f.len = full_len(&self.format, f);
         }
-        // The last file unchanged: its complete lines are what they were (no read to find
-        // its last line end again, which costs a request on an object store).
-        let unchanged = match (self.files.last(), files.last()) {
+        let unchanged = match (last, files.last()) {
             (Some(old), Some(new)) => {
                 (old.name == new.name && old.size == new.size).then_some(old.len)
             }
@@ -131,7 +149,7 @@ impl NdjsonSource {
             (Some(len), Some(last)) => last.len = len,
             _ => self.trim_last()?,
         }
-        Ok(grew)
+        Ok(())
     }
 
     /// Takes the read order the table stores (ranks by file name, and the files it has
@@ -143,12 +161,11 @@ impl NdjsonSource {
         committed: &HashMap<String, i64>,
     ) -> Result<(), SourceError> {
         self.arrival = Arrival::from_table(stored, committed);
-        self.arrival.order(&mut self.files);
+        let last = self.files.last().cloned();
+        let mut files = std::mem::take(&mut self.files);
+        self.arrival.order(&mut files);
         // Which file is last may have changed: every other file is read whole.
-        for f in &mut self.files {
-            f.len = full_len(&self.format, f);
-        }
-        self.trim_last()
+        self.settle(files, last.as_ref())
     }
 
     /// The ranks to store with a commit that covers `read`: those of the files up to `read`
@@ -207,10 +224,9 @@ impl NdjsonSource {
         if !self.following {
             return Ok(());
         }
-        if let Some(last) = self.files.last() {
+        if let Some(last) = self.files.last_mut() {
             if full_len(&self.format, last) != COMPRESSED_LEN {
-                let len = complete_lines_len(self.store.as_ref(), last)?;
-                self.files.last_mut().expect("a last file").len = len;
+                last.len = complete_lines_len(self.store.as_ref(), last)?;
             }
         }
         Ok(())

@@ -440,7 +440,9 @@ mod tests {
         let store: Arc<dyn ObjectStore> = memory.clone();
         let files =
             Arc::new(ObjectFiles::new(store, "in", "memory:///in/", Listing::Incremental).unwrap());
-        let mut source = crate::NdjsonSource::open_store(files.clone(), true).unwrap();
+        let mut source =
+            crate::NdjsonSource::open_store(files.clone(), true, crate::FileFormat::Ndjson)
+                .unwrap();
         let lines = |source: &crate::NdjsonSource| {
             let mut reader = source.reader(&Default::default(), 4096).unwrap();
             let mut n = 0;

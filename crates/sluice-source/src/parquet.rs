@@ -6,10 +6,11 @@
 //! letters hold for Parquet exactly as for JSON; a new table takes its column types from
 //! the first file's footer ([`footer_types`]) rather than from values. A file is read by
 //! ranges: its footer, then the column chunks of each row group from the resume row's on
-//! (a restart skips the row groups before it). A file that cannot be read as Parquet is one
-//! dead letter `unreadable` and the run goes on; the last file of a followed source that
+//! (a restart skips the row groups before it). A file that cannot be read as Parquet (the
+//! reader fails, or panics on it) is one dead letter `unreadable` and the run goes on; the last file of a followed source that
 //! has no footer yet is waited for (a Parquet file is complete once its footer is written).
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ use deltalake::parquet::file::reader::{ChunkReader, Length};
 use crate::chunk::Chunk;
 use crate::compression::COMPRESSED_LEN;
 use crate::file::SourceFile;
-use crate::reject::{Reject, RejectReason};
+use crate::reject::{panic_message, Reject, RejectReason};
 use crate::store::FileStore;
 
 /// Rows per chunk: a few MB of JSON text for typical rows, like an NDJSON chunk.
@@ -93,8 +94,15 @@ pub(crate) struct Rows {
 
 impl Rows {
     /// Opens `file` at row `start` (reading its footer): the row groups before the one
-    /// holding `start` are skipped unread.
-    pub fn open(
+    /// holding `start` are skipped unread. An error says why the file cannot be read.
+    pub fn open(store: Arc<dyn FileStore>, file: &SourceFile, start: i64) -> Result<Rows, String> {
+        match catch_unwind(AssertUnwindSafe(|| Rows::try_open(store, file, start))) {
+            Ok(opened) => opened.map_err(|e| e.to_string()),
+            Err(panic) => Err(panicked(panic.as_ref())),
+        }
+    }
+
+    fn try_open(
         store: Arc<dyn FileStore>,
         file: &SourceFile,
         start: i64,
@@ -109,7 +117,7 @@ impl Rows {
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
         // The row groups from the one holding `start` on, and of those the rows from `start`
         // on (the others are not decoded).
-        let (mut groups, mut skip) = (Vec::new(), 0usize);
+        let (mut groups, mut skip, mut selected) = (Vec::new(), 0usize, 0i64);
         let mut first_row = 0i64;
         for (i, group) in builder.metadata().row_groups().iter().enumerate() {
             let end_row = first_row + group.num_rows();
@@ -118,13 +126,10 @@ impl Rows {
                     skip = (start - first_row).max(0) as usize;
                 }
                 groups.push(i);
+                selected += group.num_rows();
             }
             first_row = end_row;
         }
-        let selected: i64 = groups
-            .iter()
-            .map(|i| builder.metadata().row_group(*i).num_rows())
-            .sum();
         let selection = RowSelection::from(vec![
             RowSelector::skip(skip),
             RowSelector::select((selected as usize).saturating_sub(skip)),
@@ -150,25 +155,21 @@ impl Rows {
         if self.ended {
             return None;
         }
-        let mut chunk = match self.reader.next() {
-            Some(Ok(batch)) => match json_lines(&batch) {
-                Ok(data) => {
-                    let n = batch.num_rows() as i64;
-                    let offsets: Vec<i64> = (self.row..self.row + n).collect();
-                    let start = self.row;
-                    self.row += n;
-                    Chunk {
-                        file: ordinal,
-                        start,
-                        data,
-                        message_offsets: Some(offsets),
-                        end_at: Some(self.row),
-                        ..Chunk::default()
-                    }
+        let mut chunk = match self.next_lines() {
+            Some(Ok((n, data))) => {
+                let offsets: Vec<i64> = (self.row..self.row + n).collect();
+                let start = self.row;
+                self.row += n;
+                Chunk {
+                    file: ordinal,
+                    start,
+                    data,
+                    message_offsets: Some(offsets),
+                    end_at: Some(self.row),
+                    ..Chunk::default()
                 }
-                Err(e) => self.unreadable(ordinal, &e.to_string()),
-            },
-            Some(Err(e)) => self.unreadable(ordinal, &e.to_string()),
+            }
+            Some(Err(why)) => self.unreadable(ordinal, &why),
             None => {
                 self.ended = true;
                 end_chunk(ordinal, self.row, Vec::new())
@@ -177,6 +178,20 @@ impl Rows {
         let now = self.fetched.load(Ordering::Relaxed);
         chunk.stored_bytes = Some(now - std::mem::replace(&mut self.fetched_at_cut, now));
         Some(chunk)
+    }
+
+    /// The reader's next batch as JSON lines, and its row count; an error (or a panic of the
+    /// reader) says why the rest of the file cannot be read.
+    fn next_lines(&mut self) -> Option<Result<(i64, Vec<u8>), String>> {
+        let next = catch_unwind(AssertUnwindSafe(|| {
+            let batch = match self.reader.next()? {
+                Ok(batch) => batch,
+                Err(e) => return Some(Err(e.to_string())),
+            };
+            let lines = json_lines(&batch).map_err(|e| e.to_string());
+            Some(lines.map(|data| (batch.num_rows() as i64, data)))
+        }));
+        next.unwrap_or_else(|panic| Some(Err(panicked(panic.as_ref()))))
     }
 
     /// The rest of the file as one dead letter.
@@ -197,6 +212,11 @@ pub(crate) fn end_chunk(ordinal: u32, start: i64, bad: Vec<Reject>) -> Chunk {
         bad,
         ..Chunk::default()
     }
+}
+
+/// Why a file cannot be read, when the Parquet reader panicked on it.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> String {
+    format!("the Parquet reader failed on it ({})", panic_message(panic))
 }
 
 /// A dead letter for the rows of a Parquet file from `row` on.

@@ -141,28 +141,29 @@ impl FileReader {
     fn next_rows(&mut self) -> Option<Chunk> {
         while self.index < self.files.len() {
             let ordinal = self.ordinal();
-            if self.rows.is_none() {
-                let start = self.starts[self.index];
-                if start as u64 >= self.file().len {
-                    self.index += 1;
-                    continue;
-                }
-                match crate::parquet::Rows::open(self.store.clone(), self.file(), start) {
-                    Ok(rows) => self.rows = Some(rows),
-                    Err(_) if self.is_last_followed() => {
-                        self.index = self.files.len();
-                        return None;
-                    }
-                    Err(e) => {
+            let rows = match self.rows.take() {
+                Some(rows) => rows,
+                None => {
+                    let start = self.starts[self.index];
+                    if start as u64 >= self.file().len {
                         self.index += 1;
-                        let why = e.to_string();
-                        let bad = crate::parquet::unreadable(ordinal, start, &why);
-                        return Some(crate::parquet::end_chunk(ordinal, start, vec![bad]));
+                        continue;
+                    }
+                    match crate::parquet::Rows::open(self.store.clone(), self.file(), start) {
+                        Ok(rows) => rows,
+                        Err(_) if self.is_last_followed() => {
+                            self.index = self.files.len();
+                            return None;
+                        }
+                        Err(why) => {
+                            self.index += 1;
+                            let bad = crate::parquet::unreadable(ordinal, start, &why);
+                            return Some(crate::parquet::end_chunk(ordinal, start, vec![bad]));
+                        }
                     }
                 }
-            }
-            let rows = self.rows.as_mut().expect("a Parquet file is open");
-            if let Some(chunk) = rows.next_chunk(ordinal) {
+            };
+            if let Some(chunk) = self.rows.insert(rows).next_chunk(ordinal) {
                 return Some(chunk);
             }
             self.rows = None;

@@ -2,6 +2,15 @@
 
 use sluice_window::TimeError;
 
+/// The message of a caught panic (for a dead letter `internal_error` or `unreadable`).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
 /// Why a record was rejected. The names (`as_str`) are stable: they appear in rejects output
 /// and in run summaries.
 #[derive(Debug, Clone, PartialEq, Eq)]

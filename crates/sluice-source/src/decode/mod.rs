@@ -33,6 +33,7 @@ use deltalake::arrow::json::reader::{Decoder, ReaderBuilder};
 use sluice_window::{EventTime, TimeSpec};
 
 use crate::chunk::Chunk;
+use crate::reject::panic_message;
 pub use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 use crate::schema::{type_name, FieldPath, PathError};
 use convert::{read_schema, Reading};
@@ -332,12 +333,7 @@ impl LineDecoder {
             if let Err(panic) =
                 std::panic::catch_unwind(AssertUnwindSafe(|| probe.decode_chunk(&alone)))
             {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                panicked.push((offset, line.to_vec(), message));
+                panicked.push((offset, line.to_vec(), panic_message(panic.as_ref())));
             }
         }
         let skip: Vec<i64> = panicked.iter().map(|(o, _, _)| *o).collect();

@@ -68,6 +68,12 @@ fn write_parquet(path: &Path, first: i32, rows: i32, group_rows: usize) {
     writer.close().unwrap();
 }
 
+/// The Parquet files of `dir`, bounded or followed.
+fn parquet_files(dir: &Path, following: bool) -> NdjsonSource {
+    let store = Arc::new(crate::LocalFiles::new(dir));
+    NdjsonSource::open_store(store, following, FileFormat::Parquet).unwrap()
+}
+
 /// What a source read: its records (file, offset, line), dead letters, and chunk ends.
 #[derive(Default)]
 struct Read {
@@ -102,9 +108,7 @@ fn read_all(source: &NdjsonSource, resume: &HashMap<String, i64>) -> Read {
 fn rows_are_records_at_their_row_numbers_from_any_resume_row() {
     let dir = tempfile::tempdir().unwrap();
     write_parquet(&dir.path().join("a.parquet"), 0, 25, 10);
-    let source = NdjsonSource::open(dir.path())
-        .unwrap()
-        .with_format(FileFormat::Parquet);
+    let source = parquet_files(dir.path(), false);
     assert_eq!(source.files()[0].len, COMPRESSED_LEN);
     let Read { rows, bad, ends } = read_all(&source, &HashMap::new());
     assert!(bad.is_empty());
@@ -134,9 +138,7 @@ fn rows_are_records_at_their_row_numbers_from_any_resume_row() {
     // A restart anywhere reads every later row group, the short last one too.
     let dir = tempfile::tempdir().unwrap();
     write_parquet(&dir.path().join("b.parquet"), 0, 516, 100);
-    let many = NdjsonSource::open(dir.path())
-        .unwrap()
-        .with_format(FileFormat::Parquet);
+    let many = parquet_files(dir.path(), false);
     for start in [0, 32, 99, 100, 499, 500, 515] {
         let resume: HashMap<String, i64> = [("b.parquet".to_string(), start)].into();
         let offsets: Vec<i64> = read_all(&many, &resume).rows.iter().map(|r| r.1).collect();
@@ -156,9 +158,7 @@ fn a_file_that_is_not_parquet_is_one_dead_letter_and_the_next_file_is_read() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.parquet"), b"PAR1 this is not a footer").unwrap();
     write_parquet(&dir.path().join("b.parquet"), 0, 3, 10);
-    let source = NdjsonSource::open(dir.path())
-        .unwrap()
-        .with_format(FileFormat::Parquet);
+    let source = parquet_files(dir.path(), false);
     let Read { rows, bad, .. } = read_all(&source, &HashMap::new());
     assert_eq!(rows.len(), 3);
     assert_eq!(bad.len(), 1);
@@ -170,9 +170,7 @@ fn a_file_that_is_not_parquet_is_one_dead_letter_and_the_next_file_is_read() {
     );
 
     // Followed, a last file without its footer yet is waited for.
-    let following = NdjsonSource::open_following(dir.path())
-        .unwrap()
-        .with_format(FileFormat::Parquet);
+    let following = parquet_files(dir.path(), true);
     std::fs::write(dir.path().join("c.parquet"), b"PAR1").unwrap();
     let mut following = following;
     following.refresh().unwrap();
@@ -188,9 +186,7 @@ fn a_file_that_is_not_parquet_is_one_dead_letter_and_the_next_file_is_read() {
 fn a_new_table_takes_the_footer_types_of_scalar_columns() {
     let dir = tempfile::tempdir().unwrap();
     write_parquet(&dir.path().join("a.parquet"), 0, 5, 10);
-    let source = NdjsonSource::open(dir.path())
-        .unwrap()
-        .with_format(FileFormat::Parquet);
+    let source = parquet_files(dir.path(), false);
     let footer = source.footer_types().unwrap();
     let inferred = crate::schema::infer(
         source.head_lines(10).unwrap().iter().map(Vec::as_slice),
