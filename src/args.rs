@@ -43,11 +43,18 @@ pub struct RunArgs {
     /// names grow; the whole prefix once every 100 looks). [default: full]
     #[arg(long, value_parser = ["full", "incremental"])]
     pub listing: Option<String>,
-    /// How a file source's records are written: ndjson (one JSON object per line), csv (a
-    /// header row naming the columns) or parquet (a row a record). [default: by --source's
-    /// prefix]
-    #[arg(long, value_parser = ["ndjson", "csv", "parquet"])]
+    /// How records are written: for a file source ndjson (one JSON object per line), csv (a
+    /// header row naming the columns) or parquet (a row a record); for a kafka: source json
+    /// (a JSON object per message) or avro (Confluent wire format, with --schema-registry).
+    /// [default: by --source's prefix; json for kafka:]
+    #[arg(long, value_parser = ["ndjson", "json", "csv", "parquet", "avro"])]
     pub input_format: Option<String>,
+    /// With a kafka: source of --input-format avro: the Confluent schema registry the
+    /// messages' schema ids are looked up in, http(s)://HOST[:PORT][/PATH]. Credentials: basic
+    /// auth from SLUICE_SCHEMA_REGISTRY_USER and SLUICE_SCHEMA_REGISTRY_PASSWORD, or a bearer
+    /// token from SLUICE_SCHEMA_REGISTRY_TOKEN (not flags: `ps` shows flags to every user).
+    #[arg(long, value_name = "URL")]
+    pub schema_registry: Option<String>,
     /// CSV: the field delimiter, one character (`\t` or tab for TSV). [default: ,]
     #[arg(long)]
     pub csv_delimiter: Option<String>,
@@ -372,6 +379,8 @@ pub struct KafkaSettings {
     /// Seal a partition's open windows after this long without a message of it.
     pub idle_timeout_ms: Option<i64>,
     pub max_events: Option<u64>,
+    /// How the messages' values are written, and the schema registry.
+    pub payload: sluice_source::kafka::PayloadOptions,
 }
 
 #[cfg(feature = "kafka")]
@@ -387,6 +396,7 @@ impl KafkaSettings {
             client_options: self.client_options.clone(),
             chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
             chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
+            payload: self.payload.clone(),
         }
     }
 }
@@ -475,10 +485,15 @@ impl RunArgs {
             ("--csv-header", self.csv_header.is_some()),
         ];
         let name = given.or(prefix).unwrap_or("ndjson");
-        if kafka && given.is_some_and(|g| g != "ndjson") {
+        if kafka && given.is_some_and(|g| !matches!(g, "ndjson" | "json" | "avro")) {
             return Err(usage(format!(
-                "--input-format {name}: a Kafka source reads JSON messages"
+                "--input-format {name}: a Kafka source reads json or avro messages"
             )));
+        }
+        if !kafka && name == "avro" {
+            return Err(usage(
+                "--input-format avro: Avro is read from kafka: sources (messages in the schema registry's wire format), not from files yet",
+            ));
         }
         if name != "csv" {
             if let Some((flag, _)) = csv_flags.iter().find(|(_, g)| *g) {
@@ -555,6 +570,7 @@ impl RunArgs {
             ("--start", self.start.is_some()),
             ("--kafka-option", !self.kafka_options.is_empty()),
             ("--max-events", self.max_events.is_some()),
+            ("--schema-registry", self.schema_registry.is_some()),
         ];
         if let Some((flag, _)) = kafka_only.iter().find(|(_, given)| *given) {
             return Err(usage(format!("{flag}: only with a kafka:TOPIC source")));
@@ -589,6 +605,7 @@ impl RunArgs {
         if self.max_events == Some(0) {
             return Err(usage("--max-events: must be at least 1"));
         }
+        let payload = self.payload_options()?;
         Ok(KafkaSettings {
             topic,
             brokers,
@@ -598,7 +615,53 @@ impl RunArgs {
             until_idle_ms,
             idle_timeout_ms,
             max_events: self.max_events,
+            payload,
         })
+    }
+
+    /// `--input-format` of a Kafka source and `--schema-registry` with its credentials
+    /// (from the environment).
+    fn payload_options(&self) -> anyhow::Result<sluice_source::kafka::PayloadOptions> {
+        use sluice_source::kafka::{MessageFormat, PayloadOptions};
+        use sluice_source::registry::{RegistryAuth, RegistryOptions};
+        let format = match self.input_format.as_deref() {
+            None => MessageFormat::Json,
+            Some(name) => MessageFormat::parse(name)
+                .ok_or_else(|| usage(format!("--input-format {name}: use json or avro")))?,
+        };
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let auth = match (
+            env("SLUICE_SCHEMA_REGISTRY_USER"),
+            env("SLUICE_SCHEMA_REGISTRY_PASSWORD"),
+            env("SLUICE_SCHEMA_REGISTRY_TOKEN"),
+        ) {
+            (None, None, None) => RegistryAuth::None,
+            (Some(user), password, None) => RegistryAuth::Basic {
+                user,
+                password: password.unwrap_or_default(),
+            },
+            (None, None, Some(token)) => RegistryAuth::Bearer(token),
+            (None, Some(_), None) => {
+                return Err(usage(
+                    "SLUICE_SCHEMA_REGISTRY_PASSWORD is set without SLUICE_SCHEMA_REGISTRY_USER",
+                ))
+            }
+            _ => {
+                return Err(usage(
+                    "set SLUICE_SCHEMA_REGISTRY_TOKEN or SLUICE_SCHEMA_REGISTRY_USER/_PASSWORD, not both",
+                ))
+            }
+        };
+        let registry = match &self.schema_registry {
+            None => None,
+            Some(url) => Some(
+                RegistryOptions::new(url, auth)
+                    .map_err(|e| usage(format!("--schema-registry: {e}")))?,
+            ),
+        };
+        let payload = PayloadOptions { format, registry };
+        payload.check().map_err(|e| usage(e.to_string()))?;
+        Ok(payload)
     }
 
     /// `--follow` and its options (`--poll-interval`, `--idle-timeout`, `--until-idle`),

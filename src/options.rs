@@ -34,8 +34,9 @@ const STREAM_ONLY: [&str; 19] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 21] = [
+const SOURCE_ONLY: [&str; 22] = [
     "source",
+    "schema_registry",
     "time_column",
     "lateness",
     "max_time_ahead",

@@ -277,6 +277,26 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// Runs the Python script `tests/interop/<script>` with `args`; asserts it succeeds and
+/// returns what it printed.
+pub fn interop(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(script);
+    let out = Command::new(python())
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// Runs `tests/interop/compare_json.py` over a table, its dead-letter table and its input:
 /// every input line a row (with every field's value) or a dead letter, as Python delta-rs
 /// and Polars read the table. Returns its summary line.

@@ -120,6 +120,7 @@ fn bounded_run(
             client_options: Vec::new(),
             chunk_messages_max: KafkaOptions::CHUNK_MESSAGES_MAX_DEFAULT,
             chunk_ms_max: KafkaOptions::CHUNK_MS_MAX_DEFAULT,
+            payload: Default::default(),
         },
         dlq: TableOptions::new(dlq),
         table: options,

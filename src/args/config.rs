@@ -82,6 +82,13 @@ impl RunArgs {
         }
         fill!(
             source,
+            input_format,
+            listing,
+            csv_delimiter,
+            csv_quote,
+            csv_escape,
+            csv_header,
+            schema_registry,
             brokers,
             group,
             start,

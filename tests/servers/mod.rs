@@ -1,5 +1,6 @@
 //! Real servers for end-to-end tests, one private instance per test on a free loopback port,
-//! stopped when dropped: a Kafka-protocol broker (tansu) and an S3 server (moto).
+//! stopped when dropped: a Kafka-protocol broker (tansu), an S3 server (moto), and a schema
+//! registry (the suite's own, tests/servers/registry.py: none is installable here).
 //!
 //! `scripts/servers install` puts both under `~/.cache/sluice` (the test command runs it);
 //! `SLUICE_TANSU` / `SLUICE_MOTO` name other binaries.
@@ -60,6 +61,53 @@ fn wait_listening(port: u16, what: &str, child: &mut Child) {
             "{what} did not listen on {port} within 30 s"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The suite's schema registry (tests/servers/registry.py), its schemas kept in a file so it
+/// can be stopped and started again on its port with the same ids.
+pub struct Registry {
+    server: Option<Server>,
+    port: u16,
+    state: PathBuf,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Registry {
+    pub fn start(state: PathBuf) -> Registry {
+        let port = free_port();
+        let mut registry = Registry {
+            server: None,
+            port,
+            state,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        registry.restart();
+        registry
+    }
+
+    /// Stops it (requests are refused until [`Registry::restart`]).
+    pub fn stop(&mut self) {
+        self.server = None;
+    }
+
+    pub fn restart(&mut self) {
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/registry.py");
+        let mut child = Command::new(crate::common::python())
+            .arg(script)
+            .args(["--port", &self.port.to_string(), "--state"])
+            .arg(&self.state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the registry starts");
+        wait_listening(self.port, "the schema registry", &mut child);
+        self.server = Some(Server {
+            child,
+            address: format!("127.0.0.1:{}", self.port),
+        });
     }
 }
 

@@ -182,6 +182,10 @@ pub enum IngestError {
     #[cfg(feature = "kafka")]
     #[error(transparent)]
     KafkaRead(Box<sluice_source::kafka::BoundedReadError>),
+    /// The schema registry refused a request, or answered with what is not a schema (while
+    /// it cannot be reached, reading waits for it).
+    #[error(transparent)]
+    Registry(#[from] Box<sluice_source::registry::RegistryError>),
     #[error("merge mode needs a natural key (--key): rows keyed by position cannot be upserted")]
     MergeNeedsKey,
     #[error("the records need new columns ({added}), but a MERGE across the table (--merge-scope table) cannot add columns; use --merge-scope window, or --schema-evolution reject or ignore")]

@@ -16,9 +16,11 @@ use std::time::Duration;
 use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{DeadLetterTable, TableOptions, WindowTable};
 use sluice_source::kafka::{
-    partition_name, KafkaConsumer, KafkaEvent, KafkaOptions, KafkaSourceError, ResumeLookup,
+    partition_name, KafkaConsumer, KafkaEvent, KafkaOptions, KafkaSourceError, Payloads,
+    RawMessage, ResumeLookup,
 };
-use sluice_source::{Chunk, LineDecoder, LogPartition};
+use sluice_source::registry::RegistryError;
+use sluice_source::{LineDecoder, LogPartition};
 use sluice_window::Shard;
 use tokio::sync::watch;
 
@@ -80,6 +82,8 @@ pub enum KafkaRunError {
     DeadLetters(#[from] sluice_publish::DeadLetterError),
     #[error("the Kafka consumer thread stopped unexpectedly")]
     ConsumerGone,
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     #[error("keeping the derived tables failed: {0}")]
     Derive(DeriveError),
     #[error("the run's last publication of partitions {partitions:?} kept failing (commits of other writers conflicted with it, or the run had read its count of messages); their rows after the table's positions are still only in the topic: run again to land them")]
@@ -156,7 +160,7 @@ impl KafkaRun {
             raw,
             due: true,
         });
-        let mut run = RunLoop::new(clock, deriving, self.config.restart);
+        let mut run = RunLoop::new(clock, deriving, self.config.restart, &self.kafka);
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
@@ -194,10 +198,10 @@ impl KafkaRun {
                 Some(KafkaEvent::Messages {
                     partition,
                     generation,
-                    chunk,
+                    messages,
                 }) => {
                     let at = (partition, generation);
-                    run.messages(self, at, chunk, &consumer, clock).await?
+                    run.messages(self, at, messages, &consumer, clock).await?
                 }
                 None => run.quiet(self, &consumer, clock).await?,
             };
@@ -423,10 +427,17 @@ struct RunLoop<'a> {
     deriving: Option<Deriving>,
     /// Rounds of re-reading partitions whose last publication failed at the end.
     end_restarts: Restarts,
+    /// What makes records of the messages' values (and the schemas it fetched).
+    payloads: Payloads,
 }
 
 impl<'a> RunLoop<'a> {
-    fn new(clock: &dyn Clock, deriving: Option<Deriving>, restart: RestartPolicy) -> Self {
+    fn new(
+        clock: &dyn Clock,
+        deriving: Option<Deriving>,
+        restart: RestartPolicy,
+        kafka: &KafkaOptions,
+    ) -> Self {
         let now_ms = clock.now_ms();
         RunLoop {
             owned: HashMap::new(),
@@ -438,6 +449,7 @@ impl<'a> RunLoop<'a> {
             started_ms: now_ms,
             deriving,
             end_restarts: Restarts::new(restart),
+            payloads: Payloads::new(&kafka.payload),
         }
     }
 
@@ -498,7 +510,7 @@ impl<'a> RunLoop<'a> {
         &mut self,
         run: &KafkaRun,
         (partition, generation): (i32, u64),
-        chunk: Chunk,
+        messages: Vec<RawMessage>,
         consumer: &KafkaConsumer,
         clock: &dyn Clock,
     ) -> Result<bool, KafkaRunError> {
@@ -514,9 +526,12 @@ impl<'a> RunLoop<'a> {
         let budget = run
             .max_events
             .map(|m| m.saturating_sub(self.summary.messages));
-        let (chunk, count) = shard.admit(chunk, budget);
-        self.summary.messages += count;
-        if let Some(chunk) = chunk {
+        let messages = shard.admit(messages, budget);
+        self.summary.messages += messages.len() as u64;
+        if !messages.is_empty() {
+            // While the schema registry cannot be reached this waits (the consumer thread
+            // goes on polling, and pauses fetching once its backlog is full).
+            let chunk = self.payloads.chunk(&messages).await?;
             let commits = shard.ingester.summary().commits;
             let before = shard.ingester.commits();
             shard.next = Some(chunk.end());
@@ -709,27 +724,18 @@ impl Owned<'_> {
         }
     }
 
-    /// The part of `chunk` this writer has not seen (replays of what the table or the writer
-    /// already holds are dropped), cut to `budget` messages; and the number of messages
-    /// kept.
-    fn admit(&mut self, chunk: Chunk, budget: Option<u64>) -> (Option<Chunk>, u64) {
+    /// The messages this writer has not seen (replays of what the table or the writer
+    /// already holds are dropped), cut to `budget` messages.
+    fn admit(&mut self, mut messages: Vec<RawMessage>, budget: Option<u64>) -> Vec<RawMessage> {
         let next = self.next.unwrap_or(i64::MIN);
-        let lines: Vec<(i64, &[u8])> = chunk
-            .lines()
-            .filter(|(o, _)| *o >= next)
-            .take(budget.map_or(usize::MAX, |b| b as usize))
-            .collect();
-        let count = lines.len() as u64;
-        if lines.is_empty() {
-            return (None, 0);
+        messages.retain(|(o, _)| *o >= next);
+        messages.truncate(budget.map_or(usize::MAX, |b| b as usize));
+        if let Some((first, _)) = messages.first() {
+            if self.origin.is_none() && self.committed().is_none() {
+                self.origin = Some(*first);
+            }
         }
-        if self.origin.is_none() && self.committed().is_none() {
-            self.origin = Some(lines[0].0);
-        }
-        if count as usize == chunk.message_offsets.as_ref().map_or(0, Vec::len) {
-            return (Some(chunk), count);
-        }
-        (Some(Chunk::messages(chunk.file, lines)), count)
+        messages
     }
 }
 

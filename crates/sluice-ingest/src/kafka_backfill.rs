@@ -22,7 +22,7 @@ use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{Coverage, TableOptions, WindowTable};
 use sluice_source::kafka::{
     partition_bounds, partition_name, BoundedReadError, KafkaOptions, PartitionBounds,
-    PartitionReader,
+    PartitionReader, Payloads,
 };
 use sluice_source::{Chunk, LineDecoder};
 use sluice_window::{EventTime, Shard, Window};
@@ -234,6 +234,7 @@ fn add(sum: &mut BackfillSummary, s: BackfillSummary) {
 /// One partition's messages `[low, high)`, read on a blocking thread.
 struct PartitionInput {
     reader: Option<PartitionReader>,
+    payloads: Payloads,
     name: String,
     high: i64,
     /// Messages read of this partition, and of those before it.
@@ -251,6 +252,7 @@ impl PartitionInput {
     ) -> Result<PartitionInput, BoundedReadError> {
         Ok(PartitionInput {
             reader: Some(PartitionReader::open(kafka, b.partition, b.low, b.high)?),
+            payloads: Payloads::new(&kafka.payload),
             name: partition_name(&kafka.topic, b.partition),
             high: b.high,
             read: 0,
@@ -265,18 +267,19 @@ impl BackfillInput for PartitionInput {
         let Some(mut reader) = self.reader.take() else {
             return Ok(None);
         };
-        let (reader, chunk) = tokio::task::spawn_blocking(move || {
-            let chunk = reader.next_chunk();
-            (reader, chunk)
+        let (reader, messages) = tokio::task::spawn_blocking(move || {
+            let messages = reader.next_messages();
+            (reader, messages)
         })
         .await
         .map_err(|_| IngestError::ReaderGone)?;
-        let chunk = chunk.map_err(|e| IngestError::KafkaRead(Box::new(e)))?;
-        if let Some(c) = &chunk {
-            self.read += c.message_offsets.as_ref().map_or(0, |o| o.len() as u64);
-            self.reader = Some(reader);
-        }
-        Ok(chunk)
+        let Some(messages) = messages.map_err(|e| IngestError::KafkaRead(Box::new(e)))? else {
+            return Ok(None);
+        };
+        self.read += messages.len() as u64;
+        self.reader = Some(reader);
+        let chunk = self.payloads.chunk(&messages).await.map_err(Box::new)?;
+        Ok(Some(chunk))
     }
 
     fn name(&self, _file: u32) -> String {

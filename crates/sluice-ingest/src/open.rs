@@ -103,9 +103,7 @@ pub async fn open_raw(
                     )?;
                     // Parquet files declare their columns' types: those, not the text's.
                     match source.footer_types() {
-                        Some(footer) => {
-                            sluice_source::parquet::with_footer_types(&inferred, &footer)
-                        }
+                        Some(footer) => sluice_source::rows::with_footer_types(&inferred, &footer),
                         None => inferred,
                     }
                 }

@@ -32,7 +32,9 @@ pub mod ndjson;
 pub mod object;
 pub mod parquet;
 pub mod reader;
+pub mod registry;
 pub mod reject;
+pub mod rows;
 pub mod schema;
 pub mod store;
 

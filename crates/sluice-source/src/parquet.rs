@@ -15,12 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use deltalake::arrow::array::{Array, AsArray, RecordBatch};
-use deltalake::arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
-use deltalake::arrow::error::ArrowError;
-use deltalake::arrow::json::writer::{
-    Encoder, EncoderFactory, EncoderOptions, LineDelimited, NullableEncoder, WriterBuilder,
-};
+use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
@@ -31,6 +26,7 @@ use crate::chunk::Chunk;
 use crate::compression::COMPRESSED_LEN;
 use crate::file::SourceFile;
 use crate::reject::{panic_message, Reject, RejectReason};
+use crate::rows::{json_lines, table_type};
 use crate::store::FileStore;
 
 /// Rows per chunk: a few MB of JSON text for typical rows, like an NDJSON chunk.
@@ -231,116 +227,6 @@ pub(crate) fn unreadable(ordinal: u32, row: i64, why: &str) -> Reject {
     }
 }
 
-/// The rows of `batch` as JSON lines, one per row (a row of nulls is `{}`).
-fn json_lines(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
-    let mut out = Vec::with_capacity(batch.get_array_memory_size());
-    let mut writer = WriterBuilder::new()
-        .with_explicit_nulls(false)
-        .with_encoder_factory(Arc::new(Base64Binary))
-        .build::<_, LineDelimited>(&mut out);
-    writer.write(batch)?;
-    writer.finish()?;
-    drop(writer);
-    Ok(out)
-}
-
-/// JSON text where arrow's writer would change a value: binary columns as base64 text
-/// (what a `binary` column reads from JSON), not hex; a float NaN or infinity as the text
-/// `"NaN"`, `"inf"` or `"-inf"`, not null (decoding then makes the row a dead letter
-/// `wrong_type` holding it, instead of a null that looks like a value).
-#[derive(Debug)]
-struct Base64Binary;
-
-impl EncoderFactory for Base64Binary {
-    fn make_default_encoder<'a>(
-        &self,
-        _field: &'a FieldRef,
-        array: &'a dyn Array,
-        _options: &'a EncoderOptions,
-    ) -> Result<Option<NullableEncoder<'a>>, ArrowError> {
-        if let Some(floats) = non_finite_floats(array) {
-            return Ok(Some(NullableEncoder::new(floats, array.nulls().cloned())));
-        }
-        let values: Box<dyn Fn(usize) -> &'a [u8] + 'a> = match array.data_type() {
-            DataType::Binary => {
-                let a = array.as_binary::<i32>();
-                Box::new(move |i| a.value(i))
-            }
-            DataType::LargeBinary => {
-                let a = array.as_binary::<i64>();
-                Box::new(move |i| a.value(i))
-            }
-            DataType::FixedSizeBinary(_) => {
-                let a = array.as_fixed_size_binary();
-                Box::new(move |i| a.value(i))
-            }
-            DataType::BinaryView => {
-                let a = array.as_binary_view();
-                Box::new(move |i| a.value(i))
-            }
-            _ => return Ok(None),
-        };
-        let encoder = Box::new(Base64Encoder(values)) as Box<dyn Encoder + 'a>;
-        Ok(Some(NullableEncoder::new(encoder, array.nulls().cloned())))
-    }
-}
-
-/// An encoder for a float column that holds a NaN or an infinity (`None` for any other
-/// column: the writer's own encoder is exact for finite values).
-fn non_finite_floats<'a>(array: &'a dyn Array) -> Option<Box<dyn Encoder + 'a>> {
-    use deltalake::arrow::datatypes::{Float32Type, Float64Type};
-    let value: Box<dyn Fn(usize) -> f64 + 'a> = match array.data_type() {
-        DataType::Float64 => {
-            let a = array.as_primitive::<Float64Type>();
-            if a.values().iter().all(|v| v.is_finite()) {
-                return None;
-            }
-            Box::new(move |i| a.value(i))
-        }
-        DataType::Float32 => {
-            let a = array.as_primitive::<Float32Type>();
-            if a.values().iter().all(|v| v.is_finite()) {
-                return None;
-            }
-            Box::new(move |i| a.value(i) as f64)
-        }
-        _ => return None,
-    };
-    Some(Box::new(FloatText(value)))
-}
-
-struct FloatText<'a>(Box<dyn Fn(usize) -> f64 + 'a>);
-
-impl Encoder for FloatText<'_> {
-    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
-        let v = (self.0)(idx);
-        let text = if v.is_nan() {
-            "\"NaN\"".to_string()
-        } else if v.is_infinite() {
-            format!("\"{}inf\"", if v < 0.0 { "-" } else { "" })
-        } else {
-            // Shortest text that reads back as the same value.
-            format!("{v:?}")
-        };
-        out.extend_from_slice(text.as_bytes());
-    }
-}
-
-struct Base64Encoder<'a>(Box<dyn Fn(usize) -> &'a [u8] + 'a>);
-
-impl Encoder for Base64Encoder<'_> {
-    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
-        use base64::Engine;
-        out.push(b'"');
-        out.extend_from_slice(
-            base64::engine::general_purpose::STANDARD
-                .encode((self.0)(idx))
-                .as_bytes(),
-        );
-        out.push(b'"');
-    }
-}
-
 /// The column types of the Parquet file `file`, from its footer, as the types a table
 /// stores (see [`table_type`]); `None` for a file that cannot be read as Parquet.
 pub fn footer_types(store: Arc<dyn FileStore>, file: &SourceFile) -> Option<SchemaRef> {
@@ -358,88 +244,6 @@ pub fn footer_types(store: Arc<dyn FileStore>, file: &SourceFile) -> Option<Sche
         .map(|f| Field::new(f.name(), table_type(f.data_type()), true))
         .collect();
     Some(Arc::new(Schema::new(fields)))
-}
-
-/// `inferred` (a schema inferred from the first rows as JSON) with each top-level column of
-/// a scalar type taking the type `footer` (see [`footer_types`]) gives its field: a new
-/// table's columns as the files declare them (`int32`, `timestamp`, `decimal(p,s)`,
-/// `binary`, ...) rather than as their JSON text reads. Nested columns keep the types their
-/// values give (their members' names may have been renamed for Delta).
-pub fn with_footer_types(inferred: &Schema, footer: &Schema) -> SchemaRef {
-    let fields: Vec<Field> = inferred
-        .fields()
-        .iter()
-        .map(|f| {
-            let declared = footer
-                .field_with_name(crate::schema::source_name(f))
-                .ok()
-                .map(|d| d.data_type())
-                .filter(|t| !t.is_nested() && !f.data_type().is_nested());
-            match declared {
-                Some(t) => f.as_ref().clone().with_data_type(t.clone()),
-                None => f.as_ref().clone(),
-            }
-        })
-        .collect();
-    Arc::new(Schema::new_with_metadata(
-        fields,
-        inferred.metadata().clone(),
-    ))
-}
-
-/// The type a table stores a Parquet column's values as: the same where a Delta table has
-/// it; else the nearest type that holds every value exactly (unsigned integers in the next
-/// wider signed type, or `decimal(20,0)` for 64 bits; any time unit as microseconds; a
-/// dictionary as its values); a type with no Delta counterpart (times of day, durations,
-/// intervals) as the text its JSON has.
-pub fn table_type(t: &DataType) -> DataType {
-    let nested = |f: &FieldRef| Arc::new(Field::new(f.name(), table_type(f.data_type()), true));
-    match t {
-        DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Date32
-        | DataType::Decimal128(_, _) => t.clone(),
-        DataType::UInt8 => DataType::Int16,
-        DataType::UInt16 => DataType::Int32,
-        DataType::UInt32 => DataType::Int64,
-        DataType::UInt64 => DataType::Decimal128(20, 0),
-        DataType::Float16 => DataType::Float32,
-        DataType::Date64 => DataType::Date32,
-        DataType::Timestamp(_, Some(_)) => {
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-        }
-        DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => DataType::Binary,
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _) => DataType::List(nested(f)),
-        DataType::Struct(fields) => DataType::Struct(fields.iter().map(nested).collect::<Fields>()),
-        DataType::Map(entries, sorted) => match entries.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => {
-                let key = Field::new(kv[0].name(), DataType::Utf8, false);
-                let value = nested(&kv[1]);
-                let entries = Field::new(
-                    entries.name(),
-                    DataType::Struct(Fields::from(vec![Arc::new(key), value])),
-                    false,
-                );
-                DataType::Map(Arc::new(entries), *sorted)
-            }
-            _ => DataType::Utf8,
-        },
-        DataType::Dictionary(_, values) => table_type(values),
-        _ => DataType::Utf8,
-    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,17 @@ pub enum RejectReason {
     /// Bytes that cannot be read as records: the rest of a compressed file that is corrupt
     /// or cut short (its earlier lines are rows).
     Unreadable(String),
+    /// A message with no value (a Kafka tombstone) where a record is expected.
+    NullValue,
+    /// A message that does not start as the schema registry's wire format does.
+    NoMagicByte(String),
+    /// A message whose schema id the registry does not know (or holds a schema of another
+    /// format, or one sluice cannot read).
+    UnknownSchema(String),
+    /// A message that ends before its record does.
+    Truncated(String),
+    /// A message whose bytes do not decode as the schema its id names.
+    SchemaMismatch(String),
 }
 
 impl RejectReason {
@@ -60,6 +71,11 @@ impl RejectReason {
             RejectReason::LineTooLong(_) => "line_too_long",
             RejectReason::WrongFieldCount(_) => "wrong_field_count",
             RejectReason::Unreadable(_) => "unreadable",
+            RejectReason::NullValue => "null_value",
+            RejectReason::NoMagicByte(_) => "no_magic_byte",
+            RejectReason::UnknownSchema(_) => "unknown_schema_id",
+            RejectReason::Truncated(_) => "truncated",
+            RejectReason::SchemaMismatch(_) => "schema_mismatch",
         }
     }
 
@@ -75,7 +91,14 @@ impl RejectReason {
             RejectReason::UnknownField(m)
             | RejectReason::FieldNameClash(m)
             | RejectReason::WrongFieldCount(m)
-            | RejectReason::Unreadable(m) => m.clone(),
+            | RejectReason::Unreadable(m)
+            | RejectReason::NoMagicByte(m)
+            | RejectReason::UnknownSchema(m)
+            | RejectReason::Truncated(m)
+            | RejectReason::SchemaMismatch(m) => m.clone(),
+            RejectReason::NullValue => {
+                "the message has no value (a tombstone); its key, if any, is not a record".into()
+            }
             RejectReason::Internal(m) => {
                 format!("decoding this record panicked ({m}); a bug in sluice, please report it")
             }

@@ -9,8 +9,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::KafkaOptions;
-use crate::chunk::Chunk;
+use super::{KafkaOptions, RawMessage};
 
 /// How long a metadata or watermark request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -128,7 +127,7 @@ pub fn partition_bounds(options: &KafkaOptions) -> Result<Vec<PartitionBounds>, 
         .collect()
 }
 
-/// Reads one partition's messages `[from, end)` in order, as [`Chunk::messages`] of at most
+/// Reads one partition's messages `[from, end)` in order, in deliveries of at most
 /// [`KafkaOptions::chunk_messages_max`] messages (blocking calls: run it off the async
 /// workers). Offsets may have gaps (compacted topics, transaction markers): the read ends at
 /// the first message at or past `end`, or when the consumer's position reaches it.
@@ -173,8 +172,8 @@ impl PartitionReader {
     }
 
     /// The next messages, or `None` once the read reached its end.
-    pub fn next_chunk(&mut self) -> Result<Option<Chunk>, BoundedReadError> {
-        let mut messages: Vec<(i64, Vec<u8>)> = Vec::new();
+    pub fn next_messages(&mut self) -> Result<Option<Vec<RawMessage>>, BoundedReadError> {
+        let mut messages: Vec<RawMessage> = Vec::new();
         let mut last = Instant::now();
         while self.next < self.end && messages.len() < self.chunk_messages_max {
             match self.consumer.poll(Duration::from_millis(100)) {
@@ -185,7 +184,7 @@ impl PartitionReader {
                     }
                     self.next = m.offset() + 1;
                     if m.offset() < self.end {
-                        messages.push((m.offset(), m.payload().unwrap_or_default().to_vec()));
+                        messages.push((m.offset(), m.payload().map(<[u8]>::to_vec)));
                     }
                 }
                 Some(Ok(_)) => {}
@@ -219,12 +218,7 @@ impl PartitionReader {
         if messages.is_empty() {
             return Ok(None);
         }
-        // File ordinal 1: a partition is read as a source of its own, of one "file" (as the
-        // group consumer hands it over).
-        Ok(Some(Chunk::messages(
-            1,
-            messages.iter().map(|(o, p)| (*o, p.as_slice())),
-        )))
+        Ok(Some(messages))
     }
 
     /// The consumer's fetch position of the partition, if known.

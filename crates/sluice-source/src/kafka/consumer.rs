@@ -16,8 +16,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 use tokio::sync::mpsc;
 
-use super::{KafkaOptions, ResumeLookup, StartAt};
-use crate::chunk::Chunk;
+use super::{KafkaOptions, RawMessage, ResumeLookup, StartAt};
 
 /// What the consumer thread hands over, in the order it happened.
 #[derive(Debug)]
@@ -33,7 +32,7 @@ pub enum KafkaEvent {
     Messages {
         partition: i32,
         generation: u64,
-        chunk: Chunk,
+        messages: Vec<RawMessage>,
     },
     /// The consumer failed and stopped.
     Failed(KafkaSourceError),
@@ -415,7 +414,7 @@ fn poll_loop(
     // polled of the partition comes from where it was, not from the offset asked for: it is
     // dropped, or the caller would take it as the re-read and skip the offsets in between.
     let mut seeks: HashMap<i32, (i64, u32)> = HashMap::new();
-    let mut polled: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
+    let mut polled: BTreeMap<i32, Vec<RawMessage>> = BTreeMap::new();
     let mut polled_count = 0usize;
     let mut since = Instant::now();
     let mut backlog: VecDeque<KafkaEvent> = VecDeque::new();
@@ -501,7 +500,7 @@ fn poll_loop(
                 polled
                     .entry(m.partition())
                     .or_default()
-                    .push((m.offset(), m.payload().unwrap_or_default().to_vec()));
+                    .push((m.offset(), m.payload().map(<[u8]>::to_vec)));
                 polled_count += 1;
             }
             Some(Ok(_)) => {}
@@ -547,19 +546,17 @@ fn poll_loop(
     consumer.unsubscribe();
 }
 
-/// Moves the polled messages into the backlog as one chunk per partition.
+/// Moves the polled messages into the backlog, an event per partition.
 fn flush(
-    polled: &mut BTreeMap<i32, Vec<(i64, Vec<u8>)>>,
+    polled: &mut BTreeMap<i32, Vec<RawMessage>>,
     generations: &HashMap<i32, u64>,
     backlog: &mut VecDeque<KafkaEvent>,
 ) {
     for (partition, messages) in std::mem::take(polled) {
-        // File ordinal 1: each partition is read as a source of its own, of one "file".
-        let chunk = Chunk::messages(1, messages.iter().map(|(o, p)| (*o, p.as_slice())));
         backlog.push_back(KafkaEvent::Messages {
             partition,
             generation: generations.get(&partition).copied().unwrap_or(0),
-            chunk,
+            messages,
         });
     }
 }

@@ -17,6 +17,7 @@
 //! The options and the table lookup are plain types, built without librdkafka; the consumer
 //! (`consumer.rs`) is built with the `kafka` cargo feature (on by default).
 
+mod avro;
 #[cfg(feature = "kafka")]
 mod bounded;
 #[cfg(feature = "kafka")]
@@ -25,6 +26,8 @@ mod consumer;
 pub use bounded::{partition_bounds, BoundedReadError, PartitionBounds, PartitionReader};
 #[cfg(feature = "kafka")]
 pub use consumer::*;
+mod payload;
+pub use payload::{MessageFormat, PayloadOptions, PayloadOptionsError, Payloads, RawMessage};
 
 use std::collections::HashMap;
 
@@ -60,6 +63,8 @@ pub struct KafkaOptions {
     pub chunk_messages_max: usize,
     /// At most this long between two deliveries of what was polled.
     pub chunk_ms_max: u64,
+    /// How the messages' values are written.
+    pub payload: PayloadOptions,
 }
 
 impl KafkaOptions {

@@ -8,8 +8,12 @@ use deltalake::arrow::array::{
 use deltalake::parquet::arrow::ArrowWriter;
 use deltalake::parquet::file::properties::WriterProperties;
 
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::datatypes::{DataType, TimeUnit};
+
 use super::*;
 use crate::reader::FileFormat;
+use crate::rows::with_footer_types;
 use crate::NdjsonSource;
 
 /// `rows` rows in row groups of `group_rows`: id, ts, name (null every 3rd), raw bytes, an

@@ -1,0 +1,357 @@
+//! Avro messages in the Confluent wire format (a zero byte, a 4-byte big-endian schema id,
+//! the Avro body) decoded to Arrow by arrow-avro, with the writer schema fetched from the
+//! registry by its id; the rows are handed on as JSON lines ([`crate::rows`]) so keys,
+//! time fields, evolution and dead letters hold exactly as for JSON.
+//!
+//! A message is one row or one dead letter: no magic byte (`no_magic_byte`), an id the
+//! registry does not know (`unknown_schema_id`), a body that ends before its record does
+//! (`truncated`), a body that does not decode as its schema or has bytes after its record
+//! (`schema_mismatch`), no value at all (`null_value`). Decoding runs over consecutive
+//! messages of one schema; a bad message ends its run (the decoder's half-built row is
+//! thrown away with it) and the messages before it are decoded again without it.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use arrow_avro::reader::{Decoder, ReaderBuilder};
+use arrow_avro::schema::{AvroSchema, Fingerprint, FingerprintAlgorithm, SchemaStore};
+use deltalake::arrow::array::RecordBatch;
+
+use crate::registry::{Lookup, RegistryError, SchemaKind, SchemaRegistry};
+use crate::reject::{panic_message, RejectReason};
+
+/// The Confluent wire format's first byte.
+pub const MAGIC: u8 = 0;
+/// Magic byte and schema id.
+pub const PREFIX_BYTES: usize = 5;
+
+/// What became of a message.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Its row, as one JSON object (no newline).
+    Row(Vec<u8>),
+    Bad(RejectReason),
+}
+
+/// Decodes Avro messages against the writer schemas the registry gives their ids.
+pub struct AvroMessages {
+    registry: SchemaRegistry,
+    /// A decoder per schema id seen; `None` for an id that is not an Avro schema sluice can
+    /// read (with why).
+    decoders: HashMap<u32, Result<SchemaDecoder, String>>,
+}
+
+/// The decoder of one writer schema and what it is built from (a decoder that failed on a
+/// message is built again).
+struct SchemaDecoder {
+    store: SchemaStore,
+    decoder: Decoder,
+}
+
+impl SchemaDecoder {
+    fn new(id: u32, text: &str) -> Result<SchemaDecoder, String> {
+        let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
+        store
+            .set(Fingerprint::Id(id), AvroSchema::new(text.to_string()))
+            .map_err(|e| e.to_string())?;
+        let decoder = build(&store)?;
+        Ok(SchemaDecoder { store, decoder })
+    }
+
+    fn reset(&mut self) -> Result<(), String> {
+        self.decoder = build(&self.store)?;
+        Ok(())
+    }
+}
+
+/// Rows per decoded batch (a message chunk is at most this long by default).
+const BATCH_ROWS: usize = 16_384;
+
+fn build(store: &SchemaStore) -> Result<Decoder, String> {
+    build_for(store, BATCH_ROWS)
+}
+
+fn build_for(store: &SchemaStore, rows: usize) -> Result<Decoder, String> {
+    let build = || {
+        ReaderBuilder::new()
+            .with_batch_size(rows)
+            .with_writer_schema_store(store.clone())
+            .build_decoder()
+    };
+    match catch_unwind(AssertUnwindSafe(build)) {
+        Ok(built) => built.map_err(|e| e.to_string()),
+        Err(panic) => Err(format!(
+            "arrow-avro failed on the schema ({})",
+            panic_message(panic.as_ref())
+        )),
+    }
+}
+
+impl AvroMessages {
+    pub fn new(registry: SchemaRegistry) -> AvroMessages {
+        AvroMessages {
+            registry,
+            decoders: HashMap::new(),
+        }
+    }
+
+    /// Each message's row or reason, in order. Errs only when the registry cannot answer
+    /// (and the run is stopping) or refuses the request: nothing about the messages.
+    pub async fn decode(
+        &mut self,
+        payloads: &[Option<&[u8]>],
+    ) -> Result<Vec<Outcome>, RegistryError> {
+        let mut out: Vec<Option<Outcome>> = Vec::with_capacity(payloads.len());
+        out.resize_with(payloads.len(), || None);
+        // Consecutive messages of one schema id, as (id, first index, end index).
+        let mut runs: Vec<(u32, usize, usize)> = Vec::new();
+        for (i, payload) in payloads.iter().enumerate() {
+            let id = match framing(*payload) {
+                Ok(id) => id,
+                Err(reason) => {
+                    out[i] = Some(Outcome::Bad(reason));
+                    continue;
+                }
+            };
+            if let Err(reason) = self.ensure(id).await? {
+                out[i] = Some(Outcome::Bad(reason));
+                continue;
+            }
+            match runs.last_mut() {
+                Some((last, _, end)) if *last == id && *end == i => *end = i + 1,
+                _ => runs.push((id, i, i + 1)),
+            }
+        }
+        for (id, from, to) in runs {
+            let Some(Ok(schema)) = self.decoders.get_mut(&id) else {
+                unreachable!("ensure made a decoder of every run's id");
+            };
+            decode_run(id, schema, payloads, from, to, &mut out);
+        }
+        Ok(out
+            .into_iter()
+            .map(|d| d.expect("every message decoded or rejected"))
+            .collect())
+    }
+
+    /// A decoder for schema `id`, or why its messages are dead letters.
+    async fn ensure(&mut self, id: u32) -> Result<Result<(), RejectReason>, RegistryError> {
+        if !self.decoders.contains_key(&id) {
+            let built = match self.registry.schema(id).await? {
+                Lookup::Unknown => {
+                    return Ok(Err(RejectReason::UnknownSchema(format!(
+                        "schema id {id}: the schema registry does not know it"
+                    ))))
+                }
+                Lookup::Found(s) if s.kind != SchemaKind::Avro => Err(format!(
+                    "schema id {id} is a {} schema, not Avro (--input-format avro)",
+                    s.kind.name()
+                )),
+                Lookup::Found(s) => SchemaDecoder::new(id, &s.text)
+                    .map_err(|e| format!("schema id {id} cannot be read: {e}")),
+            };
+            if let Err(why) = &built {
+                tracing::warn!(id, %why, "messages of this schema id are dead letters");
+            }
+            self.decoders.insert(id, built);
+        }
+        Ok(match &self.decoders[&id] {
+            Ok(_) => Ok(()),
+            Err(why) => Err(RejectReason::UnknownSchema(why.clone())),
+        })
+    }
+}
+
+/// The schema id of a message in the Confluent wire format, or why it is not one.
+fn framing(payload: Option<&[u8]>) -> Result<u32, RejectReason> {
+    let Some(p) = payload else {
+        return Err(RejectReason::NullValue);
+    };
+    if p.first() != Some(&MAGIC) {
+        return Err(RejectReason::NoMagicByte(match p.first() {
+            None => "an empty message".to_string(),
+            Some(b) => format!("its first byte is {b:#04x}, not the wire format's 0x00"),
+        }));
+    }
+    if p.len() < PREFIX_BYTES {
+        return Err(RejectReason::Truncated(format!(
+            "{} bytes: the wire format's prefix is 5 (magic byte and schema id)",
+            p.len()
+        )));
+    }
+    Ok(u32::from_be_bytes([p[1], p[2], p[3], p[4]]))
+}
+
+/// Decodes messages `from..to` (all of schema `id`) into `out`: rows, or the reason a
+/// message is bad. A bad message ends a segment: the decoder is built again, the good
+/// messages before it are decoded again without it, and decoding goes on after it.
+fn decode_run(
+    id: u32,
+    schema: &mut SchemaDecoder,
+    payloads: &[Option<&[u8]>],
+    from: usize,
+    to: usize,
+    out: &mut [Option<Outcome>],
+) {
+    let mut start = from;
+    while start < to {
+        let mut bad_at = None;
+        for (i, payload) in payloads.iter().enumerate().take(to).skip(start) {
+            let payload = payload.expect("framing checked the payload");
+            if let Err(reason) = feed(id, &mut schema.decoder, payload) {
+                out[i] = Some(Outcome::Bad(truncated_or(
+                    id,
+                    &schema.store,
+                    payload,
+                    reason,
+                )));
+                bad_at = Some(i);
+                break;
+            }
+        }
+        let end = bad_at.unwrap_or(to);
+        if bad_at.is_some() {
+            if let Err(why) = schema.reset() {
+                // (The same schema built before: not expected to fail now.)
+                reject_all(out, start, end, &why);
+                start = end + 1;
+                continue;
+            }
+            for payload in &payloads[start..end] {
+                let payload = payload.expect("framing checked the payload");
+                if feed(id, &mut schema.decoder, payload).is_err() {
+                    // Good a moment ago, so not expected; its segment then is bad whole.
+                    let _ = schema.reset();
+                    reject_all(out, start, end, "decoding it again failed");
+                    break;
+                }
+            }
+        }
+        if out[start..end].iter().all(Option::is_none) {
+            match flush(&mut schema.decoder) {
+                Ok(rows) if rows.len() == end - start => {
+                    for (slot, row) in out[start..end].iter_mut().zip(rows) {
+                        *slot = Some(Outcome::Row(row));
+                    }
+                }
+                Ok(rows) => reject_all(
+                    out,
+                    start,
+                    end,
+                    &format!("{} rows for {} messages", rows.len(), end - start),
+                ),
+                Err(why) => {
+                    let _ = schema.reset();
+                    reject_all(out, start, end, &why)
+                }
+            }
+        }
+        start = end + 1;
+    }
+}
+
+/// `reason`, or `truncated` for a message that fails because its body ends early (arrow-avro
+/// may say "bad varint" for a number cut short): one that decodes with zero bytes added
+/// and takes some of them.
+fn truncated_or(
+    id: u32,
+    store: &SchemaStore,
+    payload: &[u8],
+    reason: RejectReason,
+) -> RejectReason {
+    if !matches!(reason, RejectReason::SchemaMismatch(_)) {
+        return reason;
+    }
+    // One row: the decoder stops there (the zeros after it would read as another prefix).
+    let Ok(mut probe) = build_for(store, 1) else {
+        return reason;
+    };
+    let mut padded = payload.to_vec();
+    padded.resize(payload.len() + TRUNCATION_PROBE_BYTES, 0);
+    let before = probe.capacity();
+    match catch_unwind(AssertUnwindSafe(|| probe.decode(&padded))) {
+        Ok(Ok(n)) if n > payload.len() && before - probe.capacity() == 1 => {
+            RejectReason::Truncated(format!(
+                "the body ends {} bytes before its record of schema id {id} does",
+                n - payload.len()
+            ))
+        }
+        _ => reason,
+    }
+}
+
+/// Zero bytes a possibly truncated message is tried with (each is an empty string, a zero,
+/// a first union branch... of a record's remaining fields).
+const TRUNCATION_PROBE_BYTES: usize = 64;
+
+/// Marks every undecided message of `from..to` a dead letter (a failure of the decoder
+/// itself, not of one message).
+fn reject_all(out: &mut [Option<Outcome>], from: usize, to: usize, why: &str) {
+    for slot in out[from..to].iter_mut().filter(|s| s.is_none()) {
+        *slot = Some(Outcome::Bad(RejectReason::SchemaMismatch(format!(
+            "its run of messages could not be decoded: {why}"
+        ))));
+    }
+}
+
+/// Feeds one whole message to `decoder`: it must make exactly one row of all its bytes.
+fn feed(id: u32, decoder: &mut Decoder, payload: &[u8]) -> Result<(), RejectReason> {
+    let before = decoder.capacity();
+    let fed = catch_unwind(AssertUnwindSafe(|| decoder.decode(payload)));
+    let mismatch = |why: String| {
+        RejectReason::SchemaMismatch(format!(
+            "the payload does not decode as schema id {id}: {why}"
+        ))
+    };
+    let consumed = match fed {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            return Err(if text.contains("EOF") || text.contains("more data") {
+                RejectReason::Truncated(format!(
+                    "the body ends before its record of schema id {id} does ({text})"
+                ))
+            } else {
+                mismatch(text)
+            });
+        }
+        Err(panic) => {
+            return Err(mismatch(format!(
+                "arrow-avro failed on it ({})",
+                panic_message(panic.as_ref())
+            )))
+        }
+    };
+    let rows = before - decoder.capacity();
+    match (rows, consumed == payload.len()) {
+        (1, true) => Ok(()),
+        (0, _) => Err(RejectReason::Truncated(format!(
+            "{} bytes end before the record of schema id {id} does",
+            payload.len()
+        ))),
+        _ => Err(mismatch(format!(
+            "{} bytes after its record",
+            payload.len().saturating_sub(consumed)
+        ))),
+    }
+}
+
+/// The rows decoded since the last flush, as JSON objects.
+fn flush(decoder: &mut Decoder) -> Result<Vec<Vec<u8>>, String> {
+    let batch: Option<RecordBatch> = match catch_unwind(AssertUnwindSafe(|| decoder.flush())) {
+        Ok(b) => b.map_err(|e| e.to_string())?,
+        Err(panic) => return Err(panic_message(panic.as_ref())),
+    };
+    let Some(batch) = batch else {
+        return Ok(Vec::new());
+    };
+    let text = crate::rows::json_lines(&batch).map_err(|e| e.to_string())?;
+    Ok(text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests;

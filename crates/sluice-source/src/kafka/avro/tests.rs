@@ -1,0 +1,161 @@
+use super::*;
+use crate::registry::{RegisteredSchema, RegistryAuth, RegistryOptions};
+
+/// Avro's binary encoding of a long (zigzag varint).
+fn long(v: i64, out: &mut Vec<u8>) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let b = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn string(s: &str, out: &mut Vec<u8>) {
+    long(s.len() as i64, out);
+    out.extend_from_slice(s.as_bytes());
+}
+
+const V1: &str = r#"{"type":"record","name":"E","fields":[
+    {"name":"id","type":"string"},
+    {"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},
+    {"name":"n","type":"long"}]}"#;
+const V2: &str = r#"{"type":"record","name":"E","fields":[
+    {"name":"id","type":"string"},
+    {"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},
+    {"name":"n","type":"long"},
+    {"name":"coupon","type":["null","string"],"default":null}]}"#;
+
+/// A message of schema `id` (1: V1, 2: V2).
+fn message(id: u32, key: &str, ms: i64, n: i64, coupon: Option<&str>) -> Vec<u8> {
+    let mut out = vec![MAGIC];
+    out.extend_from_slice(&id.to_be_bytes());
+    string(key, &mut out);
+    long(ms, &mut out);
+    long(n, &mut out);
+    if id == 2 {
+        match coupon {
+            None => long(0, &mut out),
+            Some(c) => {
+                long(1, &mut out);
+                string(c, &mut out);
+            }
+        }
+    }
+    out
+}
+
+fn messages() -> AvroMessages {
+    let options = RegistryOptions::new("http://127.0.0.1:9", RegistryAuth::None).unwrap();
+    let mut registry = SchemaRegistry::new(options);
+    for (id, text) in [(1, V1), (2, V2)] {
+        registry.keep(RegisteredSchema {
+            id,
+            kind: SchemaKind::Avro,
+            text: text.into(),
+        });
+    }
+    registry.keep(RegisteredSchema {
+        id: 3,
+        kind: SchemaKind::Protobuf,
+        text: "syntax = \"proto3\";".into(),
+    });
+    AvroMessages::new(registry)
+}
+
+fn decode(payloads: &[Option<Vec<u8>>]) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut avro = messages();
+    let borrowed: Vec<Option<&[u8]>> = payloads.iter().map(|p| p.as_deref()).collect();
+    runtime
+        .block_on(avro.decode(&borrowed))
+        .unwrap()
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Row(line) => String::from_utf8(line).unwrap(),
+            Outcome::Bad(reason) => format!("{}: {}", reason.as_str(), reason.detail()),
+        })
+        .collect()
+}
+
+#[test]
+fn rows_of_two_schema_versions_decode_in_order() {
+    let got = decode(&[
+        Some(message(1, "a", 1_790_000_000_123, 1, None)),
+        Some(message(2, "b", 1_790_000_000_000, -2, Some("X"))),
+        Some(message(2, "c", 0, 3, None)),
+        Some(message(1, "d", 1, i64::MAX, None)),
+    ]);
+    assert_eq!(
+        got,
+        [
+            r#"{"id":"a","ts":"2026-09-21T14:13:20.123Z","n":1}"#,
+            r#"{"id":"b","ts":"2026-09-21T14:13:20Z","n":-2,"coupon":"X"}"#,
+            r#"{"id":"c","ts":"1970-01-01T00:00:00Z","n":3}"#,
+            r#"{"id":"d","ts":"1970-01-01T00:00:00.001Z","n":9223372036854775807}"#,
+        ]
+    );
+}
+
+#[test]
+fn every_bad_message_is_a_dead_letter_and_the_good_ones_around_it_are_rows() {
+    let good = |k: &str| Some(message(1, k, 1000, 7, None));
+    let mut truncated = message(1, "t", 1000, 7, None);
+    truncated.truncate(truncated.len() - 1);
+    let mut trailing = message(1, "x", 1000, 7, None);
+    trailing.extend_from_slice(&[0, 1, 2]);
+    let mut mismatch = vec![MAGIC, 0, 0, 0, 1];
+    long(-5, &mut mismatch); // a string of length -5
+    let got = decode(&[
+        good("a"),
+        None,
+        Some(b"{\"json\":1}".to_vec()),
+        good("b"),
+        Some(truncated),
+        good("c"),
+        Some(vec![MAGIC, 0, 0]),
+        Some(trailing),
+        Some(mismatch),
+        Some(message(3, "p", 0, 0, None)),
+        good("d"),
+        Some(Vec::new()),
+    ]);
+    let reasons: Vec<&str> = got.iter().map(|g| g.split(':').next().unwrap()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "{\"id\"",
+            "null_value",
+            "no_magic_byte",
+            "{\"id\"",
+            "truncated",
+            "{\"id\"",
+            "truncated",
+            "schema_mismatch",
+            "schema_mismatch",
+            "unknown_schema_id",
+            "{\"id\"",
+            "no_magic_byte",
+        ],
+        "{got:#?}"
+    );
+    for (i, key) in [(0, "a"), (3, "b"), (5, "c"), (10, "d")] {
+        assert!(
+            got[i].starts_with(&format!("{{\"id\":\"{key}\"")),
+            "{}",
+            got[i]
+        );
+    }
+    assert!(
+        got[9].contains("schema id 3 is a PROTOBUF schema"),
+        "{}",
+        got[9]
+    );
+}

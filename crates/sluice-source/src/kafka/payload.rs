@@ -1,0 +1,148 @@
+//! What a Kafka message's value holds, and how it becomes a record: JSON text as it is, or
+//! a schema-registry format decoded against its registered schema ([`MessageFormat`]).
+//!
+//! The consumer hands over messages as they are ([`RawMessage`]: a value can be absent, a
+//! tombstone); a run keeps the ones it has not seen and turns them into a [`Chunk`] of JSON
+//! lines with [`Payloads::chunk`], each message a line or a dead letter at its offset.
+
+use crate::chunk::Chunk;
+use crate::registry::{RegistryError, RegistryOptions, SchemaRegistry};
+use crate::reject::{Reject, RAW_BYTES_MAX};
+
+use super::avro::{AvroMessages, Outcome};
+
+/// A message as the consumer read it: its offset and its value (`None`: a tombstone).
+pub type RawMessage = (i64, Option<Vec<u8>>);
+
+/// How message values are written (`--input-format` of a `kafka:` source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MessageFormat {
+    /// One JSON object per message.
+    #[default]
+    Json,
+    /// Avro in the Confluent wire format, its schema in the registry.
+    Avro,
+}
+
+impl MessageFormat {
+    pub fn parse(name: &str) -> Option<MessageFormat> {
+        match name {
+            "json" | "ndjson" => Some(MessageFormat::Json),
+            "avro" => Some(MessageFormat::Avro),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageFormat::Json => "json",
+            MessageFormat::Avro => "avro",
+        }
+    }
+
+    /// Whether the format's messages carry a schema id to look up in a registry.
+    pub fn needs_registry(self) -> bool {
+        self != MessageFormat::Json
+    }
+}
+
+/// The format of a topic's messages and the registry its schemas are in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PayloadOptions {
+    pub format: MessageFormat,
+    pub registry: Option<RegistryOptions>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadOptionsError {
+    #[error("--input-format {0} reads schema ids: give --schema-registry URL")]
+    NoRegistry(&'static str),
+    #[error("--schema-registry: JSON messages carry no schema id (--input-format avro)")]
+    UnusedRegistry,
+}
+
+impl PayloadOptions {
+    pub fn check(&self) -> Result<(), PayloadOptionsError> {
+        match (self.format.needs_registry(), &self.registry) {
+            (true, None) => Err(PayloadOptionsError::NoRegistry(self.format.name())),
+            (false, Some(_)) => Err(PayloadOptionsError::UnusedRegistry),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Turns a partition's messages into records (one per run: it keeps the schemas fetched).
+pub struct Payloads {
+    avro: Option<AvroMessages>,
+}
+
+impl Payloads {
+    pub fn new(options: &PayloadOptions) -> Payloads {
+        let avro = match (options.format, &options.registry) {
+            (MessageFormat::Avro, Some(r)) => {
+                Some(AvroMessages::new(SchemaRegistry::new(r.clone())))
+            }
+            _ => None,
+        };
+        Payloads { avro }
+    }
+
+    /// The messages (in offset order, of one partition: file ordinal 1) as a chunk: each one
+    /// a line or a dead letter. Errs only when the registry refuses to answer; while it
+    /// cannot be reached, this waits for it.
+    pub async fn chunk(&mut self, messages: &[RawMessage]) -> Result<Chunk, RegistryError> {
+        let Some(avro) = &mut self.avro else {
+            return Ok(Chunk::messages(
+                1,
+                messages
+                    .iter()
+                    .map(|(o, p)| (*o, p.as_deref().unwrap_or_default())),
+            ));
+        };
+        let payloads: Vec<Option<&[u8]>> = messages.iter().map(|(_, p)| p.as_deref()).collect();
+        let outcomes = avro.decode(&payloads).await?;
+        Ok(lines_and_rejects(messages, outcomes))
+    }
+}
+
+/// A chunk of the rows' JSON lines at their messages' offsets, the others dead letters.
+fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
+    let mut data = Vec::new();
+    let mut offsets = Vec::new();
+    let mut bad = Vec::new();
+    let mut stored = 0u64;
+    for ((offset, payload), outcome) in messages.iter().zip(outcomes) {
+        stored += payload.as_ref().map_or(0, |p| p.len() as u64);
+        match outcome {
+            Outcome::Row(line) => {
+                offsets.push(*offset);
+                data.extend_from_slice(&line);
+                data.push(b'\n');
+            }
+            Outcome::Bad(reason) => bad.push(Reject {
+                file: 1,
+                offset: *offset,
+                reason,
+                raw: base64_text(payload.as_deref().unwrap_or_default()),
+            }),
+        }
+    }
+    Chunk {
+        file: 1,
+        start: messages.first().map_or(0, |(o, _)| *o),
+        data,
+        message_offsets: Some(offsets),
+        end_at: messages.last().map(|(o, _)| o + 1),
+        bad,
+        stored_bytes: Some(stored),
+        ..Chunk::default()
+    }
+}
+
+/// A binary message's bytes as a dead letter keeps them: base64 (cut at
+/// [`RAW_BYTES_MAX`] bytes of text).
+fn base64_text(bytes: &[u8]) -> String {
+    use base64::Engine;
+    let keep = &bytes[..bytes.len().min(RAW_BYTES_MAX / 4 * 3)];
+    base64::engine::general_purpose::STANDARD.encode(keep)
+}

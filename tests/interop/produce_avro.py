@@ -1,0 +1,102 @@
+"""Produces `sluice generate --shape nested` events to a Kafka topic as Avro, the way a
+production producer does: confluent-kafka's AvroSerializer, which registers the schema with the
+schema registry and writes the Confluent wire format (0x00, the schema id, the Avro body).
+
+  produce_avro.py BROKER TOPIC REGISTRY_URL EVENTS.ndjson
+
+Events without `coupon` are written with schema version 1; events that carry it (the generator's
+`--new-fields-from`) with version 2, which adds `coupon` and `actor.plan`: the topic's schema
+gains fields half way, and duplicate deliveries of older events keep version 1, so the versions
+interleave. `type` is an Avro enum, `amount` a decimal(10,2), `payload.labels` a map, `commits`
+an array of records; nulls at every level are unions with null. Each message is keyed by its
+event_id and sent in a record batch of its own (tansu loses the rest of a batch when a fetch
+starts inside it: ../shared/notes/test-servers.md). Prints the number of messages and the
+schema ids registered."""
+import json
+import sys
+from decimal import Decimal
+
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+
+def nullable(t):
+    return ["null", t]
+
+
+def schema(grown: bool) -> str:
+    actor = [{"name": "id", "type": "long"}, {"name": "login", "type": "string"},
+             {"name": "display", "type": nullable("string")}]
+    if grown:
+        actor.append({"name": "plan", "type": nullable("string"), "default": None})
+    author = {"type": "record", "name": "Author",
+              "fields": [{"name": "name", "type": "string"},
+                         {"name": "email", "type": nullable("string")}]}
+    commit = {"type": "record", "name": "Commit",
+              "fields": [{"name": "sha", "type": "string"},
+                         {"name": "author", "type": nullable(author)},
+                         {"name": "message", "type": "string"}]}
+    payload = {"type": "record", "name": "Payload", "fields": [
+        {"name": "action", "type": "string"},
+        {"name": "number", "type": "long"},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal",
+                                    "precision": 10, "scale": 2}},
+        {"name": "commits", "type": nullable({"type": "array", "items": commit})},
+        {"name": "labels", "type": nullable({"type": "map", "values": "string"})},
+    ]}
+    fields = [
+        {"name": "event_id", "type": "string"},
+        {"name": "ts", "type": "string"},
+        {"name": "type", "type": {"type": "enum", "name": "Kind",
+                                  "symbols": ["view", "cart", "purchase"]}},
+        {"name": "actor", "type": {"type": "record", "name": "Actor", "fields": actor}},
+        {"name": "repo", "type": nullable({"type": "record", "name": "Repo", "fields": [
+            {"name": "id", "type": "int"}, {"name": "name", "type": "string"}]})},
+        {"name": "payload", "type": payload},
+    ]
+    if grown:
+        fields.append({"name": "coupon", "type": nullable("string"), "default": None})
+    return json.dumps({"type": "record", "name": "GitHubEvent", "namespace": "sluice.test",
+                       "fields": fields})
+
+
+def main():
+    broker, topic, registry_url, events = sys.argv[1:5]
+    registry = SchemaRegistryClient({"url": registry_url})
+    serializers = {grown: AvroSerializer(registry, schema(grown)) for grown in (False, True)}
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.num.messages": 1,
+                         "enable.idempotence": True, "acks": "all"})
+    failed = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(err)
+
+    count = 0
+    with open(events, "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            event = json.loads(line, parse_float=Decimal)
+            grown = "coupon" in event
+            value = serializers[grown](event, SerializationContext(topic, MessageField.VALUE))
+            while True:
+                try:
+                    producer.produce(topic, key=event["event_id"].encode(), value=value,
+                                     on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+            count += 1
+    left = producer.flush(60)
+    if left or failed:
+        sys.exit(f"{left} messages not delivered, {len(failed)} failed: {failed[:3]}")
+    versions = registry.get_versions(f"{topic}-value")
+    print(f"produced {count} Avro messages; {topic}-value versions {versions}")
+
+
+if __name__ == "__main__":
+    main()
