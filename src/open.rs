@@ -248,9 +248,27 @@ pub fn table_options(
         },
         pipeline: Some(settings.pipeline.clone()),
         pipelines: settings.pipelines,
-        contract: Some(sluice_ingest::run_contract(config, decode)),
+        contract: Some(contract(settings, config, decode)),
         ..TableOptions::new("")
     }
+}
+
+/// The run's contract: its decode and publish terms, and for a Kafka source the format of
+/// its messages (a topic's table is not fed another format unnoticed).
+fn contract(
+    settings: &RunSettings,
+    config: &IngestConfig,
+    decode: &DecodeOptions,
+) -> sluice_publish::Contract {
+    let contract = sluice_ingest::run_contract(config, decode);
+    #[cfg(feature = "kafka")]
+    if let Some(kafka) = &settings.kafka {
+        return contract.with(
+            sluice_ingest::terms::INPUT_FORMAT,
+            kafka.payload.format.name(),
+        );
+    }
+    contract
 }
 
 /// How the settings's table is reached, with the contract of a run with these settings.

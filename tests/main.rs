@@ -17,6 +17,8 @@ mod kafka;
 mod kafka_backfill;
 #[cfg(feature = "kafka")]
 mod kafka_end;
+#[cfg(feature = "kafka")]
+mod kafka_formats;
 mod late;
 mod local_days;
 mod maintenance;

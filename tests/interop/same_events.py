@@ -11,6 +11,7 @@ event lacks (one a later schema version added) as null; an object none of whose 
 a value reads as null (sluice stores no struct for it). Exits non-zero, naming the first
 differences."""
 import json
+import os
 import sys
 from decimal import Decimal
 
@@ -68,7 +69,8 @@ def main():
           f"{len(problems)} problems")
     for p in problems[:5]:
         print(p)
-    sys.exit(1 if problems or extra else 0)
+    sys.stdout.flush()
+    os._exit(1 if problems or extra else 0)  # delta-rs can abort at interpreter exit
 
 
 if __name__ == "__main__":

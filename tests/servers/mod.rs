@@ -185,6 +185,21 @@ pub fn create_topic(broker: &Server, topic: &str, partitions: u32) {
 /// loses the rest of a batch when a fetch starts inside it (../shared/notes/test-servers.md),
 /// which a resumed consumer does.
 pub fn produce(broker: &Server, topic: &str, messages: &[(String, Vec<u8>)]) {
+    produce_values(
+        broker,
+        topic,
+        messages
+            .iter()
+            .map(|(k, p)| (k.as_str(), Some(p.as_slice()))),
+    );
+}
+
+/// [`produce`], of messages that may have no value (`None`: a tombstone).
+pub fn produce_values<'m>(
+    broker: &Server,
+    topic: &str,
+    messages: impl IntoIterator<Item = (&'m str, Option<&'m [u8]>)>,
+) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &broker.address)
         .set("linger.ms", "0")
@@ -194,7 +209,10 @@ pub fn produce(broker: &Server, topic: &str, messages: &[(String, Vec<u8>)]) {
         .create()
         .expect("a producer");
     for (key, payload) in messages {
-        let mut record = BaseRecord::to(topic).key(key).payload(payload);
+        let mut record = BaseRecord::<str, [u8]>::to(topic).key(key);
+        if let Some(p) = payload {
+            record = record.payload(p);
+        }
         loop {
             match producer.send(record) {
                 Ok(()) => break,

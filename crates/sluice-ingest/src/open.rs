@@ -235,6 +235,8 @@ pub mod terms {
     pub const MODE: &str = "mode";
     pub const MERGE_SCOPE: &str = "merge-scope";
     pub const LATE: &str = "late";
+    /// How a Kafka source's messages are written (`--input-format`: json, avro).
+    pub const INPUT_FORMAT: &str = "input-format";
     /// A derived table's raw table (its URL).
     pub const RAW: &str = "raw";
     /// A derived table's query.

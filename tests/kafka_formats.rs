@@ -1,0 +1,177 @@
+//! Kafka messages in schema-registry formats, end to end: the real binary reading a tansu
+//! topic whose Avro messages confluent-kafka's AvroSerializer wrote against the suite's
+//! schema registry (tests/servers/registry.py), with bad messages among them and the registry
+//! down when the run starts.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{interop, query_csv, BIN};
+use crate::servers::{create_topic, produce_values, tansu, Registry};
+use sluice_source::generate::{generate, GeneratorSpec, Shape};
+
+const NESTED_SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/github-events.toml");
+
+/// Avro's encoding of a long (zigzag varint).
+fn avro_long(v: i64, out: &mut Vec<u8>) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+/// The wire format's prefix: magic byte 0 and the schema id.
+fn prefix(id: u32) -> Vec<u8> {
+    let mut out = vec![0u8];
+    out.extend_from_slice(&id.to_be_bytes());
+    out
+}
+
+/// Every kind of bad message is a dead letter with its position, reason and schema id, the
+/// good messages around them are rows; and a registry that is down for 20 s when the run
+/// starts delays it and loses nothing.
+#[test]
+fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    let mut registry = Registry::start(dir.path().join("registry.json"));
+    create_topic(&broker, "avro", 1);
+    // 400 nested events (the last 200 with schema version 2), in two halves with the bad
+    // messages between them.
+    let mut events = Vec::new();
+    let spec = GeneratorSpec {
+        seed: 7,
+        events: 400,
+        hours: 4,
+        shape: Shape::Nested,
+        new_fields_from: Some(200),
+        ..Default::default()
+    };
+    generate(&spec, &mut events).unwrap();
+    let lines: Vec<&[u8]> = events
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let write = |name: &str, lines: &[&[u8]]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.join(&b'\n')).unwrap();
+        path
+    };
+    let produce_avro = |path: &Path| {
+        interop(
+            "produce_avro.py",
+            &[
+                broker.address.as_ref(),
+                "avro".as_ref(),
+                registry.url.as_ref(),
+                path.as_os_str(),
+            ],
+        )
+    };
+    eprint!("{}", produce_avro(&write("first.ndjson", first)));
+    // Schema id 1 is version 1 (the registry numbers schemas from 1).
+    let mut truncated = prefix(1);
+    avro_long(8, &mut truncated);
+    truncated.extend_from_slice(b"e-cut"); // a string of 8 bytes that ends after 5
+    let mut mismatch = prefix(1);
+    avro_long(-5, &mut mismatch); // a string of length -5
+    let mut unknown = prefix(999);
+    unknown.extend_from_slice(b"\x02x");
+    let bad: Vec<(&str, Option<&[u8]>)> = vec![
+        ("tombstone", None),
+        ("json", Some(b"{\"event_id\":\"j\"}")),
+        ("unknown", Some(&unknown)),
+        ("short", Some(&[0, 0, 0])),
+        ("truncated", Some(&truncated)),
+        ("mismatch", Some(&mismatch)),
+    ];
+    produce_values(&broker, "avro", bad);
+    eprint!("{}", produce_avro(&write("second.ndjson", second)));
+    let all = write("events.ndjson", &lines);
+
+    registry.stop();
+    let table = dir.path().join("t");
+    let dlq = dir.path().join("t_dlq");
+    let started = Instant::now();
+    let mut run = Command::new(BIN)
+        .args([
+            "run",
+            "--source",
+            "kafka:avro",
+            "--brokers",
+            &broker.address,
+        ])
+        .args(["--input-format", "avro", "--schema-registry", &registry.url])
+        .arg("--table")
+        .arg(&table)
+        .args([
+            "--schema",
+            NESTED_SCHEMA,
+            "--key",
+            "event_id",
+            "--until-idle",
+            "5s",
+        ])
+        .env("SLUICE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(20));
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "the run ended while the registry was down"
+    );
+    assert!(
+        !table.join("_delta_log").exists()
+            || query_csv(&[("t", &table)], "SELECT count(*) FROM t") == ["0"]
+    );
+    registry.restart();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    eprintln!(
+        "the run took {:.1} s with the registry down for its first 20 s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        stderr.contains("the schema registry failed; trying again"),
+        "{stderr}"
+    );
+    eprint!("{}", String::from_utf8_lossy(&out.stdout));
+
+    let same = interop(
+        "same_events.py",
+        &[table.as_os_str(), all.as_os_str(), "event_id".as_ref()],
+    );
+    eprint!("read back with Python delta-rs: {same}");
+    let dead = query_csv(
+        &[("t", &dlq)],
+        "SELECT source_offset, reason, detail FROM t ORDER BY source_offset",
+    );
+    eprintln!("dead letters:\n{}", dead.join("\n"));
+    // The bad messages follow the first half's (offsets from 0).
+    let expect = [
+        ("null_value", "no value"),
+        ("no_magic_byte", "0x7b"),
+        ("unknown_schema_id", "schema id 999"),
+        ("truncated", "prefix is 5"),
+        ("truncated", "schema id 1"),
+        ("schema_mismatch", "schema id 1"),
+    ];
+    assert_eq!(dead.len(), expect.len(), "{dead:?}");
+    for (i, (row, (reason, detail))) in dead.iter().zip(expect).enumerate() {
+        let offset = first.len() + i;
+        assert!(
+            row.starts_with(&format!("{offset},{reason},")) && row.contains(detail),
+            "{row} is not {offset},{reason},...{detail}..."
+        );
+    }
+    // The run's contract names the format it read.
+    let status = crate::common::ok(&["status", "--table", table.to_str().unwrap()]);
+    assert!(status.contains("input-format=avro"), "{status}");
+}
