@@ -297,6 +297,36 @@ pub fn interop(script: &str, args: &[&std::ffi::OsStr]) -> String {
     text
 }
 
+/// Produces the NDJSON events of `events` to `topic` with confluent-kafka
+/// (examples/kafka/produce.py) in `format` (json, avro: with `registry`); returns what it
+/// printed.
+pub fn produce_with_python(
+    format: &str,
+    registry: Option<&str>,
+    brokers: &str,
+    topic: &str,
+    events: &Path,
+) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kafka/produce.py");
+    let mut command = Command::new(python());
+    command.arg(script).args(["--format", format]);
+    if let Some(url) = registry {
+        command.args(["--registry", url]);
+    }
+    let out = command
+        .args([brokers, topic])
+        .arg(events)
+        .output()
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "produce.py failed:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// Runs `tests/interop/compare_json.py` over a table, its dead-letter table and its input:
 /// every input line a row (with every field's value) or a dead letter, as Python delta-rs
 /// and Polars read the table. Returns its summary line.

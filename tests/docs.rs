@@ -35,14 +35,25 @@ fn repo() -> PathBuf {
 /// Runs the runnable blocks of `file` (relative to the repository) in a scratch directory,
 /// checking the output each shows and the output blocks after it; returns how many ran.
 fn run_blocks_of(file: &str) -> usize {
+    run_blocks_with(file, &[])
+}
+
+/// [`run_blocks_of`], with `env` set for the blocks (`PATH` is put before the binary's).
+fn run_blocks_with(file: &str, env: &[(&str, String)]) -> usize {
     let text = std::fs::read_to_string(repo().join(file)).unwrap();
     let blocks = blocks::blocks(file, &text).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("data"), &dir.path().join("data"));
     copy_dir(&repo().join("examples"), &dir.path().join("examples"));
     let bin_dir = Path::new(BIN).parent().unwrap();
+    let before: Vec<&str> = env
+        .iter()
+        .filter(|(k, _)| *k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .collect();
     let path = format!(
-        "{}:{}",
+        "{}{}:{}",
+        before.iter().map(|p| format!("{p}:")).collect::<String>(),
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
@@ -59,6 +70,11 @@ fn run_blocks_of(file: &str) -> usize {
                     .env("PATH", &path)
                     .env_remove("SLUICE_LOG")
                     .env("SLUICE_PROGRESS_INTERVAL_MS", "3600000")
+                    .envs(
+                        env.iter()
+                            .filter(|(k, _)| *k != "PATH")
+                            .map(|(k, v)| (k, v)),
+                    )
                     .output()
                     .unwrap();
                 let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -118,11 +134,39 @@ fn the_docs_commands_run_as_written() {
     let mut ran = 0;
     for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.ends_with(".md") {
+        if name == "kafka.md" {
+            ran += kafka_blocks();
+        } else if name.ends_with(".md") {
             ran += run_blocks_of(&format!("docs/{name}"));
         }
     }
     assert!(ran >= 1, "no runnable block in docs/");
+}
+
+/// docs/kafka.md's blocks, with a broker at `$BROKERS` and a schema registry at
+/// `$SCHEMA_REGISTRY` (and the Python with confluent-kafka first on `PATH`).
+#[cfg(feature = "kafka")]
+fn kafka_blocks() -> usize {
+    use crate::servers::{create_topic, tansu, Registry};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    let registry = Registry::start(dir.path().join("registry.json"));
+    for topic in ["clicks", "orders"] {
+        create_topic(&broker, topic, 1);
+    }
+    let python = crate::common::python();
+    let env = [
+        ("BROKERS", broker.address.clone()),
+        ("SCHEMA_REGISTRY", registry.url.clone()),
+        ("PATH", python.parent().unwrap().display().to_string()),
+    ];
+    run_blocks_with("docs/kafka.md", &env)
+}
+
+/// A build without Kafka has no Kafka examples to run.
+#[cfg(not(feature = "kafka"))]
+fn kafka_blocks() -> usize {
+    0
 }
 
 /// Options named in docs/cli.md (`--word`), and those of every subcommand's help.

@@ -16,7 +16,10 @@ const COLUMNS: &str = "event_id, ts, user_id, country, kind, amount, dt, hour";
 
 /// The schema nested events start with: their two later fields (`coupon`, `actor.plan`)
 /// are added by schema evolution while the processes run.
-const NESTED_SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/github-events.toml");
+const NESTED_SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/kafka/github-events.toml"
+);
 const NESTED_COLUMNS: &str = "event_id, ts, type, actor, repo, payload, labels, coupon, dt, hour";
 
 /// What a scale-out produces to the topic.
@@ -296,14 +299,12 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     match scenario.registry {
         None => produce(scenario.broker, "events", &messages),
         Some(registry) => {
-            let produced = crate::common::interop(
-                "produce_avro.py",
-                &[
-                    scenario.broker.address.as_ref(),
-                    "events".as_ref(),
-                    registry.url.as_ref(),
-                    input.join("events.ndjson").as_os_str(),
-                ],
+            let produced = crate::common::produce_with_python(
+                "avro",
+                Some(&registry.url),
+                &scenario.broker.address,
+                "events",
+                &input.join("events.ndjson"),
             );
             eprint!("{produced}");
         }

@@ -286,7 +286,10 @@ fn addresses_with_versions(table: &Path) -> Vec<(String, String)> {
 }
 
 /// The nested events' schema file (before they gain `coupon` and `actor.plan`).
-const NESTED_SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/github-events.toml");
+const NESTED_SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/kafka/github-events.toml"
+);
 
 /// The shapes of real streams through a Kafka backfill: nested messages that gain two fields
 /// mid-topic (one a new struct member), messages without their row key, torn JSON and

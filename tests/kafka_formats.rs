@@ -7,11 +7,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{interop, query_csv, BIN};
+use crate::common::{interop, produce_with_python, query_csv, BIN};
 use crate::servers::{create_topic, produce_values, tansu, Registry};
 use sluice_source::generate::{generate, GeneratorSpec, Shape};
 
-const NESTED_SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/github-events.toml");
+const NESTED_SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/kafka/github-events.toml"
+);
 
 /// Avro's encoding of a long (zigzag varint).
 fn avro_long(v: i64, out: &mut Vec<u8>) {
@@ -62,15 +65,7 @@ fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing(
         path
     };
     let produce_avro = |path: &Path| {
-        interop(
-            "produce_avro.py",
-            &[
-                broker.address.as_ref(),
-                "avro".as_ref(),
-                registry.url.as_ref(),
-                path.as_os_str(),
-            ],
-        )
+        produce_with_python("avro", Some(&registry.url), &broker.address, "avro", path)
     };
     eprint!("{}", produce_avro(&write("first.ndjson", first)));
     // Schema id 1 is version 1 (the registry numbers schemas from 1).

@@ -39,7 +39,10 @@ fn dead_letters(table: &Path) -> Vec<String> {
 }
 
 /// Nested events' schema, written out with struct, array, map and decimal types.
-const NESTED_SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/github-events.toml");
+const NESTED_SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/kafka/github-events.toml"
+);
 
 /// Nested events (objects three levels deep, arrays of objects, a map, nulls at every
 /// level, non-ASCII text, a byte-order mark, bad lines) land every line as a row or a dead

@@ -90,7 +90,8 @@ pub struct DeadLetter {
     /// Stable reason code: `malformed_json`, `wrong_type`, `not_one_object`, `missing_time`,
     /// `bad_time`, `missing_key`, `unknown_field`, `field_name_clash`, `line_too_long`,
     /// `wrong_field_count` (CSV), `unreadable` (a damaged compressed file), `internal_error`,
-    /// `late`, `too_late`.
+    /// `late`, `too_late`; for schema-registry messages `null_value`, `no_magic_byte`,
+    /// `unknown_schema_id`, `truncated`, `schema_mismatch`.
     pub reason: String,
     pub detail: String,
     pub raw: String,

@@ -1,17 +1,20 @@
-"""Produces `sluice generate --shape nested` events to a Kafka topic as Avro, the way a
-production producer does: confluent-kafka's AvroSerializer, which registers the schema with the
-schema registry and writes the Confluent wire format (0x00, the schema id, the Avro body).
+"""Produces `sluice generate --shape nested` events to a Kafka topic the way production
+producers do, with confluent-kafka (pip install 'confluent-kafka[avro]'):
 
-  produce_avro.py BROKER TOPIC REGISTRY_URL EVENTS.ndjson
+  produce.py --format json BROKERS TOPIC EVENTS.ndjson
+  produce.py --format avro --registry URL BROKERS TOPIC EVENTS.ndjson
 
-Events without `coupon` are written with schema version 1; events that carry it (the generator's
+json: each line as it is. avro: confluent-kafka's AvroSerializer, which registers the schema
+with the schema registry and writes the Confluent wire format (0x00, the schema id, the Avro
+body). Events without `coupon` are written with schema version 1; events that carry it (the generator's
 `--new-fields-from`) with version 2, which adds `coupon` and `actor.plan`: the topic's schema
 gains fields half way, and duplicate deliveries of older events keep version 1, so the versions
 interleave. `type` is an Avro enum, `amount` a decimal(10,2), `payload.labels` a map, `commits`
 an array of records; nulls at every level are unions with null. Each message is keyed by its
 event_id and sent in a record batch of its own (tansu loses the rest of a batch when a fetch
 starts inside it: ../shared/notes/test-servers.md). Prints the number of messages and the
-schema ids registered."""
+schema versions registered."""
+import argparse
 import json
 import sys
 from decimal import Decimal
@@ -63,11 +66,26 @@ def schema(grown: bool) -> str:
 
 
 def main():
-    broker, topic, registry_url, events = sys.argv[1:5]
-    registry = SchemaRegistryClient({"url": registry_url})
-    serializers = {grown: AvroSerializer(registry, schema(grown)) for grown in (False, True)}
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.num.messages": 1,
-                         "enable.idempotence": True, "acks": "all"})
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--format", choices=["json", "avro"], required=True)
+    parser.add_argument("--registry", help="the schema registry's URL (avro)")
+    parser.add_argument("brokers")
+    parser.add_argument("topic")
+    parser.add_argument("events")
+    args = parser.parse_args()
+    topic = args.topic
+    serialize = None
+    if args.format == "avro":
+        if not args.registry:
+            sys.exit("--format avro needs --registry URL")
+        registry = SchemaRegistryClient({"url": args.registry})
+        serializers = {grown: AvroSerializer(registry, schema(grown)) for grown in (False, True)}
+
+        def serialize(event):
+            grown = "coupon" in event
+            return serializers[grown](event, SerializationContext(topic, MessageField.VALUE))
+    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 0,
+                         "batch.num.messages": 1, "enable.idempotence": True, "acks": "all"})
     failed = []
 
     def delivered(err, _msg):
@@ -75,13 +93,12 @@ def main():
             failed.append(err)
 
     count = 0
-    with open(events, "rb") as f:
+    with open(args.events, "rb") as f:
         for line in f:
             if not line.strip():
                 continue
             event = json.loads(line, parse_float=Decimal)
-            grown = "coupon" in event
-            value = serializers[grown](event, SerializationContext(topic, MessageField.VALUE))
+            value = serialize(event) if serialize else line.rstrip(b"\n")
             while True:
                 try:
                     producer.produce(topic, key=event["event_id"].encode(), value=value,
@@ -94,8 +111,11 @@ def main():
     left = producer.flush(60)
     if left or failed:
         sys.exit(f"{left} messages not delivered, {len(failed)} failed: {failed[:3]}")
-    versions = registry.get_versions(f"{topic}-value")
-    print(f"produced {count} Avro messages; {topic}-value versions {versions}")
+    if serialize:
+        versions = registry.get_versions(f"{topic}-value")
+        print(f"produced {count} Avro messages; {topic}-value versions {versions}")
+    else:
+        print(f"produced {count} JSON messages")
 
 
 if __name__ == "__main__":
