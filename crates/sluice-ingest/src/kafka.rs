@@ -531,7 +531,8 @@ impl<'a> RunLoop<'a> {
         if !messages.is_empty() {
             // While the schema registry cannot be reached this waits (the consumer thread
             // goes on polling, and pauses fetching once its backlog is full).
-            let chunk = self.payloads.chunk(&messages).await?;
+            let (chunk, took) = self.payloads.chunk(messages).await?;
+            shard.ingester.add_busy(sluice_stage::Phase::Decode, took);
             let commits = shard.ingester.summary().commits;
             let before = shard.ingester.commits();
             shard.next = Some(chunk.end());

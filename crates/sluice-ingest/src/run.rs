@@ -348,6 +348,13 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         Ok(())
     }
 
+    /// Adds `took` to the run's busy time in `phase` (work done for it elsewhere: messages
+    /// decoded before their chunk reached the writer).
+    #[cfg(feature = "kafka")]
+    pub(crate) fn add_busy(&self, phase: Phase, took: std::time::Duration) {
+        self.busy.add(phase, took);
+    }
+
     /// Decodes `chunk` with the run's decoder and takes it (a log whose records the caller
     /// receives, such as a Kafka partition). The decode runs on a blocking thread, never on
     /// the runtime's: a large chunk must not hold up the ticks and the consumer's events.

@@ -95,70 +95,84 @@ impl AvroMessages {
         }
     }
 
-    /// Each message's row or reason, in order. Errs only when the registry cannot answer
-    /// (and the run is stopping) or refuses the request: nothing about the messages.
-    pub async fn decode(
-        &mut self,
-        payloads: &[Option<&[u8]>],
-    ) -> Result<Vec<Outcome>, RegistryError> {
+    /// Fetches the schemas of the messages' ids not seen before (waiting while the registry
+    /// cannot be reached). Errs only when the registry refuses the request.
+    pub async fn prepare(&mut self, payloads: &[Option<&[u8]>]) -> Result<(), RegistryError> {
+        let mut last = None;
+        for id in payloads.iter().filter_map(|p| framing(*p).ok()) {
+            if last != Some(id) {
+                self.ensure(id).await?;
+                last = Some(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Each message's row or reason, in order (after [`AvroMessages::prepare`] of them: an
+    /// id it did not fetch is a dead letter).
+    pub fn decode(&mut self, payloads: &[Option<&[u8]>]) -> Vec<Outcome> {
         let mut out: Vec<Option<Outcome>> = Vec::with_capacity(payloads.len());
         out.resize_with(payloads.len(), || None);
         // Consecutive messages of one schema id, as (id, first index, end index).
         let mut runs: Vec<(u32, usize, usize)> = Vec::new();
         for (i, payload) in payloads.iter().enumerate() {
-            let id = match framing(*payload) {
+            let id = match framing(*payload).and_then(|id| self.readable(id).map(|()| id)) {
                 Ok(id) => id,
                 Err(reason) => {
                     out[i] = Some(Outcome::Bad(reason));
                     continue;
                 }
             };
-            if let Err(reason) = self.ensure(id).await? {
-                out[i] = Some(Outcome::Bad(reason));
-                continue;
-            }
             match runs.last_mut() {
                 Some((last, _, end)) if *last == id && *end == i => *end = i + 1,
                 _ => runs.push((id, i, i + 1)),
             }
         }
         for (id, from, to) in runs {
-            let Some(Ok(schema)) = self.decoders.get_mut(&id) else {
-                unreachable!("ensure made a decoder of every run's id");
-            };
-            decode_run(id, schema, payloads, from, to, &mut out);
+            if let Some(Ok(schema)) = self.decoders.get_mut(&id) {
+                decode_run(id, schema, payloads, from, to, &mut out);
+            }
         }
-        Ok(out
-            .into_iter()
+        out.into_iter()
             .map(|d| d.expect("every message decoded or rejected"))
-            .collect())
+            .collect()
     }
 
-    /// A decoder for schema `id`, or why its messages are dead letters.
-    async fn ensure(&mut self, id: u32) -> Result<Result<(), RejectReason>, RegistryError> {
-        if !self.decoders.contains_key(&id) {
-            let built = match self.registry.schema(id).await? {
-                Lookup::Unknown => {
-                    return Ok(Err(RejectReason::UnknownSchema(format!(
-                        "schema id {id}: the schema registry does not know it"
-                    ))))
-                }
-                Lookup::Found(s) if s.kind != SchemaKind::Avro => Err(format!(
-                    "schema id {id} is a {} schema, not Avro (--input-format avro)",
-                    s.kind.name()
-                )),
-                Lookup::Found(s) => SchemaDecoder::new(id, &s.text)
-                    .map_err(|e| format!("schema id {id} cannot be read: {e}")),
-            };
-            if let Err(why) = &built {
-                tracing::warn!(id, %why, "messages of this schema id are dead letters");
-            }
-            self.decoders.insert(id, built);
+    /// Whether messages of schema `id` can be decoded, or why they are dead letters.
+    fn readable(&self, id: u32) -> Result<(), RejectReason> {
+        match self.decoders.get(&id) {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(why)) => Err(RejectReason::UnknownSchema(why.clone())),
+            None => Err(RejectReason::UnknownSchema(format!(
+                "schema id {id}: the schema registry does not know it"
+            ))),
         }
-        Ok(match &self.decoders[&id] {
-            Ok(_) => Ok(()),
-            Err(why) => Err(RejectReason::UnknownSchema(why.clone())),
-        })
+    }
+
+    /// Fetches schema `id` and builds its decoder, or keeps why its messages are dead
+    /// letters. An id the registry does not know is asked again at the next prepare (it
+    /// may be registered since); one it answered is kept for the run.
+    async fn ensure(&mut self, id: u32) -> Result<(), RegistryError> {
+        if self.decoders.contains_key(&id) {
+            return Ok(());
+        }
+        let built = match self.registry.schema(id).await? {
+            Lookup::Unknown => {
+                self.decoders.remove(&id);
+                return Ok(());
+            }
+            Lookup::Found(s) if s.kind != SchemaKind::Avro => Err(format!(
+                "schema id {id} is a {} schema, not Avro (--input-format avro)",
+                s.kind.name()
+            )),
+            Lookup::Found(s) => SchemaDecoder::new(id, &s.text)
+                .map_err(|e| format!("schema id {id} cannot be read: {e}")),
+        };
+        if let Err(why) = &built {
+            tracing::warn!(id, %why, "messages of this schema id are dead letters");
+        }
+        self.decoders.insert(id, built);
+        Ok(())
     }
 }
 

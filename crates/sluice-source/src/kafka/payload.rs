@@ -5,6 +5,8 @@
 //! tombstone); a run keeps the ones it has not seen and turns them into a [`Chunk`] of JSON
 //! lines with [`Payloads::chunk`], each message a line or a dead letter at its offset.
 
+use std::time::{Duration, Instant};
+
 use crate::chunk::Chunk;
 use crate::registry::{RegistryError, RegistryOptions, SchemaRegistry};
 use crate::reject::{Reject, RAW_BYTES_MAX};
@@ -88,20 +90,47 @@ impl Payloads {
     }
 
     /// The messages (in offset order, of one partition: file ordinal 1) as a chunk: each one
-    /// a line or a dead letter. Errs only when the registry refuses to answer; while it
-    /// cannot be reached, this waits for it.
-    pub async fn chunk(&mut self, messages: &[RawMessage]) -> Result<Chunk, RegistryError> {
-        let Some(avro) = &mut self.avro else {
-            return Ok(Chunk::messages(
+    /// a line or a dead letter; and how long decoding them took. Errs only when the registry
+    /// refuses to answer; while it cannot be reached, this waits for it. Decoding runs on a
+    /// blocking thread (a chunk's worth of Avro must not hold up the caller's runtime).
+    pub async fn chunk(
+        &mut self,
+        messages: Vec<RawMessage>,
+    ) -> Result<(Chunk, Duration), RegistryError> {
+        let Some(mut avro) = self.avro.take() else {
+            let started = Instant::now();
+            let chunk = Chunk::messages(
                 1,
                 messages
                     .iter()
                     .map(|(o, p)| (*o, p.as_deref().unwrap_or_default())),
-            ));
+            );
+            return Ok((chunk, started.elapsed()));
         };
-        let payloads: Vec<Option<&[u8]>> = messages.iter().map(|(_, p)| p.as_deref()).collect();
-        let outcomes = avro.decode(&payloads).await?;
-        Ok(lines_and_rejects(messages, outcomes))
+        let prepared = {
+            let payloads: Vec<Option<&[u8]>> = messages.iter().map(|(_, p)| p.as_deref()).collect();
+            avro.prepare(&payloads).await
+        };
+        if let Err(e) = prepared {
+            self.avro = Some(avro);
+            return Err(e);
+        }
+        let decoded = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let payloads: Vec<Option<&[u8]>> = messages.iter().map(|(_, p)| p.as_deref()).collect();
+            let outcomes = avro.decode(&payloads);
+            let chunk = lines_and_rejects(&messages, outcomes);
+            (avro, chunk, started.elapsed())
+        })
+        .await;
+        match decoded {
+            Ok((avro, chunk, took)) => {
+                self.avro = Some(avro);
+                Ok((chunk, took))
+            }
+            // Decoding catches arrow-avro's panics; a panic here is sluice's own bug.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
 }
 

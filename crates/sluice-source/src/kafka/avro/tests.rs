@@ -74,9 +74,8 @@ fn decode(payloads: &[Option<Vec<u8>>]) -> Vec<String> {
         .unwrap();
     let mut avro = messages();
     let borrowed: Vec<Option<&[u8]>> = payloads.iter().map(|p| p.as_deref()).collect();
-    runtime
-        .block_on(avro.decode(&borrowed))
-        .unwrap()
+    runtime.block_on(avro.prepare(&borrowed)).unwrap();
+    avro.decode(&borrowed)
         .into_iter()
         .map(|o| match o {
             Outcome::Row(line) => String::from_utf8(line).unwrap(),
