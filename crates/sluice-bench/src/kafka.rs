@@ -4,7 +4,8 @@
 //! 1h windows, `--key event_id`, late rewrite, as (c)), and (p) a plain consumer (rdkafka, no
 //! decoding, no writing) reading the topic to its end: the broker's own ceiling here, in the
 //! same run. (kr) is (k) over a second topic holding the same lines with 30% of them bad
-//! (issue 41): its memory against (k)'s.
+//! (issue 41): its memory against (k)'s. (ka) is (k) over a third topic holding the same lines
+//! as Avro through a schema registry ([`crate::avro`]; issue 45).
 //!
 //! Every message is a record batch of its own, as the Kafka tests produce them: tansu loses the
 //! rest of a batch when a fetch starts inside it (`../shared/notes/test-servers.md`). Messages
@@ -39,6 +40,10 @@ pub struct KafkaReport {
     pub sluice: Vec<(Duration, u64)>,
     /// The same over the topic with bad lines.
     pub dirty: Vec<(Duration, u64)>,
+    /// The same over the Avro topic (none without a registry).
+    pub avro: Vec<(Duration, u64)>,
+    /// Decode busy seconds of (k) and (ka) per run.
+    pub decode_busy: Vec<(f64, Option<f64>)>,
 }
 
 /// A tansu broker, killed when dropped.
@@ -79,7 +84,7 @@ fn start_broker(tansu: &Path) -> Result<Broker, BenchError> {
         child,
         address: format!("127.0.0.1:{port}"),
     };
-    for topic in [TOPIC, DIRTY_TOPIC] {
+    for topic in [TOPIC, DIRTY_TOPIC, crate::avro::TOPIC] {
         let out = Command::new(tansu)
             .args(["topic", "create", "--broker", &url, "--partitions"])
             .arg(PARTITIONS.to_string())
@@ -102,8 +107,14 @@ fn event_id(line: &str) -> Option<String> {
     value.get("event_id")?.as_str().map(str::to_string)
 }
 
-/// Produces every line of the files in `input` (in name order) to `topic`; returns how many.
-fn produce(broker: &Broker, input: &Path, topic: &str) -> Result<u64, BenchError> {
+/// Produces every line of the files in `input` (in name order) to `topic`, as `encode` makes
+/// a message of it; returns how many.
+fn produce(
+    broker: &Broker,
+    input: &Path,
+    topic: &str,
+    encode: fn(&str) -> Vec<u8>,
+) -> Result<u64, BenchError> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &broker.address)
         .set("linger.ms", "0")
@@ -121,7 +132,8 @@ fn produce(broker: &Broker, input: &Path, topic: &str) -> Result<u64, BenchError
         for line in BufReader::new(std::fs::File::open(&file)?).lines() {
             let line = line?;
             let key = event_id(&line).unwrap_or_else(|| sent.to_string());
-            let mut record = BaseRecord::to(topic).key(&key).payload(&line);
+            let payload = encode(&line);
+            let mut record = BaseRecord::to(topic).key(&key).payload(&payload);
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
@@ -193,34 +205,67 @@ pub fn kafka_case(
     };
     let broker = start_broker(&tansu)?;
     let started = Instant::now();
-    let messages = produce(&broker, input, TOPIC)?;
+    let as_text = |line: &str| line.as_bytes().to_vec();
+    let messages = produce(&broker, input, TOPIC, as_text)?;
     let produce_took = started.elapsed();
     eprintln!(
         "kafka: produced {messages} messages to {PARTITIONS} partitions in {:.1} s",
         produce_took.as_secs_f64()
     );
-    let dirty_messages = produce(&broker, dirty, DIRTY_TOPIC)?;
+    let dirty_messages = produce(&broker, dirty, DIRTY_TOPIC, as_text)?;
+    let registry = crate::avro::start_registry(work)?;
+    if registry.is_some() {
+        produce(&broker, input, crate::avro::TOPIC, crate::avro::encode)?;
+    }
     let mut report = KafkaReport {
         messages,
         produce: produce_took,
         plain: Vec::new(),
         sluice: Vec::new(),
         dirty: Vec::new(),
+        avro: Vec::new(),
+        decode_busy: Vec::new(),
     };
     for run in 1..=runs {
         let plain = plain_consumer(&broker, messages, &format!("bench-plain-{run}"))?;
         eprintln!("run {run} (p): {:.2} s", plain.as_secs_f64());
         report.plain.push(plain);
-        let clean = sluice_run(work, &broker, (TOPIC, messages), schema, sluice, run)?;
+        let (clean, decode) = sluice_run(
+            work,
+            (&broker, None),
+            (TOPIC, messages),
+            schema,
+            sluice,
+            run,
+        )?;
         eprintln!(
-            "run {run} (k): {:.2} s, peak RSS {} MiB",
+            "run {run} (k): {:.2} s, peak RSS {} MiB, decode busy {decode:.2} s",
             clean.0.as_secs_f64(),
             clean.1 / 1024
         );
         report.sluice.push(clean);
-        let bad = sluice_run(
+        let mut avro_decode = None;
+        if let Some(registry) = &registry {
+            let (avro, decode) = sluice_run(
+                work,
+                (&broker, Some(&registry.url)),
+                (crate::avro::TOPIC, messages),
+                schema,
+                sluice,
+                run,
+            )?;
+            eprintln!(
+                "run {run} (ka): {:.2} s, peak RSS {} MiB, decode busy {decode:.2} s",
+                avro.0.as_secs_f64(),
+                avro.1 / 1024
+            );
+            report.avro.push(avro);
+            avro_decode = Some(decode);
+        }
+        report.decode_busy.push((decode, avro_decode));
+        let (bad, _) = sluice_run(
             work,
-            &broker,
+            (&broker, None),
             (DIRTY_TOPIC, dirty_messages),
             schema,
             sluice,
@@ -237,15 +282,16 @@ pub fn kafka_case(
 }
 
 /// One `sluice run` over `topic` from its beginning to its `messages`th message, into a new
-/// table; its wall time and peak RSS (KiB).
+/// table; its wall time and peak RSS (KiB), and its decode busy seconds. With `registry`,
+/// the topic is read as Avro (`--input-format avro`) with that registry.
 fn sluice_run(
     work: &Path,
-    broker: &Broker,
+    (broker, registry): (&Broker, Option<&str>),
     (topic, messages): (&str, u64),
     schema: &Path,
     sluice: &Path,
     run: usize,
-) -> Result<(Duration, u64), BenchError> {
+) -> Result<((Duration, u64), f64), BenchError> {
     let table = work.join(format!("out-{topic}-{run}"));
     let mut command = Command::new(sluice);
     command
@@ -258,6 +304,9 @@ fn sluice_run(
         .arg(schema)
         .args(["--key", "event_id", "--late", "rewrite", "--window", "1h"])
         .args(["--max-events", &messages.to_string(), "--format", "json"]);
+    if let Some(url) = registry {
+        command.args(["--input-format", "avro", "--schema-registry", url]);
+    }
     let log = work.join(format!("{topic}-{run}.log"));
     let measured = crate::usage::run_measured(command, &log)?;
     // The run read every message (a bench that lost some would be fast for nothing).
@@ -270,9 +319,12 @@ fn sluice_run(
     if summary["messages"].as_u64() != Some(messages) {
         return Err(format!("sluice run read {} of {messages}", summary["messages"]).into());
     }
+    let decode = summary["busy_seconds"]["decode"]
+        .as_f64()
+        .unwrap_or_default();
     std::fs::remove_dir_all(&table).ok();
     std::fs::remove_dir_all(format!("{}_dlq", table.display())).ok();
-    Ok(measured)
+    Ok((measured, decode))
 }
 
 fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
@@ -331,11 +383,55 @@ pub fn report(r: &mut String, k: &KafkaReport) {
         "| peak RSS (k) | {rss_mib:.0} MiB | ≤ 256 MiB | {} |",
         verdict(rss_mib <= 256.0)
     );
+    if !k.avro.is_empty() {
+        avro_report(r, k, (plain_rate, sluice_rate));
+    }
     let dirty_mib = median(k.dirty.iter().map(|s| s.1).collect()) as f64 / 1024.0;
     let _ = writeln!(
         r,
         "| peak RSS (kr), the same lines 30% bad, / (k) | {:.2} ({dirty_mib:.0} MiB) | ≤ 1.2 | {} |",
         dirty_mib / rss_mib,
         verdict(dirty_mib / rss_mib <= 1.2)
+    );
+}
+
+/// The Avro rows of the Kafka section: (ka) against (k) and (p), and decode busy seconds per
+/// million rows.
+fn avro_report(r: &mut String, k: &KafkaReport, (plain_rate, json_rate): (f64, f64)) {
+    use std::fmt::Write as _;
+    let n = k.messages as f64;
+    let wall = median(k.avro.iter().map(|s| s.0).collect()).as_secs_f64();
+    let rss_mib = median(k.avro.iter().map(|s| s.1).collect()) as f64 / 1024.0;
+    let rate = n / wall;
+    let per_million = |secs: Vec<f64>| {
+        let mut secs = secs;
+        secs.sort_by(f64::total_cmp);
+        secs[secs.len() / 2] / n * 1e6
+    };
+    let json_busy = per_million(k.decode_busy.iter().map(|d| d.0).collect());
+    let avro_busy = per_million(k.decode_busy.iter().filter_map(|d| d.1).collect());
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let _ = writeln!(
+        r,
+        "| (ka) | (k) over the same lines as Avro (Confluent wire format, schema registry) | {wall:.2} s | {:.0} k rows/s, peak RSS {rss_mib:.0} MiB | |",
+        rate / 1e3
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s (ka)/(k) | {:.2} | ≥ 1 | {} |",
+        rate / json_rate,
+        verdict(rate >= json_rate)
+    );
+    let _ = writeln!(
+        r,
+        "| rows/s (ka)/(p) | {:.2} | ≥ 0.9 | {} |",
+        rate / plain_rate,
+        verdict(rate >= 0.9 * plain_rate)
+    );
+    let _ = writeln!(
+        r,
+        "| decode busy s per million rows, (ka) / (k) | {avro_busy:.2} / {json_busy:.2} = {:.2} | ≤ 0.5 | {} |",
+        avro_busy / json_busy,
+        verdict(avro_busy <= 0.5 * json_busy)
     );
 }

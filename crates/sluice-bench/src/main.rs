@@ -22,6 +22,7 @@
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
+mod avro;
 mod catchup;
 mod dirty;
 mod formats;
