@@ -55,6 +55,16 @@ pub struct RunArgs {
     /// token from SLUICE_SCHEMA_REGISTRY_TOKEN (not flags: `ps` shows flags to every user).
     #[arg(long, value_name = "URL")]
     pub schema_registry: Option<String>,
+    /// With a kafka: source: the messages' own fields as columns, any of key, timestamp,
+    /// headers, partition, offset (comma-separated): kafka_key, kafka_timestamp (which
+    /// --time-field may name), kafka_headers (a list of key/value pairs), kafka_partition,
+    /// kafka_offset. [default: none]
+    #[arg(long, value_name = "PART[,PART]")]
+    pub kafka_columns: Option<String>,
+    /// With --kafka-columns: keys and header values as string (UTF-8 text; a message whose
+    /// key is not is a dead letter wrong_type) or binary. [default: string]
+    #[arg(long, value_parser = ["string", "binary"])]
+    pub kafka_bytes: Option<String>,
     /// CSV: the field delimiter, one character (`\t` or tab for TSV). [default: ,]
     #[arg(long)]
     pub csv_delimiter: Option<String>,
@@ -381,6 +391,8 @@ pub struct KafkaSettings {
     pub max_events: Option<u64>,
     /// How the messages' values are written, and the schema registry.
     pub payload: sluice_source::kafka::PayloadOptions,
+    /// The messages' own fields as columns (`--kafka-columns`).
+    pub message_columns: sluice_source::MessageColumns,
 }
 
 #[cfg(feature = "kafka")]
@@ -571,6 +583,8 @@ impl RunArgs {
             ("--kafka-option", !self.kafka_options.is_empty()),
             ("--max-events", self.max_events.is_some()),
             ("--schema-registry", self.schema_registry.is_some()),
+            ("--kafka-columns", self.kafka_columns.is_some()),
+            ("--kafka-bytes", self.kafka_bytes.is_some()),
         ];
         if let Some((flag, _)) = kafka_only.iter().find(|(_, given)| *given) {
             return Err(usage(format!("{flag}: only with a kafka:TOPIC source")));
@@ -605,7 +619,9 @@ impl RunArgs {
         if self.max_events == Some(0) {
             return Err(usage("--max-events: must be at least 1"));
         }
-        let payload = self.payload_options()?;
+        let message_columns = self.message_columns()?;
+        let mut payload = self.payload_options()?;
+        payload.meta = !message_columns.is_empty();
         Ok(KafkaSettings {
             topic,
             brokers,
@@ -616,7 +632,44 @@ impl RunArgs {
             idle_timeout_ms,
             max_events: self.max_events,
             payload,
+            message_columns,
         })
+    }
+
+    /// `--kafka-columns` and `--kafka-bytes`.
+    fn message_columns(&self) -> anyhow::Result<sluice_source::MessageColumns> {
+        use sluice_source::{BytesAs, MessageColumns, MessagePart};
+        let mut parts = Vec::new();
+        for name in self.kafka_columns.iter().flat_map(|c| c.split(',')) {
+            let name = name.trim();
+            let part = MessagePart::parse(name).ok_or_else(|| {
+                usage(format!(
+                    "--kafka-columns {name:?}: use key, timestamp, headers, partition or offset"
+                ))
+            })?;
+            if !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+        if parts.is_empty() && self.kafka_bytes.is_some() {
+            return Err(usage("--kafka-bytes: only with --kafka-columns"));
+        }
+        let timestamp = MessagePart::Timestamp;
+        if self.time_field.as_deref() == Some(timestamp.column().as_str())
+            && !parts.contains(&timestamp)
+        {
+            return Err(usage(format!(
+                "--time-field {}: add timestamp to --kafka-columns",
+                timestamp.column()
+            )));
+        }
+        let bytes = match self.kafka_bytes.as_deref() {
+            None => BytesAs::String,
+            Some(name) => {
+                BytesAs::parse(name).ok_or_else(|| usage("--kafka-bytes: use string or binary"))?
+            }
+        };
+        Ok(MessageColumns { parts, bytes })
     }
 
     /// `--input-format` of a Kafka source and `--schema-registry` with its credentials
@@ -659,7 +712,11 @@ impl RunArgs {
                     .map_err(|e| usage(format!("--schema-registry: {e}")))?,
             ),
         };
-        let payload = PayloadOptions { format, registry };
+        let payload = PayloadOptions {
+            format,
+            registry,
+            meta: false,
+        };
         payload.check().map_err(|e| usage(e.to_string()))?;
         Ok(payload)
     }

@@ -196,6 +196,11 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         // Set by open_raw from the table's layout.
         reserved: Vec::new(),
         time_column: settings.time_column.clone(),
+        message_columns: settings
+            .kafka
+            .as_ref()
+            .map(|k| k.message_columns.clone())
+            .unwrap_or_default(),
     };
     let config = IngestConfig {
         pipeline: settings.pipeline.clone(),
@@ -263,10 +268,19 @@ fn contract(
     let contract = sluice_ingest::run_contract(config, decode);
     #[cfg(feature = "kafka")]
     if let Some(kafka) = &settings.kafka {
-        return contract.with(
-            sluice_ingest::terms::INPUT_FORMAT,
-            kafka.payload.format.name(),
-        );
+        let columns = &kafka.message_columns;
+        let names: Vec<&str> = columns.parts.iter().map(|p| p.name()).collect();
+        let columns = match columns.bytes {
+            _ if names.is_empty() => String::new(),
+            sluice_source::BytesAs::String => names.join(","),
+            sluice_source::BytesAs::Binary => format!("{} (binary)", names.join(",")),
+        };
+        return contract
+            .with(
+                sluice_ingest::terms::INPUT_FORMAT,
+                kafka.payload.format.name(),
+            )
+            .with(sluice_ingest::terms::KAFKA_COLUMNS, columns);
     }
     contract
 }

@@ -34,9 +34,11 @@ const STREAM_ONLY: [&str; 19] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 22] = [
+const SOURCE_ONLY: [&str; 24] = [
     "source",
     "schema_registry",
+    "kafka_columns",
+    "kafka_bytes",
     "time_column",
     "lateness",
     "max_time_ahead",

@@ -170,3 +170,118 @@ fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing(
     let status = crate::common::ok(&["status", "--table", table.to_str().unwrap()]);
     assert!(status.contains("input-format=avro"), "{status}");
 }
+
+/// `--kafka-columns`: each row holds its message's key, timestamp, headers (in order, a
+/// repeated key and a header without a value kept), partition and offset; the event time is
+/// the message timestamp (`--time-field kafka_timestamp`, the values hold no time); a key that
+/// is not UTF-8 makes its message a dead letter `wrong_type` (with `--kafka-bytes string`).
+#[test]
+fn the_messages_own_fields_land_as_columns() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    create_topic(&broker, "meta", 1);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .create()
+        .unwrap();
+    // 2026-10-03T14:00:00Z and a second, a minute and an hour later.
+    let base_ms = 1_791_036_000_000i64;
+    let messages: [(&[u8], i64, &str); 4] = [
+        (b"k-1", base_ms, r#"{"id":"a","v":1}"#),
+        (b"k-2", base_ms + 1_000, r#"{"id":"b","v":2}"#),
+        (b"\xff\xfe", base_ms + 60_000, r#"{"id":"c","v":3}"#),
+        (b"k-4", base_ms + 3_600_000, r#"{"id":"d","v":4}"#),
+    ];
+    for (i, (key, ms, value)) in messages.iter().enumerate() {
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "trace",
+                value: Some(format!("t{i}").as_str()),
+            })
+            .insert(Header {
+                key: "trace",
+                value: Some("again"),
+            })
+            .insert(Header::<&str> {
+                key: "empty",
+                value: None,
+            });
+        let record = BaseRecord::to("meta")
+            .key(*key)
+            .payload(*value)
+            .timestamp(*ms)
+            .headers(headers);
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+        producer.poll(std::time::Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let schema = dir.path().join("schema.toml");
+    std::fs::write(
+        &schema,
+        "[[fields]]\nname = \"id\"\ntype = \"string\"\n\n[[fields]]\nname = \"v\"\ntype = \"long\"\n",
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    crate::common::ok(&[
+        "run",
+        "--source",
+        "kafka:meta",
+        "--brokers",
+        &broker.address,
+        "--table",
+        table.to_str().unwrap(),
+        "--schema",
+        schema.to_str().unwrap(),
+        "--kafka-columns",
+        "key,timestamp,headers,partition,offset",
+        "--time-field",
+        "kafka_timestamp",
+        "--until-idle",
+        "3s",
+    ]);
+    let rows = query_csv(
+        &[("t", &table)],
+        "SELECT id, v, kafka_key, kafka_timestamp, kafka_partition, kafka_offset, \
+         array_length(kafka_headers) AS headers, kafka_headers[1]['value'] AS first, \
+         kafka_headers[2]['key'] AS second, kafka_headers[3]['value'] IS NULL AS empty, hour \
+         FROM t ORDER BY kafka_offset",
+    );
+    assert_eq!(
+        rows,
+        [
+            "a,1,k-1,2026-10-03T14:00:00Z,0,0,3,t0,trace,true,14",
+            "b,2,k-2,2026-10-03T14:00:01Z,0,1,3,t1,trace,true,14",
+            "d,4,k-4,2026-10-03T15:00:00Z,0,3,3,t3,trace,true,15",
+        ]
+    );
+    let dead = query_csv(
+        &[("d", &dir.path().join("t_dlq"))],
+        "SELECT source_offset, reason FROM d",
+    );
+    assert_eq!(dead, ["2,wrong_type"]);
+    // The columns are the table's contract: a run with others is refused.
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--source",
+            "kafka:meta",
+            "--brokers",
+            &broker.address,
+        ])
+        .arg("--table")
+        .arg(&table)
+        .args(["--kafka-columns", "key,timestamp"])
+        .args(["--time-field", "kafka_timestamp", "--until-idle", "1s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("kafka-columns"),
+        "{stderr}"
+    );
+}

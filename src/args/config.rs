@@ -89,6 +89,8 @@ impl RunArgs {
             csv_escape,
             csv_header,
             schema_registry,
+            kafka_columns,
+            kafka_bytes,
             brokers,
             group,
             start,

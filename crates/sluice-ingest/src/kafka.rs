@@ -729,11 +729,11 @@ impl Owned<'_> {
     /// already holds are dropped), cut to `budget` messages.
     fn admit(&mut self, mut messages: Vec<RawMessage>, budget: Option<u64>) -> Vec<RawMessage> {
         let next = self.next.unwrap_or(i64::MIN);
-        messages.retain(|(o, _)| *o >= next);
+        messages.retain(|m| m.offset >= next);
         messages.truncate(budget.map_or(usize::MAX, |b| b as usize));
-        if let Some((first, _)) = messages.first() {
+        if let Some(first) = messages.first() {
             if self.origin.is_none() && self.committed().is_none() {
-                self.origin = Some(*first);
+                self.origin = Some(first.offset);
             }
         }
         messages

@@ -14,8 +14,8 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use sluice_publish::{reserved_columns, Contract, OpenError, Pipelines, TableOptions, WindowTable};
 use sluice_source::schema::SOURCE_NAME_KEY;
 use sluice_source::{
-    schema, DecodeError, DecodeOptions, LineDecoder, NdjsonSource, SchemaError, SchemaEvolution,
-    SourceError,
+    schema, DecodeError, DecodeOptions, LineDecoder, MessageColumns, MessagePart, NdjsonSource,
+    SchemaError, SchemaEvolution, SourceError,
 };
 use sluice_window::{AddressLayout, Shard, WindowSize};
 
@@ -89,8 +89,13 @@ pub async fn open_raw(
             spec.options.pipelines == Some(Pipelines::Many),
             spec.options.shard.is_some(),
         );
-        // An inferred field named like the time column is stored under another name.
+        // An inferred field named like the time column or a message column is stored under
+        // another name.
         spec.decode.reserved.extend(spec.decode.time_column.clone());
+        let message_columns = &spec.decode.message_columns;
+        spec.decode
+            .reserved
+            .extend(message_columns.parts.iter().map(|p| p.column()));
         let record = match spec.declared {
             Some(declared) => declared.clone(),
             None => match spec.infer_from {
@@ -111,6 +116,8 @@ pub async fn open_raw(
             },
         };
         let record = with_time_column(&record, spec.decode.time_column.as_deref())
+            .map_err(decode_error(&record))?;
+        let record = with_message_columns(&record, &spec.decode.message_columns)
             .map_err(decode_error(&record))?;
         let decoder =
             LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
@@ -149,9 +156,45 @@ pub async fn open_raw(
         }
         _ => record,
     };
+    // So does one written before it had the message columns asked for.
+    let message_columns = &spec.decode.message_columns;
+    let lacks = |p: &MessagePart| record.field_with_name(&p.column()).is_err();
+    if message_columns.parts.iter().any(lacks) && spec.evolution != SchemaEvolution::Add {
+        return Err(OpenRawError::WouldGrow {
+            table_fields: field_names(&record),
+        });
+    }
+    let record = with_message_columns(&record, message_columns).map_err(decode_error(&record))?;
     let decoder = LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
     table.record_contract(spec.options).await?;
     Ok((table, decoder))
+}
+
+/// `record` with the message columns (`--kafka-columns`) it lacks added last, each read under
+/// a name no record has. A record field of such a name is refused: the column would replace
+/// its values.
+fn with_message_columns(
+    record: &SchemaRef,
+    columns: &MessageColumns,
+) -> Result<SchemaRef, DecodeError> {
+    let mut fields: Vec<Field> = record.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for part in &columns.parts {
+        let column = columns.field(*part);
+        match record.field_with_name(column.name()) {
+            Ok(f) if f.metadata().get(SOURCE_NAME_KEY) == Some(&part.read_name()) => {}
+            Ok(_) => {
+                return Err(DecodeError::MessageColumn {
+                    name: column.name().clone(),
+                    why: "the records have a field of that name".into(),
+                })
+            }
+            Err(_) => fields.push(column),
+        }
+    }
+    Ok(Arc::new(Schema::new_with_metadata(
+        fields,
+        record.metadata().clone(),
+    )))
 }
 
 /// The JSON key the time column is read from: none a stream writes.
@@ -237,6 +280,8 @@ pub mod terms {
     pub const LATE: &str = "late";
     /// How a Kafka source's messages are written (`--input-format`: json, avro).
     pub const INPUT_FORMAT: &str = "input-format";
+    /// A Kafka source's message fields as columns (`--kafka-columns`, `--kafka-bytes`).
+    pub const KAFKA_COLUMNS: &str = "kafka-columns";
     /// A derived table's raw table (its URL).
     pub const RAW: &str = "raw";
     /// A derived table's query.

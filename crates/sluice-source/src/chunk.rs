@@ -1,5 +1,8 @@
 //! What a source hands over: chunks of records at their positions.
 
+use std::sync::Arc;
+
+use crate::message_columns::MessageMeta;
 use crate::reject::Reject;
 
 /// Where one event is in an NDJSON source, ordered as the source is read.
@@ -53,6 +56,9 @@ pub struct Chunk {
     /// Stored bytes of the file read for this chunk, when `data` is not them: a compressed
     /// file's (about: what was decompressed for it), a CSV file's (its records' bytes).
     pub stored_bytes: Option<u64>,
+    /// For messages read with their own fields (`--kafka-columns`): each message's, in
+    /// offset order.
+    pub meta: Option<Arc<Vec<MessageMeta>>>,
 }
 
 impl Chunk {
@@ -155,6 +161,7 @@ impl Chunk {
                 data,
                 message_offsets: Some(offsets),
                 end_at: self.end_at,
+                meta: self.meta.clone(),
                 ..Chunk::default()
             };
         }

@@ -28,6 +28,7 @@ pub mod generate;
 mod json;
 pub mod kafka;
 pub mod log;
+pub mod message_columns;
 pub mod ndjson;
 pub mod object;
 pub mod parquet;
@@ -47,6 +48,7 @@ pub use decode::{
 };
 pub use file::{SourceError, SourceFile};
 pub use log::{LogPartition, ReplayLog};
+pub use message_columns::{BytesAs, MessageColumns, MessageMeta, MessagePart};
 pub use ndjson::NdjsonSource;
 pub use object::{Listing, ObjectFiles};
 pub use reader::{FileFormat, FileReader};

@@ -34,12 +34,17 @@ struct Base64Binary;
 impl EncoderFactory for Base64Binary {
     fn make_default_encoder<'a>(
         &self,
-        _field: &'a FieldRef,
+        field: &'a FieldRef,
         array: &'a dyn Array,
         _options: &'a EncoderOptions,
     ) -> Result<Option<NullableEncoder<'a>>, ArrowError> {
         if let Some(floats) = non_finite_floats(array) {
             return Ok(Some(NullableEncoder::new(floats, array.nulls().cloned())));
+        }
+        if is_uuid(field) && *array.data_type() == DataType::FixedSizeBinary(16) {
+            let a = array.as_fixed_size_binary();
+            let encoder = Box::new(UuidText(a)) as Box<dyn Encoder + 'a>;
+            return Ok(Some(NullableEncoder::new(encoder, array.nulls().cloned())));
         }
         let values: Box<dyn Fn(usize) -> &'a [u8] + 'a> = match array.data_type() {
             DataType::Binary => {
@@ -62,6 +67,30 @@ impl EncoderFactory for Base64Binary {
         };
         let encoder = Box::new(Base64Encoder(values)) as Box<dyn Encoder + 'a>;
         Ok(Some(NullableEncoder::new(encoder, array.nulls().cloned())))
+    }
+}
+
+/// Whether `field` holds UUIDs as 16 bytes (arrow's canonical extension, or an Avro `uuid`
+/// as arrow-avro reads it): their text is the UUID's, as any reader of the source shows it.
+fn is_uuid(field: &Field) -> bool {
+    let m = field.metadata();
+    m.get("ARROW:extension:name").map(String::as_str) == Some("arrow.uuid")
+        || m.get("logicalType").map(String::as_str) == Some("uuid")
+}
+
+/// The 8-4-4-4-12 hex text of a UUID.
+struct UuidText<'a>(&'a deltalake::arrow::array::FixedSizeBinaryArray);
+
+impl Encoder for UuidText<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        out.push(b'"');
+        for (i, b) in self.0.value(idx).iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                out.push(b'-');
+            }
+            out.extend_from_slice(format!("{b:02x}").as_bytes());
+        }
+        out.push(b'"');
     }
 }
 

@@ -33,6 +33,7 @@ use deltalake::arrow::json::reader::{Decoder, ReaderBuilder};
 use sluice_window::{EventTime, TimeSpec};
 
 use crate::chunk::Chunk;
+use crate::message_columns::{MessageColumns, MessagePart};
 use crate::reject::panic_message;
 pub use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 use crate::schema::{type_name, FieldPath, PathError};
@@ -57,6 +58,9 @@ pub enum DecodeError {
     /// opener adds it), or NAME is the time field itself.
     #[error("time column {name:?}: {why}")]
     TimeColumn { name: String, why: String },
+    /// `--kafka-columns`: the record schema has a field named like a message column.
+    #[error("message column {name:?} (--kafka-columns): {why}")]
+    MessageColumn { name: String, why: String },
     #[error("arrow failed on lines it had accepted: {0}")]
     Arrow(#[from] ArrowError),
     #[error("decoding panicked on records that decode on their own (a bug in sluice)")]
@@ -137,6 +141,9 @@ pub struct DecodeOptions {
     /// as sluice read it (`--time-column`). It is read from a key no record has (see the
     /// opener); a record that does have that key is a dead letter `field_name_clash`.
     pub time_column: Option<String>,
+    /// A log message's own fields as columns (`--kafka-columns`), filled from each chunk's
+    /// [`crate::MessageMeta`]; the time field may be the message timestamp's column.
+    pub message_columns: MessageColumns,
 }
 
 impl DecodeOptions {
@@ -150,6 +157,7 @@ impl DecodeOptions {
             columns_max: COLUMNS_MAX_DEFAULT,
             reserved: Vec::new(),
             time_column: None,
+            message_columns: MessageColumns::default(),
         }
     }
 }
@@ -741,32 +749,10 @@ impl LineDecoder {
     ) -> Result<Decoded, DecodeError> {
         let n = read.num_rows();
         let mut failed: Vec<Option<RejectReason>> = vec![None; n];
-        // Event times, from the time field's text.
-        let mut times = Vec::with_capacity(n);
-        // The read batch names its columns by the records' own names.
-        let text = self
-            .time_field
-            .by_source_names(&self.schema)
-            .array(&read)
-            .ok_or_else(|| ArrowError::SchemaError(format!("no time field {}", self.time_field)))?;
-        let text = text.as_string::<i32>();
-        for (row, slot) in failed.iter_mut().enumerate() {
-            let parsed = if text.is_null(row) {
-                Err(RejectReason::MissingTime)
-            } else {
-                self.options
-                    .time
-                    .parse_text(text.value(row))
-                    .map_err(RejectReason::BadTime)
-            };
-            match parsed {
-                Ok(t) => times.push(t),
-                Err(reason) => {
-                    times.push(EventTime::MIN);
-                    *slot = Some(reason);
-                }
-            }
-        }
+        let times = match self.message_times(chunk, &offsets, &mut failed) {
+            Some(times) => times,
+            None => self.times(&read, &mut failed)?,
+        };
         // The record's own types.
         let reading = Reading {
             time_field: &self.time_field,
@@ -783,6 +769,7 @@ impl LineDecoder {
         if let Some(name) = &self.options.time_column {
             fill_time_column(&self.schema, name, &read, &times, &mut failed, &mut columns)?;
         }
+        self.fill_message_columns(chunk, &offsets, &mut failed, &mut columns)?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         for key in &self.key {
             let Some(values) = key.array(&batch) else {
@@ -837,6 +824,102 @@ impl LineDecoder {
             ignored: BTreeMap::new(),
             ignored_rows: 0,
         })
+    }
+}
+
+impl LineDecoder {
+    /// Event times from the time field's text (or value).
+    fn times(
+        &self,
+        read: &RecordBatch,
+        failed: &mut [Option<RejectReason>],
+    ) -> Result<Vec<EventTime>, DecodeError> {
+        let n = read.num_rows();
+        let mut times = Vec::with_capacity(n);
+        // The read batch names its columns by the records' own names.
+        let text = self
+            .time_field
+            .by_source_names(&self.schema)
+            .array(read)
+            .ok_or_else(|| ArrowError::SchemaError(format!("no time field {}", self.time_field)))?;
+        let text = text.as_string::<i32>();
+        for (row, slot) in failed.iter_mut().enumerate() {
+            let parsed = if text.is_null(row) {
+                Err(RejectReason::MissingTime)
+            } else {
+                self.options
+                    .time
+                    .parse_text(text.value(row))
+                    .map_err(RejectReason::BadTime)
+            };
+            match parsed {
+                Ok(t) => times.push(t),
+                Err(reason) => {
+                    times.push(EventTime::MIN);
+                    *slot = Some(reason);
+                }
+            }
+        }
+        Ok(times)
+    }
+
+    /// Event times from the messages' timestamps, when the time field is their column
+    /// (`--time-field kafka_timestamp`); `None` otherwise.
+    fn message_times(
+        &self,
+        chunk: &Chunk,
+        offsets: &[i64],
+        failed: &mut [Option<RejectReason>],
+    ) -> Option<Vec<EventTime>> {
+        let columns = &self.options.message_columns;
+        let part = MessagePart::Timestamp;
+        if !columns.parts.contains(&part) || self.time_field.to_string() != part.column() {
+            return None;
+        }
+        let meta = chunk.meta.as_deref().map_or(&[][..], Vec::as_slice);
+        let mut none = vec![None; offsets.len()];
+        let filled = columns.fill(part, offsets, meta, &mut none);
+        let micros = filled.as_primitive::<deltalake::arrow::datatypes::TimestampMicrosecondType>();
+        Some(
+            failed
+                .iter_mut()
+                .enumerate()
+                .map(|(row, slot)| {
+                    if micros.is_null(row) {
+                        *slot = Some(RejectReason::MissingTime);
+                        EventTime::MIN
+                    } else {
+                        EventTime::from_micros(micros.value(row))
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Puts the messages' own fields in their columns (`--kafka-columns`).
+    fn fill_message_columns(
+        &self,
+        chunk: &Chunk,
+        offsets: &[i64],
+        failed: &mut [Option<RejectReason>],
+        columns: &mut [ArrayRef],
+    ) -> Result<(), ArrowError> {
+        let message_columns = &self.options.message_columns;
+        if message_columns.is_empty() {
+            return Ok(());
+        }
+        let meta = chunk.meta.as_deref().map_or(&[][..], Vec::as_slice);
+        for part in &message_columns.parts {
+            let i = self.schema.index_of(&part.column())?;
+            let mut why = vec![None; offsets.len()];
+            columns[i] = message_columns.fill(*part, offsets, meta, &mut why);
+            for (slot, why) in failed.iter_mut().zip(why) {
+                if let Some(why) = why {
+                    slot.get_or_insert(RejectReason::WrongType(why));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

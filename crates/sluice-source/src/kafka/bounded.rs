@@ -140,6 +140,8 @@ pub struct PartitionReader {
     /// The offset after the last message handed over.
     next: i64,
     chunk_messages_max: usize,
+    /// Read each message's key, timestamp and headers too.
+    meta: bool,
 }
 
 impl PartitionReader {
@@ -168,6 +170,7 @@ impl PartitionReader {
             end,
             next: from,
             chunk_messages_max: options.chunk_messages_max.max(1),
+            meta: options.payload.meta,
         })
     }
 
@@ -184,7 +187,7 @@ impl PartitionReader {
                     }
                     self.next = m.offset() + 1;
                     if m.offset() < self.end {
-                        messages.push((m.offset(), m.payload().map(<[u8]>::to_vec)));
+                        messages.push(super::consumer::raw_message(&m, self.meta));
                     }
                 }
                 Some(Ok(_)) => {}

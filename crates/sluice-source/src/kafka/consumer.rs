@@ -88,6 +88,31 @@ pub(super) fn client_config(options: &KafkaOptions, own: &[(&str, String)]) -> C
     config
 }
 
+/// A message as it is handed over: its value, and (with `meta`) its key, timestamp and
+/// headers.
+pub(super) fn raw_message(m: &impl Message, meta: bool) -> RawMessage {
+    use rdkafka::message::Headers;
+    let meta = meta.then(|| crate::message_columns::MessageMeta {
+        offset: m.offset(),
+        partition: m.partition(),
+        key: m.key().map(<[u8]>::to_vec),
+        timestamp_ms: m.timestamp().to_millis(),
+        headers: m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    });
+    RawMessage {
+        offset: m.offset(),
+        value: m.payload().map(<[u8]>::to_vec),
+        meta,
+    }
+}
+
 /// Requests from the caller to the consumer thread.
 enum Command {
     Seek { partition: i32, offset: i64 },
@@ -500,7 +525,7 @@ fn poll_loop(
                 polled
                     .entry(m.partition())
                     .or_default()
-                    .push((m.offset(), m.payload().map(<[u8]>::to_vec)));
+                    .push(raw_message(&m, options.payload.meta));
                 polled_count += 1;
             }
             Some(Ok(_)) => {}

@@ -8,13 +8,21 @@
 use std::time::{Duration, Instant};
 
 use crate::chunk::Chunk;
+use crate::message_columns::MessageMeta;
 use crate::registry::{RegistryError, RegistryOptions, SchemaRegistry};
 use crate::reject::{Reject, RAW_BYTES_MAX};
 
 use super::avro::{AvroMessages, Outcome};
 
-/// A message as the consumer read it: its offset and its value (`None`: a tombstone).
-pub type RawMessage = (i64, Option<Vec<u8>>);
+/// A message as the consumer read it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RawMessage {
+    pub offset: i64,
+    /// `None`: a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// Its key, timestamp and headers, when they are read ([`PayloadOptions::meta`]).
+    pub meta: Option<MessageMeta>,
+}
 
 /// How message values are written (`--input-format` of a `kafka:` source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +61,8 @@ impl MessageFormat {
 pub struct PayloadOptions {
     pub format: MessageFormat,
     pub registry: Option<RegistryOptions>,
+    /// Read each message's key, timestamp and headers too (`--kafka-columns`).
+    pub meta: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +105,17 @@ impl Payloads {
     /// blocking thread (a chunk's worth of Avro must not hold up the caller's runtime).
     pub async fn chunk(
         &mut self,
+        mut messages: Vec<RawMessage>,
+    ) -> Result<(Chunk, Duration), RegistryError> {
+        let meta: Vec<MessageMeta> = messages.iter_mut().filter_map(|m| m.meta.take()).collect();
+        let meta = (!meta.is_empty()).then(|| std::sync::Arc::new(meta));
+        let (mut chunk, took) = self.values(messages).await?;
+        chunk.meta = meta;
+        Ok((chunk, took))
+    }
+
+    async fn values(
+        &mut self,
         messages: Vec<RawMessage>,
     ) -> Result<(Chunk, Duration), RegistryError> {
         let Some(mut avro) = self.avro.take() else {
@@ -103,12 +124,13 @@ impl Payloads {
                 1,
                 messages
                     .iter()
-                    .map(|(o, p)| (*o, p.as_deref().unwrap_or_default())),
+                    .map(|m| (m.offset, m.value.as_deref().unwrap_or_default())),
             );
             return Ok((chunk, started.elapsed()));
         };
         let prepared = {
-            let payloads: Vec<Option<&[u8]>> = messages.iter().map(|(_, p)| p.as_deref()).collect();
+            let payloads: Vec<Option<&[u8]>> =
+                messages.iter().map(|m| m.value.as_deref()).collect();
             avro.prepare(&payloads).await
         };
         if let Err(e) = prepared {
@@ -117,7 +139,8 @@ impl Payloads {
         }
         let decoded = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let payloads: Vec<Option<&[u8]>> = messages.iter().map(|(_, p)| p.as_deref()).collect();
+            let payloads: Vec<Option<&[u8]>> =
+                messages.iter().map(|m| m.value.as_deref()).collect();
             let outcomes = avro.decode(&payloads);
             let chunk = lines_and_rejects(&messages, outcomes);
             (avro, chunk, started.elapsed())
@@ -140,7 +163,8 @@ fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
     let mut offsets = Vec::new();
     let mut bad = Vec::new();
     let mut stored = 0u64;
-    for ((offset, payload), outcome) in messages.iter().zip(outcomes) {
+    for (message, outcome) in messages.iter().zip(outcomes) {
+        let (offset, payload) = (&message.offset, &message.value);
         stored += payload.as_ref().map_or(0, |p| p.len() as u64);
         match outcome {
             Outcome::Row(line) => {
@@ -158,10 +182,10 @@ fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
     }
     Chunk {
         file: 1,
-        start: messages.first().map_or(0, |(o, _)| *o),
+        start: messages.first().map_or(0, |m| m.offset),
         data,
         message_offsets: Some(offsets),
-        end_at: messages.last().map(|(o, _)| o + 1),
+        end_at: messages.last().map(|m| m.offset + 1),
         bad,
         stored_bytes: Some(stored),
         ..Chunk::default()

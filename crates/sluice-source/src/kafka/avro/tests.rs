@@ -158,3 +158,74 @@ fn every_bad_message_is_a_dead_letter_and_the_good_ones_around_it_are_rows() {
         got[9]
     );
 }
+
+/// Avro's logical and complex types, as the JSON lines decoding reads (and the table stores).
+#[test]
+fn logical_types_maps_arrays_and_enums_keep_their_values() {
+    const TYPES: &str = r#"{"type":"record","name":"T","fields":[
+        {"name":"d","type":{"type":"int","logicalType":"date"}},
+        {"name":"t","type":{"type":"long","logicalType":"timestamp-millis"}},
+        {"name":"m","type":{"type":"long","logicalType":"timestamp-micros"}},
+        {"name":"p","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+        {"name":"u","type":{"type":"string","logicalType":"uuid"}},
+        {"name":"e","type":{"type":"enum","name":"K","symbols":["a","b"]}},
+        {"name":"labels","type":{"type":"map","values":"long"}},
+        {"name":"tags","type":{"type":"array","items":"string"}},
+        {"name":"b","type":"bytes"},
+        {"name":"f","type":"float"},
+        {"name":"ok","type":"boolean"},
+        {"name":"o","type":["null",{"type":"record","name":"O","fields":[{"name":"x","type":"int"}]}]}
+    ]}"#;
+    let mut m = vec![MAGIC, 0, 0, 0, 9];
+    long(20_729, &mut m); // 2026-10-03
+    long(1_790_000_000_123, &mut m);
+    long(1_790_000_000_123_456, &mut m);
+    long(2, &mut m); // 2 bytes of decimal: 12345 (123.45)
+    m.extend_from_slice(&[0x30, 0x39]);
+    string("0f8fad5b-d9cb-469f-a165-70867728950e", &mut m);
+    long(1, &mut m); // enum symbol b
+    long(2, &mut m); // a map block of 2
+    string("x", &mut m);
+    long(1, &mut m);
+    string("y", &mut m);
+    long(-2, &mut m);
+    long(0, &mut m);
+    long(2, &mut m); // an array block of 2
+    string("p", &mut m);
+    string("q", &mut m);
+    long(0, &mut m);
+    long(3, &mut m);
+    m.extend_from_slice(&[0, 1, 2]);
+    m.extend_from_slice(&1.5f32.to_le_bytes());
+    m.push(1);
+    long(1, &mut m); // the record branch of the union
+    long(-7, &mut m);
+    let mut avro = messages();
+    avro.registry.keep(RegisteredSchema {
+        id: 9,
+        kind: SchemaKind::Avro,
+        text: TYPES.into(),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let payloads = [Some(m.as_slice())];
+    runtime.block_on(avro.prepare(&payloads)).unwrap();
+    let got: Vec<String> = avro
+        .decode(&payloads)
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Row(line) => String::from_utf8(line).unwrap(),
+            Outcome::Bad(reason) => format!("{}: {}", reason.as_str(), reason.detail()),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [concat!(
+            r#"{"d":"2026-10-03","t":"2026-09-21T14:13:20.123Z","m":"2026-09-21T14:13:20.123456Z","#,
+            r#""p":123.45,"u":"0f8fad5b-d9cb-469f-a165-70867728950e","e":"b","labels":{"x":1,"y":-2},"#,
+            r#""tags":["p","q"],"b":"AAEC","f":1.5,"ok":true,"o":{"x":-7}}"#
+        )]
+    );
+}
