@@ -45,12 +45,12 @@ pub struct RunArgs {
     pub listing: Option<String>,
     /// How records are written: for a file source ndjson (one JSON object per line), csv (a
     /// header row naming the columns) or parquet (a row a record); for a kafka: source json
-    /// (a JSON object per message) or avro (Confluent wire format, with --schema-registry).
-    /// [default: by --source's prefix; json for kafka:]
-    #[arg(long, value_parser = ["ndjson", "json", "csv", "parquet", "avro"])]
+    /// (a JSON object per message), or avro or json-schema (the schema registry's wire
+    /// format, with --schema-registry). [default: by --source's prefix; json for kafka:]
+    #[arg(long, value_parser = ["ndjson", "json", "csv", "parquet", "avro", "json-schema"])]
     pub input_format: Option<String>,
-    /// With a kafka: source of --input-format avro: the Confluent schema registry the
-    /// messages' schema ids are looked up in, http(s)://HOST[:PORT][/PATH]. Credentials: basic
+    /// With a kafka: source of --input-format avro or json-schema: the Confluent schema
+    /// registry the messages' schema ids are looked up in, http(s)://HOST[:PORT][/PATH]. Credentials: basic
     /// auth from SLUICE_SCHEMA_REGISTRY_USER and SLUICE_SCHEMA_REGISTRY_PASSWORD, or a bearer
     /// token from SLUICE_SCHEMA_REGISTRY_TOKEN (not flags: `ps` shows flags to every user).
     #[arg(long, value_name = "URL")]
@@ -497,15 +497,16 @@ impl RunArgs {
             ("--csv-header", self.csv_header.is_some()),
         ];
         let name = given.or(prefix).unwrap_or("ndjson");
-        if kafka && given.is_some_and(|g| !matches!(g, "ndjson" | "json" | "avro")) {
+        let kafka_formats = ["ndjson", "json", "avro", "json-schema"];
+        if kafka && given.is_some_and(|g| !kafka_formats.contains(&g)) {
             return Err(usage(format!(
-                "--input-format {name}: a Kafka source reads json or avro messages"
+                "--input-format {name}: a Kafka source reads json, avro or json-schema messages"
             )));
         }
-        if !kafka && name == "avro" {
-            return Err(usage(
-                "--input-format avro: Avro is read from kafka: sources (messages in the schema registry's wire format), not from files yet",
-            ));
+        if !kafka && matches!(name, "avro" | "json-schema") {
+            return Err(usage(format!(
+                "--input-format {name}: read from kafka: sources (messages in the schema registry's wire format), not from files"
+            )));
         }
         if name != "csv" {
             if let Some((flag, _)) = csv_flags.iter().find(|(_, g)| *g) {
@@ -679,8 +680,11 @@ impl RunArgs {
         use sluice_source::registry::{RegistryAuth, RegistryOptions};
         let format = match self.input_format.as_deref() {
             None => MessageFormat::Json,
-            Some(name) => MessageFormat::parse(name)
-                .ok_or_else(|| usage(format!("--input-format {name}: use json or avro")))?,
+            Some(name) => MessageFormat::parse(name).ok_or_else(|| {
+                usage(format!(
+                    "--input-format {name}: use json, avro or json-schema"
+                ))
+            })?,
         };
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let auth = match (

@@ -2,11 +2,12 @@
 producers do, with confluent-kafka (pip install 'confluent-kafka[avro]'):
 
   produce.py --format json BROKERS TOPIC EVENTS.ndjson
-  produce.py --format avro --registry URL BROKERS TOPIC EVENTS.ndjson
+  produce.py --format avro|json-schema --registry URL BROKERS TOPIC EVENTS.ndjson
 
 json: each line as it is. avro: confluent-kafka's AvroSerializer, which registers the schema
 with the schema registry and writes the Confluent wire format (0x00, the schema id, the Avro
-body). Events without `coupon` are written with schema version 1; events that carry it (the generator's
+body). json-schema: its JSONSerializer, which validates each event against a JSON Schema,
+registers it and writes the same prefix before the JSON text. Avro events without `coupon` are written with schema version 1; events that carry it (the generator's
 `--new-fields-from`) with version 2, which adds `coupon` and `actor.plan`: the topic's schema
 gains fields half way, and duplicate deliveries of older events keep version 1, so the versions
 interleave. `type` is an Avro enum, `amount` a decimal(10,2), `payload.labels` a map, `commits`
@@ -22,6 +23,7 @@ from decimal import Decimal
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 
@@ -65,9 +67,24 @@ def schema(grown: bool) -> str:
                        "fields": fields})
 
 
+JSON_SCHEMA = json.dumps({
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "GitHubEvent",
+    "type": "object",
+    "properties": {
+        "event_id": {"type": "string"},
+        "ts": {"type": "string"},
+        "type": {"enum": ["view", "cart", "purchase"]},
+        "actor": {"type": "object"},
+        "payload": {"type": "object"},
+    },
+    "required": ["event_id", "ts", "type"],
+})
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--format", choices=["json", "avro"], required=True)
+    parser.add_argument("--format", choices=["json", "avro", "json-schema"], required=True)
     parser.add_argument("--registry", help="the schema registry's URL (avro)")
     parser.add_argument("brokers")
     parser.add_argument("topic")
@@ -75,9 +92,15 @@ def main():
     args = parser.parse_args()
     topic = args.topic
     serialize = None
+    if args.format != "json" and not args.registry:
+        sys.exit(f"--format {args.format} needs --registry URL")
+    if args.format == "json-schema":
+        registry = SchemaRegistryClient({"url": args.registry})
+        serializer = JSONSerializer(JSON_SCHEMA, registry)
+
+        def serialize(event):
+            return serializer(event, SerializationContext(topic, MessageField.VALUE))
     if args.format == "avro":
-        if not args.registry:
-            sys.exit("--format avro needs --registry URL")
         registry = SchemaRegistryClient({"url": args.registry})
         serializers = {grown: AvroSerializer(registry, schema(grown)) for grown in (False, True)}
 
@@ -97,7 +120,8 @@ def main():
         for line in f:
             if not line.strip():
                 continue
-            event = json.loads(line, parse_float=Decimal)
+            # Avro decimals from the text's exact value; JSON writes Python's floats.
+            event = json.loads(line, parse_float=Decimal if args.format == "avro" else float)
             value = serialize(event) if serialize else line.rstrip(b"\n")
             while True:
                 try:
@@ -113,7 +137,8 @@ def main():
         sys.exit(f"{left} messages not delivered, {len(failed)} failed: {failed[:3]}")
     if serialize:
         versions = registry.get_versions(f"{topic}-value")
-        print(f"produced {count} Avro messages; {topic}-value versions {versions}")
+        kind = "Avro" if args.format == "avro" else "JSON Schema"
+        print(f"produced {count} {kind} messages; {topic}-value versions {versions}")
     else:
         print(f"produced {count} JSON messages")
 

@@ -59,9 +59,54 @@ pub struct Chunk {
     /// For messages read with their own fields (`--kafka-columns`): each message's, in
     /// offset order.
     pub meta: Option<Arc<Vec<MessageMeta>>>,
+    /// Records that arrived as Arrow rows (Avro messages), in offset order, besides `data`'s
+    /// lines (then none): decoding takes them into the record schema's columns as they are
+    /// when they fit (`decode::fit`), else reads them as JSON lines ([`Chunk::as_lines`]).
+    pub arrow: Vec<ArrowRows>,
+}
+
+/// Rows that arrived as Arrow, each at its record's offset.
+#[derive(Debug, Clone)]
+pub struct ArrowRows {
+    pub batch: deltalake::arrow::array::RecordBatch,
+    /// One per row, ascending.
+    pub offsets: Vec<i64>,
 }
 
 impl Chunk {
+    /// This chunk with its Arrow rows as JSON lines at their offsets (rows of a batch that
+    /// cannot be written as JSON become dead letters `schema_mismatch`).
+    pub fn as_lines(&self) -> Chunk {
+        let mut rows: Vec<(i64, Vec<u8>)> = Vec::new();
+        let mut bad = self.bad.clone();
+        for a in &self.arrow {
+            match crate::rows::json_lines(&a.batch) {
+                Ok(text) => rows.extend(
+                    a.offsets
+                        .iter()
+                        .copied()
+                        .zip(text.split(|b| *b == b'\n').map(<[u8]>::to_vec)),
+                ),
+                Err(e) => bad.extend(a.offsets.iter().map(|o| Reject {
+                    file: self.file,
+                    offset: *o,
+                    reason: crate::reject::RejectReason::SchemaMismatch(format!(
+                        "sluice cannot read this row: {e}"
+                    )),
+                    raw: String::new(),
+                })),
+            }
+        }
+        rows.sort_by_key(|(o, _)| *o);
+        let mut chunk = Chunk::messages(self.file, rows.iter().map(|(o, l)| (*o, l.as_slice())));
+        chunk.start = self.start;
+        chunk.end_at = self.end_at;
+        chunk.stored_bytes = self.stored_bytes;
+        chunk.meta = self.meta.clone();
+        chunk.bad = bad;
+        chunk
+    }
+
     /// Messages of one log partition as a chunk: one line each. A line break inside a
     /// message is read as a space (JSON allows it only as whitespace between tokens; inside
     /// a string it is invalid JSON either way); an empty message (a Kafka tombstone) stays an

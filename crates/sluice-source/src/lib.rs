@@ -39,7 +39,7 @@ pub mod rows;
 pub mod schema;
 pub mod store;
 
-pub use chunk::{Chunk, Overlong, Position};
+pub use chunk::{ArrowRows, Chunk, Overlong, Position};
 pub use compression::Compression;
 pub use csv::CsvOptions;
 pub use decode::{

@@ -36,10 +36,13 @@ impl EncoderFactory for Base64Binary {
         &self,
         field: &'a FieldRef,
         array: &'a dyn Array,
-        _options: &'a EncoderOptions,
+        options: &'a EncoderOptions,
     ) -> Result<Option<NullableEncoder<'a>>, ArrowError> {
         if let Some(floats) = non_finite_floats(array) {
             return Ok(Some(NullableEncoder::new(floats, array.nulls().cloned())));
+        }
+        if let DataType::Map(..) = array.data_type() {
+            return MapEntries::encoder(field, array.as_map(), options).map(Some);
         }
         if is_uuid(field) && *array.data_type() == DataType::FixedSizeBinary(16) {
             let a = array.as_fixed_size_binary();
@@ -67,6 +70,58 @@ impl EncoderFactory for Base64Binary {
         };
         let encoder = Box::new(Base64Encoder(values)) as Box<dyn Encoder + 'a>;
         Ok(Some(NullableEncoder::new(encoder, array.nulls().cloned())))
+    }
+}
+
+/// A map as a JSON object with every entry, one whose value is null too (arrow's writer,
+/// without explicit nulls, would leave that entry out: a key the map has would be lost).
+struct MapEntries<'a> {
+    offsets: deltalake::arrow::buffer::OffsetBuffer<i32>,
+    keys: NullableEncoder<'a>,
+    values: NullableEncoder<'a>,
+}
+
+impl<'a> MapEntries<'a> {
+    fn encoder(
+        field: &'a FieldRef,
+        map: &'a deltalake::arrow::array::MapArray,
+        options: &'a EncoderOptions,
+    ) -> Result<NullableEncoder<'a>, ArrowError> {
+        use deltalake::arrow::json::writer::make_encoder;
+        if !matches!(map.keys().data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+            return Err(ArrowError::JsonError(format!(
+                "a map with keys of type {} has no JSON object",
+                map.keys().data_type()
+            )));
+        }
+        let keys = make_encoder(field, map.keys(), options)?;
+        let values = make_encoder(field, map.values(), options)?;
+        let encoder = Box::new(MapEntries {
+            offsets: map.offsets().clone(),
+            keys,
+            values,
+        }) as Box<dyn Encoder + 'a>;
+        Ok(NullableEncoder::new(encoder, map.nulls().cloned()))
+    }
+}
+
+impl Encoder for MapEntries<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        let (start, end) = (self.offsets[idx] as usize, self.offsets[idx + 1] as usize);
+        out.push(b'{');
+        for entry in start..end {
+            if entry > start {
+                out.push(b',');
+            }
+            self.keys.encode(entry, out);
+            out.push(b':');
+            if self.values.is_null(entry) {
+                out.extend_from_slice(b"null");
+            } else {
+                self.values.encode(entry, out);
+            }
+        }
+        out.push(b'}');
     }
 }
 

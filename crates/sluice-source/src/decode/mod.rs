@@ -11,7 +11,9 @@
 //!   checked to have one (`missing_key`: rows without a key are never merged).
 
 mod convert;
+mod direct;
 mod evolve;
+mod fit;
 mod parallel;
 mod rewrite;
 mod walk;
@@ -309,6 +311,12 @@ impl LineDecoder {
     /// it, and that record becomes a reject `internal_error`; the others are decoded as
     /// always (invariant E8).
     pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
+        if !chunk.arrow.is_empty() {
+            return match self.decode_arrow(chunk)? {
+                Some(decoded) => Ok(decoded),
+                None => self.decode(&chunk.as_lines()),
+            };
+        }
         let before = self.clone();
         let mut decoded =
             match std::panic::catch_unwind(AssertUnwindSafe(|| self.decode_chunk(chunk))) {
@@ -745,7 +753,7 @@ impl LineDecoder {
         lines: &[(i64, &[u8])],
         read: RecordBatch,
         offsets: Vec<i64>,
-        mut rejects: Vec<Reject>,
+        rejects: Vec<Reject>,
     ) -> Result<Decoded, DecodeError> {
         let n = read.num_rows();
         let mut failed: Vec<Option<RejectReason>> = vec![None; n];
@@ -766,8 +774,49 @@ impl LineDecoder {
             }
             columns.push(c.array);
         }
+        // (The read batch's fields are the record's, in the same order.)
+        let own = self
+            .options
+            .time_column
+            .as_deref()
+            .and_then(|name| self.schema.index_of(name).ok())
+            .map(|i| read.column(i).clone());
+        let rows = Rows {
+            columns,
+            times,
+            failed,
+            offsets,
+        };
+        self.complete(chunk, rows, own.as_ref(), rejects, |offset| {
+            lines
+                .binary_search_by_key(&offset, |(o, _)| *o)
+                .map(|i| lines[i].1.to_vec())
+                .unwrap_or_default()
+        })
+    }
+
+    /// The rest of decoding, for rows in the record schema's `columns`: the time column and
+    /// the message columns filled, the key checked, failed rows made rejects (their text from
+    /// `raw`). `own_time`: what the records themselves gave the time column (a clash).
+    fn complete(
+        &self,
+        chunk: &Chunk,
+        rows: Rows,
+        own_time: Option<&ArrayRef>,
+        mut rejects: Vec<Reject>,
+        raw: impl Fn(i64) -> Vec<u8>,
+    ) -> Result<Decoded, DecodeError> {
+        let Rows {
+            mut columns,
+            times,
+            mut failed,
+            offsets,
+        } = rows;
+        let n = offsets.len();
         if let Some(name) = &self.options.time_column {
-            fill_time_column(&self.schema, name, &read, &times, &mut failed, &mut columns)?;
+            let none = deltalake::arrow::array::new_null_array(&DataType::Utf8, n);
+            let own = own_time.unwrap_or(&none);
+            fill_time_column(&self.schema, name, own, &times, &mut failed, &mut columns)?;
         }
         self.fill_message_columns(chunk, &offsets, &mut failed, &mut columns)?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
@@ -804,11 +853,8 @@ impl LineDecoder {
                     kept_times.push(times[row]);
                 }
                 Some(reason) => {
-                    let line = lines
-                        .binary_search_by_key(&offsets[row], |(o, _)| *o)
-                        .map(|i| lines[i].1)
-                        .unwrap_or_default();
-                    rejects.push(reject(chunk.file, offsets[row], reason, line));
+                    let line = raw(offsets[row]);
+                    rejects.push(reject(chunk.file, offsets[row], reason, &line));
                 }
             }
         }
@@ -929,7 +975,7 @@ impl LineDecoder {
 fn fill_time_column(
     schema: &SchemaRef,
     name: &str,
-    read: &RecordBatch,
+    own: &ArrayRef,
     times: &[EventTime],
     failed: &mut [Option<RejectReason>],
     columns: &mut [ArrayRef],
@@ -940,7 +986,6 @@ fn fill_time_column(
             "time column {name} is not a timestamp"
         )));
     };
-    let own = read.column(i);
     for (row, slot) in failed.iter_mut().enumerate() {
         if own.is_valid(row) {
             slot.get_or_insert_with(|| {
@@ -957,6 +1002,14 @@ fn fill_time_column(
         .collect();
     columns[i] = Arc::new(values.with_timezone_opt(zone.clone()));
     Ok(())
+}
+
+/// Decoded rows in the record schema's columns, before the last checks.
+struct Rows {
+    columns: Vec<ArrayRef>,
+    times: Vec<EventTime>,
+    failed: Vec<Option<RejectReason>>,
+    offsets: Vec<i64>,
 }
 
 /// What the slow path decided for one line, and the line to decode.

@@ -18,18 +18,24 @@ use arrow_avro::schema::{AvroSchema, Fingerprint, FingerprintAlgorithm, SchemaSt
 use deltalake::arrow::array::RecordBatch;
 
 use crate::registry::{Lookup, RegistryError, SchemaKind, SchemaRegistry};
+
+use super::wire::{framing, unknown};
 use crate::reject::{panic_message, RejectReason};
 
-/// The Confluent wire format's first byte.
-pub const MAGIC: u8 = 0;
-/// Magic byte and schema id.
-pub const PREFIX_BYTES: usize = 5;
+/// Decoded messages: batches of rows (each of one schema's consecutive messages), and for
+/// each message its row or why it is a dead letter.
+#[derive(Debug, Default)]
+pub struct AvroRows {
+    pub batches: Vec<RecordBatch>,
+    /// Per message, in order (every one is `Some` once decoded).
+    pub slots: Vec<Option<Slot>>,
+}
 
-/// What became of a message.
+/// What became of one message.
 #[derive(Debug)]
-pub enum Outcome {
-    /// Its row, as one JSON object (no newline).
-    Row(Vec<u8>),
+pub enum Slot {
+    /// The next row of batch `.0` (a batch's rows are its messages, in order).
+    Row(usize),
     Bad(RejectReason),
 }
 
@@ -108,18 +114,21 @@ impl AvroMessages {
         Ok(())
     }
 
-    /// Each message's row or reason, in order (after [`AvroMessages::prepare`] of them: an
-    /// id it did not fetch is a dead letter).
-    pub fn decode(&mut self, payloads: &[Option<&[u8]>]) -> Vec<Outcome> {
-        let mut out: Vec<Option<Outcome>> = Vec::with_capacity(payloads.len());
-        out.resize_with(payloads.len(), || None);
+    /// Each message's row (in a batch of its schema's) or reason, in order (after
+    /// [`AvroMessages::prepare`] of them: an id it did not fetch is a dead letter).
+    pub fn decode(&mut self, payloads: &[Option<&[u8]>]) -> AvroRows {
+        let mut out = AvroRows {
+            batches: Vec::new(),
+            slots: Vec::with_capacity(payloads.len()),
+        };
+        out.slots.resize_with(payloads.len(), || None);
         // Consecutive messages of one schema id, as (id, first index, end index).
         let mut runs: Vec<(u32, usize, usize)> = Vec::new();
         for (i, payload) in payloads.iter().enumerate() {
             let id = match framing(*payload).and_then(|id| self.readable(id).map(|()| id)) {
                 Ok(id) => id,
                 Err(reason) => {
-                    out[i] = Some(Outcome::Bad(reason));
+                    out.slots[i] = Some(Slot::Bad(reason));
                     continue;
                 }
             };
@@ -130,12 +139,10 @@ impl AvroMessages {
         }
         for (id, from, to) in runs {
             if let Some(Ok(schema)) = self.decoders.get_mut(&id) {
-                decode_run(id, schema, payloads, from, to, &mut out);
+                decode_run(id, schema, payloads, from..to, &mut out);
             }
         }
-        out.into_iter()
-            .map(|d| d.expect("every message decoded or rejected"))
-            .collect()
+        out
     }
 
     /// Whether messages of schema `id` can be decoded, or why they are dead letters.
@@ -143,9 +150,7 @@ impl AvroMessages {
         match self.decoders.get(&id) {
             Some(Ok(_)) => Ok(()),
             Some(Err(why)) => Err(RejectReason::UnknownSchema(why.clone())),
-            None => Err(RejectReason::UnknownSchema(format!(
-                "schema id {id}: the schema registry does not know it"
-            ))),
+            None => Err(unknown(id)),
         }
     }
 
@@ -176,49 +181,24 @@ impl AvroMessages {
     }
 }
 
-/// The schema id of a message in the Confluent wire format, or why it is not one.
-fn framing(payload: Option<&[u8]>) -> Result<u32, RejectReason> {
-    let Some(p) = payload else {
-        return Err(RejectReason::NullValue);
-    };
-    if p.first() != Some(&MAGIC) {
-        return Err(RejectReason::NoMagicByte(match p.first() {
-            None => "an empty message".to_string(),
-            Some(b) => format!("its first byte is {b:#04x}, not the wire format's 0x00"),
-        }));
-    }
-    if p.len() < PREFIX_BYTES {
-        return Err(RejectReason::Truncated(format!(
-            "{} bytes: the wire format's prefix is 5 (magic byte and schema id)",
-            p.len()
-        )));
-    }
-    Ok(u32::from_be_bytes([p[1], p[2], p[3], p[4]]))
-}
-
-/// Decodes messages `from..to` (all of schema `id`) into `out`: rows, or the reason a
-/// message is bad. A bad message ends a segment: the decoder is built again, the good
+/// Decodes messages `range` (all of schema `id`) into `out`: batches of rows, or the reason
+/// a message is bad. A bad message ends a segment: the decoder is built again, the good
 /// messages before it are decoded again without it, and decoding goes on after it.
 fn decode_run(
     id: u32,
     schema: &mut SchemaDecoder,
     payloads: &[Option<&[u8]>],
-    from: usize,
-    to: usize,
-    out: &mut [Option<Outcome>],
+    range: std::ops::Range<usize>,
+    out: &mut AvroRows,
 ) {
-    let mut start = from;
+    let (mut start, to) = (range.start, range.end);
     while start < to {
         let mut bad_at = None;
         for (i, payload) in payloads.iter().enumerate().take(to).skip(start) {
             let payload = payload.expect("framing checked the payload");
             if let Err(reason) = feed(id, &mut schema.decoder, payload) {
-                out[i] = Some(Outcome::Bad(truncated_or(
-                    id,
-                    &schema.store,
-                    payload,
-                    reason,
-                )));
+                let reason = truncated_or(id, &schema.store, payload, reason);
+                out.slots[i] = Some(Slot::Bad(reason));
                 bad_at = Some(i);
                 break;
             }
@@ -227,7 +207,7 @@ fn decode_run(
         if bad_at.is_some() {
             if let Err(why) = schema.reset() {
                 // (The same schema built before: not expected to fail now.)
-                reject_all(out, start, end, &why);
+                reject_all(out, start..end, &why);
                 start = end + 1;
                 continue;
             }
@@ -236,27 +216,28 @@ fn decode_run(
                 if feed(id, &mut schema.decoder, payload).is_err() {
                     // Good a moment ago, so not expected; its segment then is bad whole.
                     let _ = schema.reset();
-                    reject_all(out, start, end, "decoding it again failed");
+                    reject_all(out, start..end, "decoding it again failed");
                     break;
                 }
             }
         }
-        if out[start..end].iter().all(Option::is_none) {
+        if out.slots[start..end].iter().all(Option::is_none) && end > start {
             match flush(&mut schema.decoder) {
-                Ok(rows) if rows.len() == end - start => {
-                    for (slot, row) in out[start..end].iter_mut().zip(rows) {
-                        *slot = Some(Outcome::Row(row));
+                Ok(batch) if batch.num_rows() == end - start => {
+                    let b = out.batches.len();
+                    out.batches.push(batch);
+                    for slot in &mut out.slots[start..end] {
+                        *slot = Some(Slot::Row(b));
                     }
                 }
-                Ok(rows) => reject_all(
+                Ok(batch) => reject_all(
                     out,
-                    start,
-                    end,
-                    &format!("{} rows for {} messages", rows.len(), end - start),
+                    start..end,
+                    &format!("{} rows for {} messages", batch.num_rows(), end - start),
                 ),
                 Err(why) => {
                     let _ = schema.reset();
-                    reject_all(out, start, end, &why)
+                    reject_all(out, start..end, &why)
                 }
             }
         }
@@ -298,11 +279,11 @@ fn truncated_or(
 /// a first union branch... of a record's remaining fields).
 const TRUNCATION_PROBE_BYTES: usize = 64;
 
-/// Marks every undecided message of `from..to` a dead letter (a failure of the decoder
-/// itself, not of one message).
-fn reject_all(out: &mut [Option<Outcome>], from: usize, to: usize, why: &str) {
-    for slot in out[from..to].iter_mut().filter(|s| s.is_none()) {
-        *slot = Some(Outcome::Bad(RejectReason::SchemaMismatch(format!(
+/// Marks every undecided message of `range` a dead letter (a failure of the decoder itself,
+/// not of one message).
+fn reject_all(out: &mut AvroRows, range: std::ops::Range<usize>, why: &str) {
+    for slot in out.slots[range].iter_mut().filter(|s| s.is_none()) {
+        *slot = Some(Slot::Bad(RejectReason::SchemaMismatch(format!(
             "its run of messages could not be decoded: {why}"
         ))));
     }
@@ -350,21 +331,17 @@ fn feed(id: u32, decoder: &mut Decoder, payload: &[u8]) -> Result<(), RejectReas
     }
 }
 
-/// The rows decoded since the last flush, as JSON objects.
-fn flush(decoder: &mut Decoder) -> Result<Vec<Vec<u8>>, String> {
+/// The rows decoded since the last flush: a batch whose rows JSON decoding can read too
+/// (a type sluice cannot write as JSON, such as a union of several types, fails it).
+fn flush(decoder: &mut Decoder) -> Result<RecordBatch, String> {
     let batch: Option<RecordBatch> = match catch_unwind(AssertUnwindSafe(|| decoder.flush())) {
         Ok(b) => b.map_err(|e| e.to_string())?,
         Err(panic) => return Err(panic_message(panic.as_ref())),
     };
-    let Some(batch) = batch else {
-        return Ok(Vec::new());
-    };
-    let text = crate::rows::json_lines(&batch).map_err(|e| e.to_string())?;
-    Ok(text
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(<[u8]>::to_vec)
-        .collect())
+    let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(decoder.schema()));
+    crate::rows::json_lines(&batch.slice(0, batch.num_rows().min(1)))
+        .map_err(|e| format!("sluice cannot read these rows: {e}"))?;
+    Ok(batch)
 }
 
 #[cfg(test)]

@@ -26,7 +26,9 @@ mod consumer;
 pub use bounded::{partition_bounds, BoundedReadError, PartitionBounds, PartitionReader};
 #[cfg(feature = "kafka")]
 pub use consumer::*;
+mod json_schema;
 mod payload;
+mod wire;
 pub use payload::{MessageFormat, PayloadOptions, PayloadOptionsError, Payloads, RawMessage};
 
 use std::collections::HashMap;

@@ -7,12 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::chunk::Chunk;
+use crate::chunk::{ArrowRows, Chunk};
 use crate::message_columns::MessageMeta;
 use crate::registry::{RegistryError, RegistryOptions, SchemaRegistry};
-use crate::reject::{Reject, RAW_BYTES_MAX};
+use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 
-use super::avro::{AvroMessages, Outcome};
+use super::avro::{AvroMessages, AvroRows, Slot};
+use super::json_schema::JsonSchemaMessages;
+use super::wire::Outcome;
 
 /// A message as the consumer read it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -32,6 +34,8 @@ pub enum MessageFormat {
     Json,
     /// Avro in the Confluent wire format, its schema in the registry.
     Avro,
+    /// JSON in the Confluent wire format, its JSON Schema in the registry.
+    JsonSchema,
 }
 
 impl MessageFormat {
@@ -39,6 +43,7 @@ impl MessageFormat {
         match name {
             "json" | "ndjson" => Some(MessageFormat::Json),
             "avro" => Some(MessageFormat::Avro),
+            "json-schema" => Some(MessageFormat::JsonSchema),
             _ => None,
         }
     }
@@ -47,6 +52,7 @@ impl MessageFormat {
         match self {
             MessageFormat::Json => "json",
             MessageFormat::Avro => "avro",
+            MessageFormat::JsonSchema => "json-schema",
         }
     }
 
@@ -69,7 +75,9 @@ pub struct PayloadOptions {
 pub enum PayloadOptionsError {
     #[error("--input-format {0} reads schema ids: give --schema-registry URL")]
     NoRegistry(&'static str),
-    #[error("--schema-registry: JSON messages carry no schema id (--input-format avro)")]
+    #[error(
+        "--schema-registry: JSON messages carry no schema id (--input-format avro or json-schema)"
+    )]
     UnusedRegistry,
 }
 
@@ -86,17 +94,19 @@ impl PayloadOptions {
 /// Turns a partition's messages into records (one per run: it keeps the schemas fetched).
 pub struct Payloads {
     avro: Option<AvroMessages>,
+    json_schema: Option<JsonSchemaMessages>,
 }
 
 impl Payloads {
     pub fn new(options: &PayloadOptions) -> Payloads {
-        let avro = match (options.format, &options.registry) {
-            (MessageFormat::Avro, Some(r)) => {
-                Some(AvroMessages::new(SchemaRegistry::new(r.clone())))
-            }
-            _ => None,
-        };
-        Payloads { avro }
+        let registry = || options.registry.clone().map(SchemaRegistry::new);
+        let (mut avro, mut json_schema) = (None, None);
+        match options.format {
+            MessageFormat::Json => {}
+            MessageFormat::Avro => avro = registry().map(AvroMessages::new),
+            MessageFormat::JsonSchema => json_schema = registry().map(JsonSchemaMessages::new),
+        }
+        Payloads { avro, json_schema }
     }
 
     /// The messages (in offset order, of one partition: file ordinal 1) as a chunk: each one
@@ -118,6 +128,14 @@ impl Payloads {
         &mut self,
         messages: Vec<RawMessage>,
     ) -> Result<(Chunk, Duration), RegistryError> {
+        if let Some(json) = &mut self.json_schema {
+            let payloads: Vec<Option<&[u8]>> =
+                messages.iter().map(|m| m.value.as_deref()).collect();
+            json.prepare(&payloads).await?;
+            let started = Instant::now();
+            let outcomes = json.decode(&payloads);
+            return Ok((lines_and_rejects(&messages, outcomes), started.elapsed()));
+        }
         let Some(mut avro) = self.avro.take() else {
             let started = Instant::now();
             let chunk = Chunk::messages(
@@ -141,8 +159,8 @@ impl Payloads {
             let started = Instant::now();
             let payloads: Vec<Option<&[u8]>> =
                 messages.iter().map(|m| m.value.as_deref()).collect();
-            let outcomes = avro.decode(&payloads);
-            let chunk = lines_and_rejects(&messages, outcomes);
+            let rows = avro.decode(&payloads);
+            let chunk = arrow_and_rejects(&messages, rows);
             (avro, chunk, started.elapsed())
         })
         .await;
@@ -172,12 +190,7 @@ fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
                 data.extend_from_slice(&line);
                 data.push(b'\n');
             }
-            Outcome::Bad(reason) => bad.push(Reject {
-                file: 1,
-                offset: *offset,
-                reason,
-                raw: base64_text(payload.as_deref().unwrap_or_default()),
-            }),
+            Outcome::Bad(reason) => bad.push(dead_letter(message, reason)),
         }
     }
     Chunk {
@@ -189,6 +202,43 @@ fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
         bad,
         stored_bytes: Some(stored),
         ..Chunk::default()
+    }
+}
+
+/// A chunk of the rows' Arrow batches at their messages' offsets, the others dead letters.
+fn arrow_and_rejects(messages: &[RawMessage], rows: AvroRows) -> Chunk {
+    let mut chunk = lines_and_rejects(&[], Vec::new());
+    chunk.start = messages.first().map_or(0, |m| m.offset);
+    chunk.end_at = messages.last().map(|m| m.offset + 1);
+    let mut offsets: Vec<Vec<i64>> = vec![Vec::new(); rows.batches.len()];
+    let mut stored = 0u64;
+    for (message, slot) in messages.iter().zip(rows.slots) {
+        stored += message.value.as_ref().map_or(0, |p| p.len() as u64);
+        match slot {
+            Some(Slot::Row(batch)) => offsets[batch].push(message.offset),
+            Some(Slot::Bad(reason)) => chunk.bad.push(dead_letter(message, reason)),
+            None => chunk.bad.push(dead_letter(
+                message,
+                RejectReason::Internal("the message was not decoded".into()),
+            )),
+        }
+    }
+    chunk.stored_bytes = Some(stored);
+    chunk.arrow = rows
+        .batches
+        .into_iter()
+        .zip(offsets)
+        .map(|(batch, offsets)| ArrowRows { batch, offsets })
+        .collect();
+    chunk
+}
+
+fn dead_letter(message: &RawMessage, reason: RejectReason) -> Reject {
+    Reject {
+        file: 1,
+        offset: message.offset,
+        reason,
+        raw: base64_text(message.value.as_deref().unwrap_or_default()),
     }
 }
 

@@ -1,0 +1,211 @@
+//! Rows that arrive as Arrow land with the same values, event times and dead letters whether
+//! they fit (decoded directly) or are read as JSON lines.
+
+use std::sync::Arc;
+
+use deltalake::arrow::array::{
+    Array, ArrayRef, DictionaryArray, Float32Array, Int32Array, ListArray, MapArray, RecordBatch,
+    StringArray, StructArray, TimestampMillisecondArray,
+};
+use deltalake::arrow::buffer::OffsetBuffer;
+use deltalake::arrow::datatypes::{DataType, Field, Fields, Int32Type, Schema};
+use sluice_window::TimeFormat;
+
+use crate::chunk::{ArrowRows, Chunk};
+use crate::decode::{DecodeOptions, Decoded, LineDecoder};
+use crate::schema::RecordSchema;
+
+/// Avro-like rows: an enum, an int, a float, a timestamp in milliseconds, a nested record,
+/// a list and a map; row 2 has no time, row 3 no key.
+fn rows() -> RecordBatch {
+    let kind: DictionaryArray<Int32Type> = vec![Some("view"), Some("buy"), Some("view"), None]
+        .into_iter()
+        .collect();
+    let members = Fields::from(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("name", DataType::Utf8, true),
+    ]);
+    let actor = StructArray::new(
+        members,
+        vec![
+            Arc::new(Int32Array::from(vec![1, 2, 3, 4])) as ArrayRef,
+            Arc::new(StringArray::from(vec![
+                Some("a"),
+                None,
+                Some("ü"),
+                Some("d"),
+            ])),
+        ],
+        None,
+    );
+    let tags = ListArray::new(
+        Arc::new(Field::new("item", DataType::Utf8, false)),
+        OffsetBuffer::from_lengths([2, 0, 1, 1]),
+        Arc::new(StringArray::from(vec!["x", "y", "z", "w"])),
+        None,
+    );
+    let entries = StructArray::new(
+        Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", DataType::Int32, true),
+        ]),
+        vec![
+            Arc::new(StringArray::from(vec!["p", "q", "r"])) as ArrayRef,
+            Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])),
+        ],
+        None,
+    );
+    let labels = MapArray::new(
+        Arc::new(Field::new("entries", entries.data_type().clone(), false)),
+        OffsetBuffer::from_lengths([1, 2, 0, 0]),
+        entries,
+        None,
+        false,
+    );
+    let ts = TimestampMillisecondArray::from(vec![
+        Some(1_791_036_000_123),
+        Some(1_791_036_060_000),
+        None,
+        Some(1_791_036_120_000),
+    ])
+    .with_timezone("+00:00");
+    let ids = StringArray::from(vec![Some("e1"), Some("e2"), Some("e3"), None]);
+    RecordBatch::try_from_iter(vec![
+        ("event_id", Arc::new(ids) as ArrayRef),
+        ("ts", Arc::new(ts)),
+        ("kind", Arc::new(kind)),
+        ("n", Arc::new(Int32Array::from(vec![7, -8, 9, 10]))),
+        (
+            "amount",
+            Arc::new(Float32Array::from(vec![1.5, 2.25, 0.0, -1.0])),
+        ),
+        ("actor", Arc::new(actor)),
+        ("tags", Arc::new(tags)),
+        ("labels", Arc::new(labels)),
+    ])
+    .unwrap()
+}
+
+fn decoder(schema: &str) -> LineDecoder {
+    let spec: RecordSchema = toml::from_str(schema).unwrap();
+    let mut options = DecodeOptions::new("ts", TimeFormat::Rfc3339);
+    options.key = vec!["event_id".into()];
+    LineDecoder::new(spec.to_arrow().unwrap(), options).unwrap()
+}
+
+const SCHEMA: &str = r#"
+[[fields]]
+name = "event_id"
+type = "string"
+[[fields]]
+name = "ts"
+type = "timestamp"
+[[fields]]
+name = "kind"
+type = "string"
+[[fields]]
+name = "n"
+type = "long"
+[[fields]]
+name = "amount"
+type = "double"
+[[fields]]
+name = "actor"
+type = "struct<id:long,name:string,plan:string>"
+[[fields]]
+name = "tags"
+type = "array<string>"
+[[fields]]
+name = "labels"
+type = "map<string,long>"
+[[fields]]
+name = "coupon"
+type = "string"
+"#;
+
+fn chunk(batch: RecordBatch) -> Chunk {
+    Chunk {
+        file: 1,
+        start: 10,
+        message_offsets: Some(Vec::new()),
+        end_at: Some(14),
+        arrow: vec![ArrowRows {
+            batch,
+            offsets: vec![10, 11, 12, 13],
+        }],
+        ..Chunk::default()
+    }
+}
+
+/// A decoded chunk's rows, offsets, event times (µs) and rejects (offset, reason, raw).
+type Summary = (RecordBatch, Vec<i64>, Vec<i64>, Vec<(i64, String, String)>);
+
+fn summary(d: &Decoded) -> Summary {
+    (
+        d.batch.clone(),
+        d.offsets.clone(),
+        d.event_times.iter().map(|t| t.as_micros()).collect(),
+        d.rejects
+            .iter()
+            .map(|r| (r.offset, r.reason.as_str().to_string(), r.raw.clone()))
+            .collect(),
+    )
+}
+
+#[test]
+fn rows_that_fit_land_as_the_json_path_lands_them() {
+    let chunk = chunk(rows());
+    let decoder = decoder(SCHEMA);
+    let direct = decoder
+        .decode_arrow(&chunk)
+        .unwrap()
+        .expect("the rows fit the schema");
+    let mut json = decoder.clone();
+    let by_json = json.decode(&chunk.as_lines()).unwrap();
+    for (i, f) in direct.batch.schema().fields().iter().enumerate() {
+        assert_eq!(
+            direct.batch.column(i).to_data(),
+            by_json.batch.column(i).to_data(),
+            "column {}",
+            f.name()
+        );
+    }
+    assert_eq!(summary(&direct), summary(&by_json));
+    assert_eq!(direct.batch.num_rows(), 2);
+    let reasons: Vec<&str> = direct.rejects.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons, ["missing_time", "missing_key"]);
+}
+
+#[test]
+fn rows_that_do_not_fit_are_left_to_the_json_path() {
+    let decoder = decoder(SCHEMA);
+    // A field the record lacks (schema evolution decides), an int where the record holds
+    // text, a NaN (a dead letter by JSON decoding).
+    let extra = rows().project(&[0, 1]).unwrap();
+    let with = |name: &str, array: ArrayRef| {
+        let mut fields: Vec<Field> = extra
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(name, array.data_type().clone(), true));
+        let mut columns = extra.columns().to_vec();
+        columns.push(array);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    };
+    let four = |v: f32| Arc::new(Float32Array::from(vec![v; 4])) as ArrayRef;
+    for batch in [
+        with("new_field", four(1.0)),
+        with("kind", Arc::new(Int32Array::from(vec![1; 4]))),
+        with("amount", four(f32::NAN)),
+    ] {
+        assert!(decoder.decode_arrow(&chunk(batch)).unwrap().is_none());
+    }
+    // Fewer fields than the record: the others are null.
+    let d = decoder.decode_arrow(&chunk(extra)).unwrap().unwrap();
+    assert_eq!(
+        d.batch.column_by_name("coupon").unwrap().null_count(),
+        d.batch.num_rows()
+    );
+}

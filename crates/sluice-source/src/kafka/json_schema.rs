@@ -1,0 +1,83 @@
+//! JSON messages in the registry's wire format (`--input-format json-schema`), as
+//! confluent-kafka's JSONSerializer and Kafka Connect's JsonSchemaConverter write them: the
+//! prefix names the JSON Schema the producer validated the message against, the rest is the
+//! JSON text, read as a `json` message is (keys, time, evolution and dead letters alike).
+//!
+//! sluice checks that the id names a JSON schema the registry knows (else the message is a
+//! dead letter `unknown_schema_id`); it does not validate the record against that schema: the
+//! producer did, and the table's own schema decides what lands.
+
+use std::collections::HashMap;
+
+use crate::registry::{Lookup, RegistryError, SchemaKind, SchemaRegistry};
+use crate::reject::RejectReason;
+
+use super::wire::{framing, unknown, Outcome, PREFIX_BYTES};
+
+/// Reads JSON Schema messages, checking their ids with the registry.
+pub struct JsonSchemaMessages {
+    registry: SchemaRegistry,
+    /// Each id the registry answered: a JSON schema, or why its messages are dead letters.
+    ids: HashMap<u32, Result<(), String>>,
+}
+
+impl JsonSchemaMessages {
+    pub fn new(registry: SchemaRegistry) -> JsonSchemaMessages {
+        JsonSchemaMessages {
+            registry,
+            ids: HashMap::new(),
+        }
+    }
+
+    /// Looks up the ids not seen before (waiting while the registry cannot be reached).
+    pub async fn prepare(&mut self, payloads: &[Option<&[u8]>]) -> Result<(), RegistryError> {
+        for id in payloads.iter().filter_map(|p| framing(*p).ok()) {
+            if self.ids.contains_key(&id) {
+                continue;
+            }
+            match self.registry.schema(id).await? {
+                // Asked again next time: it may be registered since.
+                Lookup::Unknown => {}
+                Lookup::Found(s) if s.kind == SchemaKind::Json => {
+                    self.ids.insert(id, Ok(()));
+                }
+                Lookup::Found(s) => {
+                    let why = format!(
+                        "schema id {id} is a {} schema, not JSON Schema (--input-format json-schema)",
+                        s.kind.name()
+                    );
+                    tracing::warn!(id, %why, "messages of this schema id are dead letters");
+                    self.ids.insert(id, Err(why));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each message's JSON text (a line break read as a space, as for `json`), or why it is
+    /// a dead letter.
+    pub fn decode(&self, payloads: &[Option<&[u8]>]) -> Vec<Outcome> {
+        payloads
+            .iter()
+            .map(|p| {
+                let id = match framing(*p) {
+                    Ok(id) => id,
+                    Err(reason) => return Outcome::Bad(reason),
+                };
+                match self.ids.get(&id) {
+                    Some(Ok(())) => {}
+                    Some(Err(why)) => {
+                        return Outcome::Bad(RejectReason::UnknownSchema(why.clone()))
+                    }
+                    None => return Outcome::Bad(unknown(id)),
+                }
+                let text = &p.unwrap_or_default()[PREFIX_BYTES..];
+                Outcome::Row(
+                    text.iter()
+                        .map(|b| if *b == b'\n' || *b == b'\r' { b' ' } else { *b })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+}

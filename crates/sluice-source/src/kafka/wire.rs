@@ -1,0 +1,45 @@
+//! The schema registry's wire format, which Confluent's serializers (Avro, JSON Schema,
+//! Protobuf) write: a zero byte, the 4-byte big-endian id of the writer's schema, then the
+//! payload; and what becomes of each message read in it.
+
+use crate::reject::RejectReason;
+
+/// The wire format's first byte.
+pub const MAGIC: u8 = 0;
+/// Magic byte and schema id.
+pub const PREFIX_BYTES: usize = 5;
+
+/// What became of a message.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Its row, as one JSON object (no newline).
+    Row(Vec<u8>),
+    Bad(RejectReason),
+}
+
+/// The schema id of a message in the wire format, or why it is not one.
+pub fn framing(payload: Option<&[u8]>) -> Result<u32, RejectReason> {
+    let Some(p) = payload else {
+        return Err(RejectReason::NullValue);
+    };
+    if p.first() != Some(&MAGIC) {
+        return Err(RejectReason::NoMagicByte(match p.first() {
+            None => "an empty message".to_string(),
+            Some(b) => format!("its first byte is {b:#04x}, not the wire format's 0x00"),
+        }));
+    }
+    if p.len() < PREFIX_BYTES {
+        return Err(RejectReason::Truncated(format!(
+            "{} bytes: the wire format's prefix is 5 (magic byte and schema id)",
+            p.len()
+        )));
+    }
+    Ok(u32::from_be_bytes([p[1], p[2], p[3], p[4]]))
+}
+
+/// Why messages of schema `id` cannot be read: the registry does not know it.
+pub fn unknown(id: u32) -> RejectReason {
+    RejectReason::UnknownSchema(format!(
+        "schema id {id}: the schema registry does not know it"
+    ))
+}
