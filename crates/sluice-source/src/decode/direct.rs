@@ -21,12 +21,13 @@ const MICROS_MAX: i64 = 253_402_300_799_999_999;
 impl LineDecoder {
     /// The chunk's Arrow rows decoded directly, or `None` when a batch does not fit the
     /// record schema, or its time field is neither text nor a timestamp with a zone (the
-    /// caller then reads them as JSON lines, where evolution and conversions decide). A
-    /// panic also gives `None`: the JSON path isolates the record that causes it.
-    pub(super) fn decode_arrow(&self, chunk: &Chunk) -> Result<Option<Decoded>, DecodeError> {
+    /// caller then reads them as JSON lines, where evolution and conversions decide). An
+    /// error or a panic also gives `None`: the JSON path is the reference, and it isolates
+    /// a record that causes one (E8).
+    pub(super) fn decode_arrow(&self, chunk: &Chunk) -> Option<Decoded> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.try_decode_arrow(chunk))) {
-            Ok(decoded) => decoded,
-            Err(_) => Ok(None),
+            Ok(Ok(decoded)) => decoded,
+            Ok(Err(_)) | Err(_) => None,
         }
     }
 

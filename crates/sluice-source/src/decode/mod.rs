@@ -312,7 +312,7 @@ impl LineDecoder {
     /// always (invariant E8).
     pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
         if !chunk.arrow.is_empty() {
-            return match self.decode_arrow(chunk)? {
+            return match self.decode_arrow(chunk) {
                 Some(decoded) => Ok(decoded),
                 None => self.decode(&chunk.as_lines()),
             };
