@@ -118,7 +118,7 @@ pub(crate) async fn open_raw(
 ) -> anyhow::Result<(WindowTable, LineDecoder)> {
     let declared = match &settings.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
-        None => None,
+        None => registry_schema(settings, options).await?,
     };
     let spec = RawTableSpec {
         options,
@@ -148,6 +148,54 @@ pub(crate) async fn open_raw(
             )),
         },
     })
+}
+
+/// For a new table of an Avro topic without `--schema`: the columns of the latest schema
+/// registered for its values (subject `<topic>-value`, the serializers' default). `None`
+/// otherwise (an existing table's columns are its contract; schema evolution grows them).
+async fn registry_schema(
+    settings: &RunSettings,
+    options: &TableOptions,
+) -> anyhow::Result<Option<deltalake::arrow::datatypes::SchemaRef>> {
+    let Some(kafka) = &settings.kafka else {
+        return Ok(None);
+    };
+    let payload = &kafka.payload;
+    let Some(registry) = &payload.registry else {
+        return Ok(None);
+    };
+    if payload.format != sluice_source::kafka::MessageFormat::Avro {
+        return Ok(None);
+    }
+    let exists = sluice_publish::open_table(&options.location, &options.storage_options, None)
+        .await
+        .is_ok();
+    if exists {
+        return Ok(None);
+    }
+    let subject = format!("{}-value", kafka.topic);
+    let mut client = sluice_source::registry::SchemaRegistry::new(registry.clone());
+    let latest = client
+        .latest(&subject)
+        .await
+        .context("reading the topic's schema from the schema registry")?;
+    let Some(latest) = latest else {
+        return Err(usage(format!(
+            "the table does not exist and the schema registry has no subject {subject}: give --schema FILE"
+        )));
+    };
+    let schema = sluice_source::kafka::avro_table_schema(&latest.text).map_err(|e| {
+        usage(format!(
+            "subject {subject}'s latest schema (id {}) cannot be read: {e}; give --schema FILE",
+            latest.id
+        ))
+    })?;
+    tracing::info!(
+        subject,
+        id = latest.id,
+        "the new table takes the columns of the topic's latest schema"
+    );
+    Ok(Some(schema))
 }
 
 /// An error opening the raw table, named after the flags that cause it.

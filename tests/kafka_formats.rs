@@ -285,3 +285,71 @@ fn the_messages_own_fields_land_as_columns() {
         "{stderr}"
     );
 }
+
+/// A new table of an Avro topic, without `--schema`, takes the columns of the topic's latest
+/// registered schema: Avro's types as the table's (an enum as text, a decimal, a map as a
+/// map, an int as an int), and every event reads back as the producer sent it.
+#[test]
+fn a_new_avro_table_takes_its_columns_from_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    let registry = Registry::start(dir.path().join("registry.json"));
+    create_topic(&broker, "typed", 2);
+    let mut events = Vec::new();
+    let spec = GeneratorSpec {
+        seed: 11,
+        events: 300,
+        hours: 3,
+        shape: Shape::Nested,
+        new_fields_from: Some(150),
+        ..Default::default()
+    };
+    generate(&spec, &mut events).unwrap();
+    let input = dir.path().join("events.ndjson");
+    std::fs::write(&input, &events).unwrap();
+    eprint!(
+        "{}",
+        produce_with_python(
+            "avro",
+            Some(&registry.url),
+            &broker.address,
+            "typed",
+            &input
+        )
+    );
+    let table = dir.path().join("t");
+    crate::common::ok(&[
+        "run",
+        "--source",
+        "kafka:typed",
+        "--brokers",
+        &broker.address,
+        "--input-format",
+        "avro",
+        "--schema-registry",
+        &registry.url,
+        "--table",
+        table.to_str().unwrap(),
+        "--key",
+        "event_id",
+        "--until-idle",
+        "3s",
+    ]);
+    let types = query_csv(
+        &[("t", &table)],
+        "SELECT arrow_typeof(type), arrow_typeof(t.payload['amount']), \
+         arrow_typeof(t.payload['labels']), arrow_typeof(t.repo['id']), arrow_typeof(coupon) \
+         FROM t LIMIT 1",
+    );
+    eprintln!("column types: {types:?}");
+    let types = types.join("");
+    // (DataFusion reads strings as Utf8View.)
+    for want in ["Utf8View,\"Decimal128(10, 2)\",\"Map(", ",Int32,Utf8View"] {
+        assert!(types.contains(want), "{types}");
+    }
+    let same = interop(
+        "same_events.py",
+        &[table.as_os_str(), input.as_os_str(), "event_id".as_ref()],
+    );
+    eprint!("read back with Python delta-rs: {same}");
+}

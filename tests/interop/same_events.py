@@ -48,7 +48,7 @@ def main():
             if line.strip():
                 event = json.loads(line, parse_float=Decimal)
                 expected[event[key]] = event
-    rows = DeltaTable(table).to_pyarrow_table().to_pylist()
+    rows = DeltaTable(table).to_pyarrow_table().to_pylist(maps_as_pydicts="strict")
     found, problems = {}, []
     for row in rows:
         if row[key] in found:

@@ -139,23 +139,25 @@ pub struct RegisteredSchema {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error("the schema registry at {url} cannot be reached (schema id {id}): {source}")]
+    #[error("the schema registry at {url} cannot be reached (asked for {what}): {source}")]
     Unreachable {
         url: String,
-        id: u32,
+        what: String,
         source: Box<reqwest::Error>,
     },
-    #[error("the schema registry at {url} answered {status} for schema id {id}: {body}")]
+    #[error("the schema registry at {url} answered {status} for {what}: {body}")]
     Status {
         url: String,
-        id: u32,
+        what: String,
         status: u16,
         body: String,
     },
-    #[error(
-        "the schema registry at {url} answered schema id {id} with what sluice cannot read: {why}"
-    )]
-    BadAnswer { url: String, id: u32, why: String },
+    #[error("the schema registry at {url} answered {what} with what sluice cannot read: {why}")]
+    BadAnswer {
+        url: String,
+        what: String,
+        why: String,
+    },
 }
 
 impl RegistryError {
@@ -217,19 +219,50 @@ impl SchemaRegistry {
         if let Some(s) = self.schemas.get(&id) {
             return Ok(Lookup::Found(s.clone()));
         }
+        let url = self.options.schema_url(id);
+        match self.retrying(&url, &format!("schema id {id}"), id).await? {
+            Some(s) => {
+                let s = Arc::new(s);
+                self.schemas.insert(id, s.clone());
+                Ok(Lookup::Found(s))
+            }
+            None => Ok(Lookup::Unknown),
+        }
+    }
+
+    /// The latest version of `subject`'s schema (`None`: no such subject), waiting for the
+    /// registry as [`SchemaRegistry::schema`] does.
+    pub async fn latest(
+        &mut self,
+        subject: &str,
+    ) -> Result<Option<RegisteredSchema>, RegistryError> {
+        let url = format!(
+            "{}/subjects/{}/versions/latest",
+            self.options.url.as_str().trim_end_matches('/'),
+            url::form_urlencoded::byte_serialize(subject.as_bytes()).collect::<String>()
+        );
+        let what = format!("the latest schema of subject {subject}");
+        self.retrying(&url, &what, 0).await
+    }
+
+    /// A GET of a schema at `url`, tried again while the registry cannot be reached.
+    async fn retrying(
+        &self,
+        url: &str,
+        what: &str,
+        id: u32,
+    ) -> Result<Option<RegisteredSchema>, RegistryError> {
         let mut wait_ms = RETRY_MS_FIRST;
         let mut tries = 0u32;
         loop {
             tries += 1;
-            match self.fetch(id).await {
-                Ok(Lookup::Found(s)) => {
+            match self.fetch(url, what, id).await {
+                Ok(found) => {
                     if tries > 1 {
-                        tracing::info!(url = %self.options.url, id, tries, "the schema registry answered");
+                        tracing::info!(url = %self.options.url, what, tries, "the schema registry answered");
                     }
-                    self.schemas.insert(id, s.clone());
-                    return Ok(Lookup::Found(s));
+                    return Ok(found);
                 }
-                Ok(Lookup::Unknown) => return Ok(Lookup::Unknown),
                 Err(e) if e.is_transient() => {
                     tracing::warn!(error = %e, tries, wait_ms, "the schema registry failed; trying again");
                     tokio::time::sleep(Duration::from_millis(wait_ms)).await;
@@ -240,12 +273,17 @@ impl SchemaRegistry {
         }
     }
 
-    /// One request for schema `id`.
-    async fn fetch(&self, id: u32) -> Result<Lookup, RegistryError> {
-        let url = self.options.url.to_string();
+    /// One GET of a schema at `url` (`None`: 404); `id` unless the answer names its own.
+    async fn fetch(
+        &self,
+        url: &str,
+        what: &str,
+        id: u32,
+    ) -> Result<Option<RegisteredSchema>, RegistryError> {
+        let base = self.options.url.to_string();
         let mut request = self
             .client
-            .get(self.options.schema_url(id))
+            .get(url)
             .header("Accept", "application/vnd.schemaregistry.v1+json");
         request = match &self.options.auth {
             RegistryAuth::None => request,
@@ -253,8 +291,8 @@ impl SchemaRegistry {
             RegistryAuth::Bearer(token) => request.bearer_auth(token),
         };
         let unreachable = |source: reqwest::Error| RegistryError::Unreachable {
-            url: url.clone(),
-            id,
+            url: base.clone(),
+            what: what.to_string(),
             // The request's URL has no credentials in it (they go in a header).
             source: Box::new(source.without_url()),
         };
@@ -263,12 +301,16 @@ impl SchemaRegistry {
         let body = response.bytes().await.map_err(unreachable)?;
         match status {
             200 => parse_schema(id, &body)
-                .map(|s| Lookup::Found(Arc::new(s)))
-                .map_err(|why| RegistryError::BadAnswer { url, id, why }),
-            404 => Ok(Lookup::Unknown),
+                .map(Some)
+                .map_err(|why| RegistryError::BadAnswer {
+                    url: base,
+                    what: what.to_string(),
+                    why,
+                }),
+            404 => Ok(None),
             _ => Err(RegistryError::Status {
-                url,
-                id,
+                url: base,
+                what: what.to_string(),
                 status,
                 body: String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned(),
             }),
@@ -276,13 +318,15 @@ impl SchemaRegistry {
     }
 }
 
-/// The registry's answer for a schema: `{"schema": "...", "schemaType": "AVRO"}`.
+/// The registry's answer for a schema: `{"schema": "...", "schemaType": "AVRO"}` (with its
+/// `id` when asked by subject; else `id`).
 fn parse_schema(id: u32, body: &[u8]) -> Result<RegisteredSchema, String> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Answer {
         schema: String,
         schema_type: Option<String>,
+        id: Option<u32>,
     }
     let answer: Answer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let kind = match answer.schema_type.as_deref() {
@@ -292,7 +336,7 @@ fn parse_schema(id: u32, body: &[u8]) -> Result<RegisteredSchema, String> {
         Some(other) => return Err(format!("schemaType {other:?}")),
     };
     Ok(RegisteredSchema {
-        id,
+        id: answer.id.unwrap_or(id),
         kind,
         text: answer.schema,
     })

@@ -232,6 +232,29 @@ pub fn with_footer_types(inferred: &Schema, footer: &Schema) -> SchemaRef {
     ))
 }
 
+/// The schema a new table takes from rows' Arrow schema (an Avro writer schema as arrow-avro
+/// reads it): each field as [`table_field`] makes it.
+pub fn table_schema(rows: &Schema) -> SchemaRef {
+    let fields: Vec<Field> = rows.fields().iter().map(|f| table_field(f)).collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// `field` as a table stores it: its type as [`table_type`] maps it, member by member, and
+/// a UUID held as 16 bytes as its text (as rows are written as JSON).
+pub fn table_field(field: &Field) -> Field {
+    let t = match field.data_type() {
+        DataType::FixedSizeBinary(16) if is_uuid(field) => DataType::Utf8,
+        DataType::Struct(members) => {
+            DataType::Struct(members.iter().map(|m| table_field(m)).collect::<Fields>())
+        }
+        DataType::List(element) | DataType::LargeList(element) => {
+            DataType::List(Arc::new(table_field(element)))
+        }
+        other => table_type(other),
+    };
+    Field::new(field.name(), t, true)
+}
+
 /// The type a table stores a Parquet column's values as: the same where a Delta table has
 /// it; else the nearest type that holds every value exactly (unsigned integers in the next
 /// wider signed type, or `decimal(20,0)` for 64 bits; any time unit as microseconds; a

@@ -70,6 +70,14 @@ impl SchemaDecoder {
     }
 }
 
+/// The columns a new table takes from an Avro writer schema (`text`): its fields as
+/// arrow-avro reads them, each as a table stores it ([`crate::rows::table_field`]: records
+/// as structs, enums as strings, timestamps in microseconds, `uuid` as its text, ...).
+pub fn table_schema(text: &str) -> Result<deltalake::arrow::datatypes::SchemaRef, String> {
+    let decoder = SchemaDecoder::new(0, text)?;
+    Ok(crate::rows::table_schema(&decoder.decoder.schema()))
+}
+
 /// Rows per decoded batch (a message chunk is at most this long by default).
 const BATCH_ROWS: usize = 16_384;
 

@@ -18,6 +18,7 @@
 //! (`consumer.rs`) is built with the `kafka` cargo feature (on by default).
 
 mod avro;
+pub use avro::table_schema as avro_table_schema;
 #[cfg(feature = "kafka")]
 mod bounded;
 #[cfg(feature = "kafka")]
