@@ -238,14 +238,11 @@ fn decode_run(
                         *slot = Some(Slot::Row(b));
                     }
                 }
-                Ok(batch) => reject_all(
-                    out,
-                    start..end,
-                    &format!("{} rows for {} messages", batch.num_rows(), end - start),
-                ),
-                Err(why) => {
+                // A value arrow-avro checks only when it builds the batch (a string that is
+                // not UTF-8): each message of the segment on its own finds the bad ones.
+                Ok(_) | Err(_) => {
                     let _ = schema.reset();
-                    reject_all(out, start..end, &why)
+                    isolate(id, schema, payloads, start..end, out);
                 }
             }
         }
@@ -286,6 +283,56 @@ fn truncated_or(
 /// Zero bytes a possibly truncated message is tried with (each is an empty string, a zero,
 /// a first union branch... of a record's remaining fields).
 const TRUNCATION_PROBE_BYTES: usize = 64;
+
+/// Decodes each message of `range` on its own (after its segment failed as a whole): those
+/// that build a row of their own are rows (one batch), the others dead letters with the
+/// reason arrow-avro gives.
+fn isolate(
+    id: u32,
+    schema: &mut SchemaDecoder,
+    payloads: &[Option<&[u8]>],
+    range: std::ops::Range<usize>,
+    out: &mut AvroRows,
+) {
+    let mut rows: Vec<(usize, RecordBatch)> = Vec::new();
+    for i in range.clone() {
+        let payload = payloads[i].expect("framing checked the payload");
+        let alone = feed(id, &mut schema.decoder, payload).and_then(|()| {
+            flush(&mut schema.decoder).map_err(|why| {
+                RejectReason::SchemaMismatch(format!(
+                    "the payload does not decode as schema id {id}: {why}"
+                ))
+            })
+        });
+        match alone {
+            Ok(batch) if batch.num_rows() == 1 => rows.push((i, batch)),
+            Ok(batch) => {
+                out.slots[i] = Some(Slot::Bad(RejectReason::SchemaMismatch(format!(
+                    "{} rows for one message of schema id {id}",
+                    batch.num_rows()
+                ))))
+            }
+            Err(reason) => {
+                let _ = schema.reset();
+                out.slots[i] = Some(Slot::Bad(reason));
+            }
+        }
+    }
+    let Some((_, first)) = rows.first() else {
+        return;
+    };
+    let batches: Vec<&RecordBatch> = rows.iter().map(|(_, b)| b).collect();
+    match deltalake::arrow::compute::concat_batches(&first.schema(), batches) {
+        Ok(batch) => {
+            let b = out.batches.len();
+            out.batches.push(batch);
+            for (i, _) in &rows {
+                out.slots[*i] = Some(Slot::Row(b));
+            }
+        }
+        Err(e) => reject_all(out, range, &e.to_string()),
+    }
+}
 
 /// Marks every undecided message of `range` a dead letter (a failure of the decoder itself,
 /// not of one message).

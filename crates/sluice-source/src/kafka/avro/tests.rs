@@ -240,3 +240,74 @@ fn logical_types_maps_arrays_and_enums_keep_their_values() {
         )]
     );
 }
+
+/// Hostile bodies (lengths and counts far past the message's bytes, random bytes) are dead
+/// letters: never a panic, never an allocation of what a length claims.
+#[test]
+fn hostile_lengths_and_counts_are_dead_letters() {
+    const LISTS: &str = r#"{"type":"record","name":"L","fields":[
+        {"name":"s","type":"string"},
+        {"name":"a","type":{"type":"array","items":"long"}},
+        {"name":"m","type":{"type":"map","values":"string"}},
+        {"name":"b","type":"bytes"}]}"#;
+    let mut avro = messages();
+    avro.registry.keep(RegisteredSchema {
+        id: 4,
+        kind: SchemaKind::Avro,
+        text: LISTS.into(),
+    });
+    let body = |parts: &[i64]| {
+        let mut m = vec![MAGIC, 0, 0, 0, 4];
+        for p in parts {
+            long(*p, &mut m);
+        }
+        m
+    };
+    let mut hostile = vec![
+        body(&[i64::MAX / 2]),      // a string of 2^62 bytes
+        body(&[0, 1 << 40]),        // an array of 2^40 items
+        body(&[0, -(1 << 40), 8]),  // a negative block count with a byte size
+        body(&[0, 0, 1 << 40]),     // a map of 2^40 entries
+        body(&[0, 0, 0, i64::MAX]), // bytes of 2^63 - 1
+        body(&[0, 0, 0, -1]),       // bytes of length -1
+        body(&[0, i64::MIN]),       // the lowest count
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for n in 0..200 {
+        let mut m = vec![MAGIC, 0, 0, 0, 4];
+        for _ in 0..(n % 40) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            m.push(seed as u8);
+        }
+        hostile.push(m);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let payloads: Vec<Option<&[u8]>> = hostile.iter().map(|m| Some(m.as_slice())).collect();
+    runtime.block_on(avro.prepare(&payloads)).unwrap();
+    let got = outcomes(avro.decode(&payloads));
+    assert_eq!(got.len(), hostile.len());
+    for (i, g) in got.iter().take(7).enumerate() {
+        assert!(
+            g.starts_with("truncated") || g.starts_with("schema_mismatch"),
+            "message {i}: {g}"
+        );
+    }
+}
+
+/// A string that is not UTF-8 is a dead letter, never a row holding other text.
+#[test]
+fn a_string_that_is_not_utf8_is_a_dead_letter() {
+    let mut bad = vec![MAGIC, 0, 0, 0, 1];
+    long(2, &mut bad);
+    bad.extend_from_slice(&[0xff, 0xfe]);
+    long(1000, &mut bad);
+    long(7, &mut bad);
+    let got = decode(&[Some(message(1, "ok", 1000, 1, None)), Some(bad)]);
+    assert!(got[0].starts_with("{\"id\":\"ok\""), "{}", got[0]);
+    assert!(got[1].starts_with("schema_mismatch"), "{}", got[1]);
+}
