@@ -280,26 +280,30 @@ pub fn python() -> PathBuf {
 /// Runs the Python script `tests/interop/<script>` with `args`; asserts it succeeds and
 /// returns what it printed.
 pub fn interop(script: &str, args: &[&std::ffi::OsStr]) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop")
-        .join(script);
-    let out = Command::new(python())
-        .arg(path)
-        .args(args)
-        .output()
-        .expect("python runs");
+    let mut command = Command::new(python());
+    command.arg(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/interop")
+            .join(script),
+    );
+    python_output(command.args(args), script)
+}
+
+/// What `command` (a Python script, `what`) printed; asserts it succeeded.
+fn python_output(command: &mut Command, what: &str) -> String {
+    let out = command.output().expect("python runs");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
-        "{script} failed:\n{text}{}",
+        "{what} failed:\n{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     text
 }
 
 /// Produces the NDJSON events of `events` to `topic` with confluent-kafka
-/// (examples/kafka/produce.py) in `format` (json, avro: with `registry`); returns what it
-/// printed.
+/// (examples/kafka/produce.py) in `format` (json, avro, json-schema: with `registry`);
+/// returns what it printed.
 pub fn produce_with_python(
     format: &str,
     registry: Option<&str>,
@@ -313,35 +317,16 @@ pub fn produce_with_python(
     if let Some(url) = registry {
         command.args(["--registry", url]);
     }
-    let out = command
-        .args([brokers, topic])
-        .arg(events)
-        .output()
-        .expect("python runs");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "produce.py failed:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    python_output(command.args([brokers, topic]).arg(events), "produce.py")
 }
 
 /// Runs `tests/interop/compare_json.py` over a table, its dead-letter table and its input:
 /// every input line a row (with every field's value) or a dead letter, as Python delta-rs
 /// and Polars read the table. Returns its summary line.
 pub fn compare_with_input(table: &Path, dlq: &Path, input: &Path) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/compare_json.py");
-    let out = Command::new(python())
-        .arg(script)
-        .args([table, dlq, input])
-        .output()
-        .expect("python runs");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "compare_json.py found problems:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = interop(
+        "compare_json.py",
+        &[table.as_os_str(), dlq.as_os_str(), input.as_os_str()],
     );
     text.lines().next().unwrap_or_default().to_string()
 }

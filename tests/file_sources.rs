@@ -334,25 +334,9 @@ fn same_rows_as_json(landing: &Landing, slices: &[(String, Vec<u8>)]) {
     for (name, bytes) in slices {
         std::fs::write(json.join(name), bytes).unwrap();
     }
-    let same = Command::new(python())
-        .arg(interop("same_rows.py"))
-        .arg(&landing.table)
-        .arg(&json)
-        .output()
-        .expect("python runs");
-    assert!(
-        same.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&same.stdout),
-        String::from_utf8_lossy(&same.stderr)
-    );
-    eprintln!("{}", String::from_utf8_lossy(&same.stdout).trim());
-}
-
-fn interop(script: &str) -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop")
-        .join(script)
+    let table = std::ffi::OsString::from(&landing.table);
+    let same = crate::common::interop("same_rows.py", &[&table, json.as_os_str()]);
+    eprintln!("{}", same.trim());
 }
 
 /// The same for 40 Parquet files written by pyarrow (row groups of 100 rows, `ts` a
@@ -368,16 +352,9 @@ fn an_s3_prefix_of_parquet_files_followed_through_sigkills_ends_as_one_clean_run
     for (name, bytes) in &slices {
         std::fs::write(json.join(name), bytes).unwrap();
     }
-    let out = Command::new(python())
-        .arg(interop("to_parquet.py"))
-        .args([&json, &parquet])
-        .arg("100")
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::common::interop(
+        "to_parquet.py",
+        &[json.as_os_str(), parquet.as_os_str(), "100".as_ref()],
     );
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&parquet)
         .unwrap()

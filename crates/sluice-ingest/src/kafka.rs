@@ -16,8 +16,8 @@ use std::time::Duration;
 use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{DeadLetterTable, TableOptions, WindowTable};
 use sluice_source::kafka::{
-    partition_name, KafkaConsumer, KafkaEvent, KafkaOptions, KafkaSourceError, Payloads,
-    RawMessage, ResumeLookup,
+    partition_name, KafkaConsumer, KafkaEvent, KafkaOptions, KafkaSourceError, PayloadOptionsError,
+    Payloads, RawMessage, ResumeLookup,
 };
 use sluice_source::registry::RegistryError;
 use sluice_source::{LineDecoder, LogPartition};
@@ -84,6 +84,8 @@ pub enum KafkaRunError {
     ConsumerGone,
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Payload(#[from] PayloadOptionsError),
     #[error("keeping the derived tables failed: {0}")]
     Derive(DeriveError),
     #[error("the run's last publication of partitions {partitions:?} kept failing (commits of other writers conflicted with it, or the run had read its count of messages); their rows after the table's positions are still only in the topic: run again to land them")]
@@ -153,6 +155,7 @@ impl KafkaRun {
         mut stop: watch::Receiver<bool>,
         deriver: Option<Deriver>,
     ) -> Result<KafkaSummary, KafkaRunError> {
+        let payloads = Payloads::new(&self.kafka.payload)?;
         let (lookup, derive_from) = self.open_tables(deriver.is_some()).await?;
         let mut consumer = KafkaConsumer::start(self.kafka.clone(), Box::new(lookup))?;
         let deriving = deriver.zip(derive_from).map(|(deriver, raw)| Deriving {
@@ -160,7 +163,7 @@ impl KafkaRun {
             raw,
             due: true,
         });
-        let mut run = RunLoop::new(clock, deriving, self.config.restart, &self.kafka);
+        let mut run = RunLoop::new(clock, deriving, self.config.restart, payloads);
         let mut tick = tokio::time::interval(Duration::from_millis(self.tick_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A dropped stop sender means nobody can stop the run any more (not a stop).
@@ -436,7 +439,7 @@ impl<'a> RunLoop<'a> {
         clock: &dyn Clock,
         deriving: Option<Deriving>,
         restart: RestartPolicy,
-        kafka: &KafkaOptions,
+        payloads: Payloads,
     ) -> Self {
         let now_ms = clock.now_ms();
         RunLoop {
@@ -449,7 +452,7 @@ impl<'a> RunLoop<'a> {
             started_ms: now_ms,
             deriving,
             end_restarts: Restarts::new(restart),
-            payloads: Payloads::new(&kafka.payload),
+            payloads,
         }
     }
 

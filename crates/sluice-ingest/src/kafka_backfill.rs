@@ -22,7 +22,7 @@ use deltalake::arrow::datatypes::SchemaRef;
 use sluice_publish::{Coverage, TableOptions, WindowTable};
 use sluice_source::kafka::{
     partition_bounds, partition_name, BoundedReadError, KafkaOptions, PartitionBounds,
-    PartitionReader, Payloads,
+    PartitionReader, PayloadOptionsError, Payloads,
 };
 use sluice_source::{Chunk, LineDecoder};
 use sluice_window::{EventTime, Shard, Window};
@@ -51,6 +51,8 @@ pub struct KafkaBackfill {
 pub enum KafkaBackfillError {
     #[error(transparent)]
     Read(#[from] BoundedReadError),
+    #[error(transparent)]
+    Payload(#[from] PayloadOptionsError),
     #[error("opening the table failed: {0}")]
     Open(#[from] sluice_publish::OpenError),
     #[error("reading the table's windows of partition {partition} failed: {source}")]
@@ -117,7 +119,9 @@ impl KafkaBackfill {
             let mut restarts = Restarts::new(self.config.restart);
             loop {
                 let table = self.open(b.partition).await?;
-                let mut input = PartitionInput::open(&self.kafka, *b, summary.messages, total)?;
+                let payloads = Payloads::new(&self.kafka.payload)?;
+                let mut input =
+                    PartitionInput::open(&self.kafka, *b, payloads, (summary.messages, total))?;
                 let outcome = recompute(
                     &self.config,
                     &mut input,
@@ -244,15 +248,16 @@ struct PartitionInput {
 }
 
 impl PartitionInput {
+    /// `before`: messages read of the partitions before it; `total`: of all.
     fn open(
         kafka: &KafkaOptions,
         b: PartitionBounds,
-        before: u64,
-        total: u64,
+        payloads: Payloads,
+        (before, total): (u64, u64),
     ) -> Result<PartitionInput, BoundedReadError> {
         Ok(PartitionInput {
             reader: Some(PartitionReader::open(kafka, b.partition, b.low, b.high)?),
-            payloads: Payloads::new(&kafka.payload),
+            payloads,
             name: partition_name(&kafka.topic, b.partition),
             high: b.high,
             read: 0,

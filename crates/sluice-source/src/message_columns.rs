@@ -17,6 +17,18 @@ use deltalake::arrow::array::{
 use deltalake::arrow::buffer::OffsetBuffer;
 use deltalake::arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 
+/// The message of each row at `offsets`, found in `meta` (sorted by offset).
+pub fn rows_of<'m>(offsets: &[i64], meta: &'m [MessageMeta]) -> Vec<Option<&'m MessageMeta>> {
+    offsets
+        .iter()
+        .map(|o| {
+            meta.binary_search_by_key(o, |m| m.offset)
+                .ok()
+                .map(|i| &meta[i])
+        })
+        .collect()
+}
+
 /// What a message carries besides its value.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MessageMeta {
@@ -140,23 +152,14 @@ impl MessageColumns {
         ])
     }
 
-    /// The column of `part` for rows at `offsets` (each found in `meta`, sorted by offset);
-    /// rows whose value cannot be stored get a reason in `failed`.
+    /// The column of `part` for `rows` (each row's message, see [`rows_of`]); rows whose
+    /// value cannot be stored get a reason in `failed`.
     pub fn fill(
         &self,
         part: MessagePart,
-        offsets: &[i64],
-        meta: &[MessageMeta],
+        rows: &[Option<&MessageMeta>],
         failed: &mut [Option<String>],
     ) -> ArrayRef {
-        let rows: Vec<Option<&MessageMeta>> = offsets
-            .iter()
-            .map(|o| {
-                meta.binary_search_by_key(o, |m| m.offset)
-                    .ok()
-                    .map(|i| &meta[i])
-            })
-            .collect();
         match part {
             MessagePart::Key => {
                 let keys: Vec<Option<&[u8]>> = rows
@@ -181,7 +184,7 @@ impl MessageColumns {
                     .map(|m| m.map(|m| m.offset))
                     .collect::<Int64Array>(),
             ),
-            MessagePart::Headers => self.headers(&rows, failed),
+            MessagePart::Headers => self.headers(rows, failed),
         }
     }
 

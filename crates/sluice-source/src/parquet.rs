@@ -26,7 +26,7 @@ use crate::chunk::Chunk;
 use crate::compression::COMPRESSED_LEN;
 use crate::file::SourceFile;
 use crate::reject::{panic_message, Reject, RejectReason};
-use crate::rows::{json_lines, table_type};
+use crate::rows::{json_lines, table_field};
 use crate::store::FileStore;
 
 /// Rows per chunk: a few MB of JSON text for typical rows, like an NDJSON chunk.
@@ -228,7 +228,7 @@ pub(crate) fn unreadable(ordinal: u32, row: i64, why: &str) -> Reject {
 }
 
 /// The column types of the Parquet file `file`, from its footer, as the types a table
-/// stores (see [`table_type`]); `None` for a file that cannot be read as Parquet.
+/// stores (see [`table_field`]); `None` for a file that cannot be read as Parquet.
 pub fn footer_types(store: Arc<dyn FileStore>, file: &SourceFile) -> Option<SchemaRef> {
     let bytes = StoredBytes {
         store,
@@ -241,7 +241,7 @@ pub fn footer_types(store: Arc<dyn FileStore>, file: &SourceFile) -> Option<Sche
         .schema()
         .fields()
         .iter()
-        .map(|f| Field::new(f.name(), table_type(f.data_type()), true))
+        .map(|f| table_field(f))
         .collect();
     Some(Arc::new(Schema::new(fields)))
 }

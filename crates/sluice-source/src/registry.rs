@@ -119,6 +119,16 @@ pub enum SchemaKind {
 }
 
 impl SchemaKind {
+    /// How people call the format.
+    pub fn label(self) -> &'static str {
+        match self {
+            SchemaKind::Avro => "Avro",
+            SchemaKind::Protobuf => "Protobuf",
+            SchemaKind::Json => "JSON Schema",
+        }
+    }
+
+    /// The registry's `schemaType`.
     pub fn name(self) -> &'static str {
         match self {
             SchemaKind::Avro => "AVRO",

@@ -239,17 +239,11 @@ pub fn table_schema(rows: &Schema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// `field` as a table stores it: its type as [`table_type`] maps it, member by member, and
+/// `field` as a table stores it: its type as [`table_type`] maps it (member by member), but
 /// a UUID held as 16 bytes as its text (as rows are written as JSON).
 pub fn table_field(field: &Field) -> Field {
     let t = match field.data_type() {
         DataType::FixedSizeBinary(16) if is_uuid(field) => DataType::Utf8,
-        DataType::Struct(members) => {
-            DataType::Struct(members.iter().map(|m| table_field(m)).collect::<Fields>())
-        }
-        DataType::List(element) | DataType::LargeList(element) => {
-            DataType::List(Arc::new(table_field(element)))
-        }
         other => table_type(other),
     };
     Field::new(field.name(), t, true)
@@ -261,7 +255,7 @@ pub fn table_field(field: &Field) -> Field {
 /// dictionary as its values); a type with no Delta counterpart (times of day, durations,
 /// intervals) as the text its JSON has.
 pub fn table_type(t: &DataType) -> DataType {
-    let nested = |f: &FieldRef| Arc::new(Field::new(f.name(), table_type(f.data_type()), true));
+    let nested = |f: &FieldRef| Arc::new(table_field(f));
     match t {
         DataType::Boolean
         | DataType::Int8

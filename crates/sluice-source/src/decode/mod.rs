@@ -35,7 +35,7 @@ use deltalake::arrow::json::reader::{Decoder, ReaderBuilder};
 use sluice_window::{EventTime, TimeSpec};
 
 use crate::chunk::Chunk;
-use crate::message_columns::{MessageColumns, MessagePart};
+use crate::message_columns::{rows_of, MessageColumns, MessagePart};
 use crate::reject::panic_message;
 pub use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 use crate::schema::{type_name, FieldPath, PathError};
@@ -924,7 +924,7 @@ impl LineDecoder {
         }
         let meta = chunk.meta.as_deref().map_or(&[][..], Vec::as_slice);
         let mut none = vec![None; offsets.len()];
-        let filled = columns.fill(part, offsets, meta, &mut none);
+        let filled = columns.fill(part, &rows_of(offsets, meta), &mut none);
         let micros = filled.as_primitive::<deltalake::arrow::datatypes::TimestampMicrosecondType>();
         Some(
             failed
@@ -955,10 +955,11 @@ impl LineDecoder {
             return Ok(());
         }
         let meta = chunk.meta.as_deref().map_or(&[][..], Vec::as_slice);
+        let rows = rows_of(offsets, meta);
         for part in &message_columns.parts {
             let i = self.schema.index_of(&part.column())?;
             let mut why = vec![None; offsets.len()];
-            columns[i] = message_columns.fill(*part, offsets, meta, &mut why);
+            columns[i] = message_columns.fill(*part, &rows, &mut why);
             for (slot, why) in failed.iter_mut().zip(why) {
                 if let Some(why) = why {
                     slot.get_or_insert(RejectReason::WrongType(why));

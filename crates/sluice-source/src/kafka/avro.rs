@@ -1,7 +1,9 @@
 //! Avro messages in the Confluent wire format (a zero byte, a 4-byte big-endian schema id,
 //! the Avro body) decoded to Arrow by arrow-avro, with the writer schema fetched from the
-//! registry by its id; the rows are handed on as JSON lines ([`crate::rows`]) so keys,
-//! time fields, evolution and dead letters hold exactly as for JSON.
+//! registry by its id. The rows are handed on as Arrow batches ([`crate::ArrowRows`]):
+//! decoding puts them in the table's columns as they are when they fit, else reads them as
+//! JSON lines ([`crate::rows`]), so keys, time fields, evolution and dead letters hold
+//! exactly as for JSON.
 //!
 //! A message is one row or one dead letter: no magic byte (`no_magic_byte`), an id the
 //! registry does not know (`unknown_schema_id`), a body that ends before its record does
@@ -17,9 +19,9 @@ use arrow_avro::reader::{Decoder, ReaderBuilder};
 use arrow_avro::schema::{AvroSchema, Fingerprint, FingerprintAlgorithm, SchemaStore};
 use deltalake::arrow::array::RecordBatch;
 
-use crate::registry::{Lookup, RegistryError, SchemaKind, SchemaRegistry};
+use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 
-use super::wire::{framing, unknown};
+use super::wire::{framing, schema_for, unknown};
 use crate::reject::{panic_message, RejectReason};
 
 /// Decoded messages: batches of rows (each of one schema's consecutive messages), and for
@@ -42,8 +44,8 @@ pub enum Slot {
 /// Decodes Avro messages against the writer schemas the registry gives their ids.
 pub struct AvroMessages {
     registry: SchemaRegistry,
-    /// A decoder per schema id seen; `None` for an id that is not an Avro schema sluice can
-    /// read (with why).
+    /// A decoder per schema id the registry answered, or why its messages are dead letters
+    /// (not an Avro schema, or one sluice cannot read).
     decoders: HashMap<u32, Result<SchemaDecoder, String>>,
 }
 
@@ -145,9 +147,11 @@ impl AvroMessages {
                 _ => runs.push((id, i, i + 1)),
             }
         }
+        // A run holds only messages framing read an id from: each has a value.
+        let bodies: Vec<&[u8]> = payloads.iter().map(|p| p.unwrap_or_default()).collect();
         for (id, from, to) in runs {
             if let Some(Ok(schema)) = self.decoders.get_mut(&id) {
-                decode_run(id, schema, payloads, from..to, &mut out);
+                decode_run(id, schema, &bodies, from..to, &mut out);
             }
         }
         out
@@ -169,21 +173,15 @@ impl AvroMessages {
         if self.decoders.contains_key(&id) {
             return Ok(());
         }
-        let built = match self.registry.schema(id).await? {
-            Lookup::Unknown => {
-                self.decoders.remove(&id);
-                return Ok(());
-            }
-            Lookup::Found(s) if s.kind != SchemaKind::Avro => Err(format!(
-                "schema id {id} is a {} schema, not Avro (--input-format avro)",
-                s.kind.name()
-            )),
-            Lookup::Found(s) => SchemaDecoder::new(id, &s.text)
-                .map_err(|e| format!("schema id {id} cannot be read: {e}")),
+        let built = match schema_for(&mut self.registry, id, SchemaKind::Avro, "avro").await? {
+            None => return Ok(()),
+            Some(Err(why)) => Err(why),
+            Some(Ok(s)) => SchemaDecoder::new(id, &s.text).map_err(|e| {
+                let why = format!("schema id {id} cannot be read: {e}");
+                tracing::warn!(id, %why, "messages of this schema id are dead letters");
+                why
+            }),
         };
-        if let Err(why) = &built {
-            tracing::warn!(id, %why, "messages of this schema id are dead letters");
-        }
         self.decoders.insert(id, built);
         Ok(())
     }
@@ -195,15 +193,14 @@ impl AvroMessages {
 fn decode_run(
     id: u32,
     schema: &mut SchemaDecoder,
-    payloads: &[Option<&[u8]>],
+    payloads: &[&[u8]],
     range: std::ops::Range<usize>,
     out: &mut AvroRows,
 ) {
     let (mut start, to) = (range.start, range.end);
     while start < to {
         let mut bad_at = None;
-        for (i, payload) in payloads.iter().enumerate().take(to).skip(start) {
-            let payload = payload.expect("framing checked the payload");
+        for (i, payload) in payloads.iter().copied().enumerate().take(to).skip(start) {
             if let Err(reason) = feed(id, &mut schema.decoder, payload) {
                 let reason = truncated_or(id, &schema.store, payload, reason);
                 out.slots[i] = Some(Slot::Bad(reason));
@@ -220,7 +217,6 @@ fn decode_run(
                 continue;
             }
             for payload in &payloads[start..end] {
-                let payload = payload.expect("framing checked the payload");
                 if feed(id, &mut schema.decoder, payload).is_err() {
                     // Good a moment ago, so not expected; its segment then is bad whole.
                     let _ = schema.reset();
@@ -290,13 +286,13 @@ const TRUNCATION_PROBE_BYTES: usize = 64;
 fn isolate(
     id: u32,
     schema: &mut SchemaDecoder,
-    payloads: &[Option<&[u8]>],
+    payloads: &[&[u8]],
     range: std::ops::Range<usize>,
     out: &mut AvroRows,
 ) {
     let mut rows: Vec<(usize, RecordBatch)> = Vec::new();
     for i in range.clone() {
-        let payload = payloads[i].expect("framing checked the payload");
+        let payload = payloads[i];
         let alone = feed(id, &mut schema.decoder, payload).and_then(|()| {
             flush(&mut schema.decoder).map_err(|why| {
                 RejectReason::SchemaMismatch(format!(

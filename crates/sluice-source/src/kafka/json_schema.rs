@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 
-use crate::registry::{Lookup, RegistryError, SchemaKind, SchemaRegistry};
+use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::RejectReason;
 
-use super::wire::{framing, unknown, Outcome, PREFIX_BYTES};
+use super::wire::{framing, schema_for, unknown, Outcome, PREFIX_BYTES};
 
 /// Reads JSON Schema messages, checking their ids with the registry.
 pub struct JsonSchemaMessages {
@@ -35,20 +35,9 @@ impl JsonSchemaMessages {
             if self.ids.contains_key(&id) {
                 continue;
             }
-            match self.registry.schema(id).await? {
-                // Asked again next time: it may be registered since.
-                Lookup::Unknown => {}
-                Lookup::Found(s) if s.kind == SchemaKind::Json => {
-                    self.ids.insert(id, Ok(()));
-                }
-                Lookup::Found(s) => {
-                    let why = format!(
-                        "schema id {id} is a {} schema, not JSON Schema (--input-format json-schema)",
-                        s.kind.name()
-                    );
-                    tracing::warn!(id, %why, "messages of this schema id are dead letters");
-                    self.ids.insert(id, Err(why));
-                }
+            let found = schema_for(&mut self.registry, id, SchemaKind::Json, "json-schema").await?;
+            if let Some(found) = found {
+                self.ids.insert(id, found.map(|_| ()));
             }
         }
         Ok(())

@@ -2,8 +2,9 @@
 //! a schema-registry format decoded against its registered schema ([`MessageFormat`]).
 //!
 //! The consumer hands over messages as they are ([`RawMessage`]: a value can be absent, a
-//! tombstone); a run keeps the ones it has not seen and turns them into a [`Chunk`] of JSON
-//! lines with [`Payloads::chunk`], each message a line or a dead letter at its offset.
+//! tombstone); a run keeps the ones it has not seen and turns them into a [`Chunk`] with
+//! [`Payloads::chunk`], each message a JSON line, an Arrow row (Avro) or a dead letter at its
+//! offset.
 
 use std::time::{Duration, Instant};
 
@@ -92,27 +93,32 @@ impl PayloadOptions {
 }
 
 /// Turns a partition's messages into records (one per run: it keeps the schemas fetched).
-pub struct Payloads {
-    avro: Option<AvroMessages>,
-    json_schema: Option<JsonSchemaMessages>,
+pub struct Payloads(Decoding);
+
+enum Decoding {
+    Json,
+    /// (Taken while a blocking thread decodes with it.)
+    Avro(Option<AvroMessages>),
+    JsonSchema(JsonSchemaMessages),
 }
 
 impl Payloads {
-    pub fn new(options: &PayloadOptions) -> Payloads {
+    pub fn new(options: &PayloadOptions) -> Result<Payloads, PayloadOptionsError> {
+        options.check()?;
         let registry = || options.registry.clone().map(SchemaRegistry::new);
-        let (mut avro, mut json_schema) = (None, None);
-        match options.format {
-            MessageFormat::Json => {}
-            MessageFormat::Avro => avro = registry().map(AvroMessages::new),
-            MessageFormat::JsonSchema => json_schema = registry().map(JsonSchemaMessages::new),
-        }
-        Payloads { avro, json_schema }
+        Ok(Payloads(match (options.format, registry()) {
+            (MessageFormat::Avro, Some(r)) => Decoding::Avro(Some(AvroMessages::new(r))),
+            (MessageFormat::JsonSchema, Some(r)) => {
+                Decoding::JsonSchema(JsonSchemaMessages::new(r))
+            }
+            _ => Decoding::Json,
+        }))
     }
 
     /// The messages (in offset order, of one partition: file ordinal 1) as a chunk: each one
-    /// a line or a dead letter; and how long decoding them took. Errs only when the registry
-    /// refuses to answer; while it cannot be reached, this waits for it. Decoding runs on a
-    /// blocking thread (a chunk's worth of Avro must not hold up the caller's runtime).
+    /// a line, a row or a dead letter; and how long decoding them took. Errs only when the
+    /// registry refuses to answer; while it cannot be reached, this waits for it. Avro is
+    /// decoded on a blocking thread (a chunk's worth must not hold up the caller's runtime).
     pub async fn chunk(
         &mut self,
         mut messages: Vec<RawMessage>,
@@ -128,45 +134,40 @@ impl Payloads {
         &mut self,
         messages: Vec<RawMessage>,
     ) -> Result<(Chunk, Duration), RegistryError> {
-        if let Some(json) = &mut self.json_schema {
-            let payloads: Vec<Option<&[u8]>> =
-                messages.iter().map(|m| m.value.as_deref()).collect();
-            json.prepare(&payloads).await?;
-            let started = Instant::now();
-            let outcomes = json.decode(&payloads);
-            return Ok((lines_and_rejects(&messages, outcomes), started.elapsed()));
-        }
-        let Some(mut avro) = self.avro.take() else {
-            let started = Instant::now();
-            let chunk = Chunk::messages(
-                1,
-                messages
-                    .iter()
-                    .map(|m| (m.offset, m.value.as_deref().unwrap_or_default())),
-            );
-            return Ok((chunk, started.elapsed()));
+        let started = Instant::now();
+        let slot = match &mut self.0 {
+            Decoding::Json => {
+                let chunk = Chunk::messages(
+                    1,
+                    messages
+                        .iter()
+                        .map(|m| (m.offset, m.value.as_deref().unwrap_or_default())),
+                );
+                return Ok((chunk, started.elapsed()));
+            }
+            Decoding::JsonSchema(json) => {
+                json.prepare(&values(&messages)).await?;
+                let started = Instant::now();
+                let outcomes = json.decode(&values(&messages));
+                return Ok((lines_and_rejects(&messages, outcomes), started.elapsed()));
+            }
+            Decoding::Avro(slot) => slot,
         };
-        let prepared = {
-            let payloads: Vec<Option<&[u8]>> =
-                messages.iter().map(|m| m.value.as_deref()).collect();
-            avro.prepare(&payloads).await
-        };
-        if let Err(e) = prepared {
-            self.avro = Some(avro);
+        let mut avro = slot.take().expect("a chunk is decoded at a time");
+        if let Err(e) = avro.prepare(&values(&messages)).await {
+            *slot = Some(avro);
             return Err(e);
         }
         let decoded = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let payloads: Vec<Option<&[u8]>> =
-                messages.iter().map(|m| m.value.as_deref()).collect();
-            let rows = avro.decode(&payloads);
+            let rows = avro.decode(&values(&messages));
             let chunk = arrow_and_rejects(&messages, rows);
             (avro, chunk, started.elapsed())
         })
         .await;
         match decoded {
             Ok((avro, chunk, took)) => {
-                self.avro = Some(avro);
+                *slot = Some(avro);
                 Ok((chunk, took))
             }
             // Decoding catches arrow-avro's panics; a panic here is sluice's own bug.
@@ -175,45 +176,51 @@ impl Payloads {
     }
 }
 
-/// A chunk of the rows' JSON lines at their messages' offsets, the others dead letters.
-fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
-    let mut data = Vec::new();
-    let mut offsets = Vec::new();
-    let mut bad = Vec::new();
-    let mut stored = 0u64;
-    for (message, outcome) in messages.iter().zip(outcomes) {
-        let (offset, payload) = (&message.offset, &message.value);
-        stored += payload.as_ref().map_or(0, |p| p.len() as u64);
-        match outcome {
-            Outcome::Row(line) => {
-                offsets.push(*offset);
-                data.extend_from_slice(&line);
-                data.push(b'\n');
-            }
-            Outcome::Bad(reason) => bad.push(dead_letter(message, reason)),
-        }
-    }
+/// The messages' values.
+fn values(messages: &[RawMessage]) -> Vec<Option<&[u8]>> {
+    messages.iter().map(|m| m.value.as_deref()).collect()
+}
+
+/// A chunk of `messages` with no record in it yet: where they start and end, their bytes.
+fn empty_chunk(messages: &[RawMessage]) -> Chunk {
     Chunk {
         file: 1,
         start: messages.first().map_or(0, |m| m.offset),
-        data,
-        message_offsets: Some(offsets),
+        message_offsets: Some(Vec::new()),
         end_at: messages.last().map(|m| m.offset + 1),
-        bad,
-        stored_bytes: Some(stored),
+        stored_bytes: Some(
+            messages
+                .iter()
+                .map(|m| m.value.as_ref().map_or(0, |v| v.len() as u64))
+                .sum(),
+        ),
         ..Chunk::default()
     }
 }
 
+/// A chunk of the rows' JSON lines at their messages' offsets, the others dead letters.
+fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
+    let mut chunk = empty_chunk(messages);
+    let mut offsets = Vec::new();
+    for (message, outcome) in messages.iter().zip(outcomes) {
+        match outcome {
+            Outcome::Row(line) => {
+                offsets.push(message.offset);
+                chunk.data.extend_from_slice(&line);
+                chunk.data.push(b'\n');
+            }
+            Outcome::Bad(reason) => chunk.bad.push(dead_letter(message, reason)),
+        }
+    }
+    chunk.message_offsets = Some(offsets);
+    chunk
+}
+
 /// A chunk of the rows' Arrow batches at their messages' offsets, the others dead letters.
 fn arrow_and_rejects(messages: &[RawMessage], rows: AvroRows) -> Chunk {
-    let mut chunk = lines_and_rejects(&[], Vec::new());
-    chunk.start = messages.first().map_or(0, |m| m.offset);
-    chunk.end_at = messages.last().map(|m| m.offset + 1);
+    let mut chunk = empty_chunk(messages);
     let mut offsets: Vec<Vec<i64>> = vec![Vec::new(); rows.batches.len()];
-    let mut stored = 0u64;
     for (message, slot) in messages.iter().zip(rows.slots) {
-        stored += message.value.as_ref().map_or(0, |p| p.len() as u64);
         match slot {
             Some(Slot::Row(batch)) => offsets[batch].push(message.offset),
             Some(Slot::Bad(reason)) => chunk.bad.push(dead_letter(message, reason)),
@@ -223,7 +230,6 @@ fn arrow_and_rejects(messages: &[RawMessage], rows: AvroRows) -> Chunk {
             )),
         }
     }
-    chunk.stored_bytes = Some(stored);
     chunk.arrow = rows
         .batches
         .into_iter()

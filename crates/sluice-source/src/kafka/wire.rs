@@ -2,6 +2,9 @@
 //! Protobuf) write: a zero byte, the 4-byte big-endian id of the writer's schema, then the
 //! payload; and what becomes of each message read in it.
 
+use std::sync::Arc;
+
+use crate::registry::{Lookup, RegisteredSchema, RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::RejectReason;
 
 /// The wire format's first byte.
@@ -42,4 +45,28 @@ pub fn unknown(id: u32) -> RejectReason {
     RejectReason::UnknownSchema(format!(
         "schema id {id}: the schema registry does not know it"
     ))
+}
+
+/// Schema `id` for messages read as `format` (`--input-format`, whose schemas are of
+/// `kind`): the schema, or why its messages are dead letters (another format's schema); `None`
+/// while the registry does not know the id (ask again later: it may be registered since).
+pub async fn schema_for(
+    registry: &mut SchemaRegistry,
+    id: u32,
+    kind: SchemaKind,
+    format: &str,
+) -> Result<Option<Result<Arc<RegisteredSchema>, String>>, RegistryError> {
+    Ok(match registry.schema(id).await? {
+        Lookup::Unknown => None,
+        Lookup::Found(s) if s.kind == kind => Some(Ok(s)),
+        Lookup::Found(s) => {
+            let why = format!(
+                "schema id {id} is a {} schema, not {} (--input-format {format})",
+                s.kind.name(),
+                kind.label()
+            );
+            tracing::warn!(id, %why, "messages of this schema id are dead letters");
+            Some(Err(why))
+        }
+    })
 }

@@ -13,7 +13,7 @@ use deltalake::arrow::datatypes::{DataType, TimeUnit};
 
 use super::*;
 use crate::reader::FileFormat;
-use crate::rows::with_footer_types;
+use crate::rows::{table_type, with_footer_types};
 use crate::NdjsonSource;
 
 /// `rows` rows in row groups of `group_rows`: id, ts, name (null every 3rd), raw bytes, an
