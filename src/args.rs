@@ -45,11 +45,11 @@ pub struct RunArgs {
     pub listing: Option<String>,
     /// How records are written: for a file source ndjson (one JSON object per line), csv (a
     /// header row naming the columns) or parquet (a row a record); for a kafka: source json
-    /// (a JSON object per message), or avro or json-schema (the schema registry's wire
-    /// format, with --schema-registry). [default: by --source's prefix; json for kafka:]
-    #[arg(long, value_parser = ["ndjson", "json", "csv", "parquet", "avro", "json-schema"])]
+    /// (a JSON object per message), or avro, protobuf or json-schema (the schema registry's
+    /// wire format, with --schema-registry). [default: by --source's prefix; json for kafka:]
+    #[arg(long, value_parser = ["ndjson", "json", "csv", "parquet", "avro", "protobuf", "json-schema"])]
     pub input_format: Option<String>,
-    /// With a kafka: source of --input-format avro or json-schema: the Confluent schema
+    /// With a kafka: source of --input-format avro, protobuf or json-schema: the Confluent schema
     /// registry the messages' schema ids are looked up in, http(s)://HOST[:PORT][/PATH]. Credentials: basic
     /// auth from SLUICE_SCHEMA_REGISTRY_USER and SLUICE_SCHEMA_REGISTRY_PASSWORD, or a bearer
     /// token from SLUICE_SCHEMA_REGISTRY_TOKEN (not flags: `ps` shows flags to every user).
@@ -497,13 +497,13 @@ impl RunArgs {
             ("--csv-header", self.csv_header.is_some()),
         ];
         let name = given.or(prefix).unwrap_or("ndjson");
-        let kafka_formats = ["ndjson", "json", "avro", "json-schema"];
+        let kafka_formats = ["ndjson", "json", "avro", "protobuf", "json-schema"];
         if kafka && given.is_some_and(|g| !kafka_formats.contains(&g)) {
             return Err(usage(format!(
-                "--input-format {name}: a Kafka source reads json, avro or json-schema messages"
+                "--input-format {name}: a Kafka source reads json, avro, protobuf or json-schema messages"
             )));
         }
-        if !kafka && matches!(name, "avro" | "json-schema") {
+        if !kafka && matches!(name, "avro" | "protobuf" | "json-schema") {
             return Err(usage(format!(
                 "--input-format {name}: read from kafka: sources (messages in the schema registry's wire format), not from files"
             )));
@@ -682,7 +682,7 @@ impl RunArgs {
             None => MessageFormat::Json,
             Some(name) => MessageFormat::parse(name).ok_or_else(|| {
                 usage(format!(
-                    "--input-format {name}: use json, avro or json-schema"
+                    "--input-format {name}: use json, avro, protobuf or json-schema"
                 ))
             })?,
         };

@@ -150,8 +150,9 @@ pub(crate) async fn open_raw(
     })
 }
 
-/// For a new table of an Avro topic without `--schema`: the columns of the latest schema
-/// registered for its values (subject `<topic>-value`, the serializers' default). `None`
+/// For a new table of an Avro or Protobuf topic without `--schema`: the columns of the
+/// latest schema registered for its values (subject `<topic>-value`, the serializers'
+/// default; for Protobuf its file's first message, with the files it imports). `None`
 /// otherwise (an existing table's columns are its contract; schema evolution grows them).
 async fn registry_schema(
     settings: &RunSettings,
@@ -164,7 +165,11 @@ async fn registry_schema(
     let Some(registry) = &payload.registry else {
         return Ok(None);
     };
-    if payload.format != sluice_source::kafka::MessageFormat::Avro {
+    use sluice_source::kafka::MessageFormat;
+    if !matches!(
+        payload.format,
+        MessageFormat::Avro | MessageFormat::Protobuf
+    ) {
         return Ok(None);
     }
     let exists = sluice_publish::open_table(&options.location, &options.storage_options, None)
@@ -184,7 +189,27 @@ async fn registry_schema(
             "the table does not exist and the schema registry has no subject {subject}: give --schema FILE"
         )));
     };
-    let schema = sluice_source::kafka::avro_table_schema(&latest.text).map_err(|e| {
+    let kind = match payload.format {
+        MessageFormat::Avro => sluice_source::registry::SchemaKind::Avro,
+        _ => sluice_source::registry::SchemaKind::Protobuf,
+    };
+    if latest.kind != kind {
+        return Err(usage(format!(
+            "subject {subject}'s latest schema (id {}) is a {} schema, not {} (--input-format {}): give --schema FILE",
+            latest.id,
+            latest.kind.name(),
+            kind.label(),
+            payload.format.name()
+        )));
+    }
+    let schema = if payload.format == MessageFormat::Avro {
+        sluice_source::kafka::avro_table_schema(&latest.text)
+    } else {
+        sluice_source::kafka::protobuf_table_schema(&mut client, &latest)
+            .await
+            .context("reading the topic's schema imports from the schema registry")?
+    };
+    let schema = schema.map_err(|e| {
         usage(format!(
             "subject {subject}'s latest schema (id {}) cannot be read: {e}; give --schema FILE",
             latest.id

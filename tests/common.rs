@@ -302,11 +302,12 @@ fn python_output(command: &mut Command, what: &str) -> String {
 }
 
 /// Produces the NDJSON events of `events` to `topic` with confluent-kafka
-/// (examples/kafka/produce.py) in `format` (json, avro, json-schema: with `registry`);
-/// returns what it printed.
+/// (examples/kafka/produce.py) in `format` (json; avro, protobuf, json-schema: with
+/// `registry`), with `extra` arguments (`--sent PATH`); returns what it printed.
 pub fn produce_with_python(
     format: &str,
     registry: Option<&str>,
+    extra: &[String],
     brokers: &str,
     topic: &str,
     events: &Path,
@@ -317,6 +318,7 @@ pub fn produce_with_python(
     if let Some(url) = registry {
         command.args(["--registry", url]);
     }
+    command.args(extra);
     python_output(command.args([brokers, topic]).arg(events), "produce.py")
 }
 

@@ -151,7 +151,7 @@ fn kafka_blocks() -> usize {
     let dir = tempfile::tempdir().unwrap();
     let broker = tansu();
     let registry = Registry::start(dir.path().join("registry.json"));
-    for topic in ["clicks", "orders", "signups"] {
+    for topic in ["clicks", "orders", "signups", "payments"] {
         create_topic(&broker, topic, 1);
     }
     let python = crate::common::python();

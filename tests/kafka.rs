@@ -32,6 +32,20 @@ enum Events {
     /// The nested events as Avro (confluent-kafka's AvroSerializer), the schema gaining the
     /// two fields as a second version in the registry half-way.
     NestedGrowingAvro,
+    /// The nested events as Protobuf (its ProtobufSerializer, examples/kafka/proto), the
+    /// schema and the file it imports gaining the two fields as second versions half-way.
+    NestedGrowingProtobuf,
+}
+
+impl Events {
+    /// The registry format the events are produced in (`None`: JSON text).
+    fn registry_format(self) -> Option<&'static str> {
+        match self {
+            Events::Flat | Events::NestedGrowing => None,
+            Events::NestedGrowingAvro => Some("avro"),
+            Events::NestedGrowingProtobuf => Some("protobuf"),
+        }
+    }
 }
 
 /// One scale-out scenario: where the table lives and how the processes reach it.
@@ -45,7 +59,7 @@ struct Scenario<'a> {
     hook: Option<&'a crate::notify::Receiver>,
     /// Every process keeps the derived table `revenue` (`dir/revenue`).
     derived: bool,
-    /// The schema registry of [`Events::NestedGrowingAvro`].
+    /// The schema registry of events in a registry format.
     registry: Option<&'a Registry>,
 }
 
@@ -97,8 +111,8 @@ impl Scenario<'_> {
         if let Some(hook) = self.hook {
             command.args(["--notify-url", &format!("hook={}", hook.url)]);
         }
-        if let Some(registry) = self.registry {
-            command.args(["--input-format", "avro", "--schema-registry", &registry.url]);
+        if let (Some(registry), Some(format)) = (self.registry, self.events.registry_format()) {
+            command.args(["--input-format", format, "--schema-registry", &registry.url]);
         }
         if self.derived {
             let table = format!("revenue={}", self.dir.join("revenue").display());
@@ -122,14 +136,14 @@ impl Scenario<'_> {
     fn schema(&self) -> String {
         match self.events {
             Events::Flat => SCHEMA.to_string(),
-            Events::NestedGrowing | Events::NestedGrowingAvro => NESTED_SCHEMA.to_string(),
+            _ => NESTED_SCHEMA.to_string(),
         }
     }
 
     fn columns(&self) -> &'static str {
         match self.events {
             Events::Flat => COLUMNS,
-            Events::NestedGrowing | Events::NestedGrowingAvro => NESTED_COLUMNS,
+            _ => NESTED_COLUMNS,
         }
     }
 
@@ -259,7 +273,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     let mut rng = Rng(seed);
     let (_, bytes) = match scenario.events {
         Events::Flat => stream_slices(events, 24, seed, 1, 0).remove(0),
-        Events::NestedGrowing | Events::NestedGrowingAvro => stream_slices_of(
+        _ => stream_slices_of(
             &GeneratorSpec {
                 seed,
                 events,
@@ -296,18 +310,30 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     std::fs::write(input.join("events.ndjson"), &bytes).unwrap();
     create_topic(scenario.broker, "events", PARTITIONS);
     let started = Instant::now();
-    match scenario.registry {
-        None => produce(scenario.broker, "events", &messages),
-        Some(registry) => {
+    // What the topic holds, as events: the input, or (Protobuf) what proto3 carries of it.
+    let mut sent = input.clone();
+    match (scenario.registry, scenario.events.registry_format()) {
+        (Some(registry), Some(format)) => {
+            let mut extra = Vec::new();
+            if format == "protobuf" {
+                sent = dir.join("sent");
+                std::fs::create_dir_all(&sent).unwrap();
+                extra = vec![
+                    "--sent".to_string(),
+                    sent.join("events.ndjson").display().to_string(),
+                ];
+            }
             let produced = crate::common::produce_with_python(
-                "avro",
+                format,
                 Some(&registry.url),
+                &extra,
                 &scenario.broker.address,
                 "events",
                 &input.join("events.ndjson"),
             );
             eprint!("{produced}");
         }
+        _ => produce(scenario.broker, "events", &messages),
     }
     eprintln!(
         "produced {} messages ({distinct} events, {duplicates} duplicate deliveries) in {:.1} s",
@@ -320,7 +346,7 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     crate::common::ok(&[
         "run",
         "--source",
-        &format!("ndjson:{}", input.display()),
+        &format!("ndjson:{}", sent.display()),
         "--table",
         oracle.to_str().unwrap(),
         "--schema",
@@ -454,17 +480,17 @@ fn scale_out(scenario: &Scenario, events: u64, seed: u64) {
     assert_eq!((dup_rows, lost, extra), (0, 0, 0));
     assert_eq!(rows, distinct as u64);
     assert_eq!(shards, PARTITIONS as u64);
-    if scenario.events == Events::NestedGrowingAvro {
+    if let Some(format) = scenario.events.registry_format() {
         // What the producer sent, as Python delta-rs reads the table: nested values and all.
         let same = crate::common::interop(
             "same_events.py",
             &[
                 scenario.table.as_ref(),
-                input.join("events.ndjson").as_os_str(),
+                sent.join("events.ndjson").as_os_str(),
                 "event_id".as_ref(),
             ],
         );
-        eprint!("Avro scale-out, read back with Python delta-rs: {same}");
+        eprint!("{format} scale-out, read back with Python delta-rs: {same}");
     }
     if scenario.events != Events::Flat {
         // Every shard's writers grew the one table by both fields: old rows null in them.
@@ -714,8 +740,9 @@ fn scale_out_locally(what: &str, events: Events, count: u64, notify: bool) {
     dir.disable_cleanup(std::env::var_os("SLUICE_KEEP_DIR").is_some());
     eprintln!("working in {}", dir.path().display());
     let broker = tansu();
-    let registry = (events == Events::NestedGrowingAvro)
-        .then(|| Registry::start(dir.path().join("registry.json")));
+    let registry = events
+        .registry_format()
+        .map(|_| Registry::start(dir.path().join("registry.json")));
     let scenario = Scenario {
         dir: dir.path(),
         table: dir.path().join("events").to_str().unwrap().to_string(),
@@ -760,6 +787,23 @@ fn three_processes_land_avro_whose_schema_gains_fields_through_a_sigkill() {
     scale_out_locally(
         "kafka scale-out, Avro",
         Events::NestedGrowingAvro,
+        events() / 4,
+        false,
+    );
+}
+
+/// The scale-out with the nested events as Protobuf in the Confluent wire format (message
+/// indexes after the id), produced by confluent-kafka's ProtobufSerializer: events.proto
+/// imports common.proto (a reference sluice fetches) and google/protobuf/timestamp.proto
+/// (built in); the second half carries version 2 of both files, interleaved with
+/// duplicates of version 1. The table ends equal to the clean NDJSON run of the events as
+/// proto3 carries them (a null list or map is empty), and Python delta-rs reads every event
+/// back as the producer sent it.
+#[test]
+fn three_processes_land_protobuf_whose_schema_gains_fields_through_a_sigkill() {
+    scale_out_locally(
+        "kafka scale-out, Protobuf",
+        Events::NestedGrowingProtobuf,
         events() / 4,
         false,
     );

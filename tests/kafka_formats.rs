@@ -1,7 +1,7 @@
 //! Kafka messages in schema-registry formats, end to end: the real binary reading a tansu
-//! topic whose Avro messages confluent-kafka's AvroSerializer wrote against the suite's
-//! schema registry (tests/servers/registry.py), with bad messages among them and the registry
-//! down when the run starts.
+//! topic whose Avro or Protobuf messages confluent-kafka's serializers wrote against the
+//! suite's schema registry (tests/servers/registry.py), with bad messages among them and the
+//! registry down when the run starts.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -33,6 +33,57 @@ fn prefix(id: u32) -> Vec<u8> {
     out
 }
 
+/// `events` nested events over `hours` (the second half with two more fields) as NDJSON.
+fn nested_events(seed: u64, events: u64, hours: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let spec = GeneratorSpec {
+        seed,
+        events,
+        hours,
+        shape: Shape::Nested,
+        new_fields_from: Some(events / 2),
+        ..Default::default()
+    };
+    generate(&spec, &mut out).unwrap();
+    out
+}
+
+fn lines_of(ndjson: &[u8]) -> Vec<&[u8]> {
+    ndjson
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Checks with Python delta-rs that `table` holds every event of `sent` as it was sent;
+/// returns the dead letters of `dlq` as `source_offset,reason,detail` rows.
+fn read_back(table: &Path, dlq: &Path, sent: &Path) -> Vec<String> {
+    let same = interop(
+        "same_events.py",
+        &[table.as_os_str(), sent.as_os_str(), "event_id".as_ref()],
+    );
+    eprint!("read back with Python delta-rs: {same}");
+    let dead = query_csv(
+        &[("t", dlq)],
+        "SELECT source_offset, reason, detail FROM t ORDER BY source_offset",
+    );
+    eprintln!("dead letters:\n{}", dead.join("\n"));
+    dead
+}
+
+/// The dead letters (`source_offset,reason,detail` rows) are `expect`'s reasons with a
+/// detail containing its text, at consecutive offsets from `first_offset`.
+fn assert_dead_letters(dead: &[String], first_offset: usize, expect: &[(&str, &str)]) {
+    assert_eq!(dead.len(), expect.len(), "{dead:?}");
+    for (i, (row, (reason, detail))) in dead.iter().zip(expect).enumerate() {
+        let offset = first_offset + i;
+        assert!(
+            row.starts_with(&format!("{offset},{reason},")) && row.contains(detail),
+            "{row} is not {offset},{reason},...{detail}..."
+        );
+    }
+}
+
 /// Every kind of bad message is a dead letter with its position, reason and schema id, the
 /// good messages around them are rows; and a registry that is down for 20 s when the run
 /// starts delays it and loses nothing.
@@ -44,20 +95,8 @@ fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing(
     create_topic(&broker, "avro", 1);
     // 400 nested events (the last 200 with schema version 2), in two halves with the bad
     // messages between them.
-    let mut events = Vec::new();
-    let spec = GeneratorSpec {
-        seed: 7,
-        events: 400,
-        hours: 4,
-        shape: Shape::Nested,
-        new_fields_from: Some(200),
-        ..Default::default()
-    };
-    generate(&spec, &mut events).unwrap();
-    let lines: Vec<&[u8]> = events
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect();
+    let events = nested_events(7, 400, 4);
+    let lines = lines_of(&events);
     let (first, second) = lines.split_at(lines.len() / 2);
     let write = |name: &str, lines: &[&[u8]]| {
         let path = dir.path().join(name);
@@ -65,7 +104,14 @@ fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing(
         path
     };
     let produce_avro = |path: &Path| {
-        produce_with_python("avro", Some(&registry.url), &broker.address, "avro", path)
+        produce_with_python(
+            "avro",
+            Some(&registry.url),
+            &[],
+            &broker.address,
+            "avro",
+            path,
+        )
     };
     eprint!("{}", produce_avro(&write("first.ndjson", first)));
     // Schema id 1 is version 1 (the registry numbers schemas from 1).
@@ -139,16 +185,7 @@ fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing(
     );
     eprint!("{}", String::from_utf8_lossy(&out.stdout));
 
-    let same = interop(
-        "same_events.py",
-        &[table.as_os_str(), all.as_os_str(), "event_id".as_ref()],
-    );
-    eprint!("read back with Python delta-rs: {same}");
-    let dead = query_csv(
-        &[("t", &dlq)],
-        "SELECT source_offset, reason, detail FROM t ORDER BY source_offset",
-    );
-    eprintln!("dead letters:\n{}", dead.join("\n"));
+    let dead = read_back(&table, &dlq, &all);
     // The bad messages follow the first half's (offsets from 0).
     let expect = [
         ("null_value", "no value"),
@@ -158,17 +195,104 @@ fn bad_avro_messages_are_dead_letters_and_a_registry_down_for_20s_loses_nothing(
         ("truncated", "schema id 1"),
         ("schema_mismatch", "schema id 1"),
     ];
-    assert_eq!(dead.len(), expect.len(), "{dead:?}");
-    for (i, (row, (reason, detail))) in dead.iter().zip(expect).enumerate() {
-        let offset = first.len() + i;
-        assert!(
-            row.starts_with(&format!("{offset},{reason},")) && row.contains(detail),
-            "{row} is not {offset},{reason},...{detail}..."
-        );
-    }
+    assert_dead_letters(&dead, first.len(), &expect);
     // The run's contract names the format it read.
     let status = crate::common::ok(&["status", "--table", table.to_str().unwrap()]);
     assert!(status.contains("input-format=avro"), "{status}");
+}
+
+/// Protobuf through the real serializer (confluent-kafka's ProtobufSerializer, the events of
+/// examples/kafka/proto whose events.proto imports common.proto) with every kind of bad
+/// message between two halves: each is a dead letter with its offset, reason and schema id,
+/// the good messages around them are rows, read back as the producer sent them.
+#[test]
+fn bad_protobuf_messages_are_dead_letters_beside_the_good_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    let registry = Registry::start(dir.path().join("registry.json"));
+    create_topic(&broker, "proto", 1);
+    let events = nested_events(11, 300, 3);
+    let lines = lines_of(&events);
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let produce = |name: &str, lines: &[&[u8]]| {
+        let path = dir.path().join(format!("{name}.ndjson"));
+        std::fs::write(&path, lines.join(&b'\n')).unwrap();
+        let sent = dir.path().join(format!("{name}.sent.ndjson"));
+        let extra = ["--sent".to_string(), sent.display().to_string()];
+        let url = Some(registry.url.as_str());
+        eprint!(
+            "{}",
+            produce_with_python("protobuf", url, &extra, &broker.address, "proto", &path)
+        );
+        std::fs::read(sent).unwrap()
+    };
+    let mut sent = produce("first", first);
+    // The serializer registers common.proto (id 1), then the events' schema (id 2).
+    let framed = |id: u32, indexes: &[u8], body: &[u8]| {
+        let mut m = prefix(id);
+        m.extend_from_slice(indexes);
+        m.extend_from_slice(body);
+        m
+    };
+    let truncated = framed(2, &[0], b"\x0a\x08e-cut"); // event_id: 8 bytes that end after 5
+    let no_message = framed(2, &[2, 10], b"\x0a\x01x"); // indexes [5]: no 6th message
+    let undeclared = framed(2, &[0], b"\x0a\x01u\x98\x06\x01"); // then field 99
+    let wrong_wire = framed(2, &[0], b"\x08\x01"); // event_id (a string) as a varint
+    let unknown = framed(999, &[0], b"\x0a\x01x");
+    let bad: Vec<(&str, Option<&[u8]>)> = vec![
+        ("tombstone", None),
+        ("json", Some(b"{\"event_id\":\"j\"}")),
+        ("unknown", Some(&unknown)),
+        ("truncated", Some(&truncated)),
+        ("no-message", Some(&no_message)),
+        ("undeclared", Some(&undeclared)),
+        ("wrong-wire", Some(&wrong_wire)),
+    ];
+    produce_values(&broker, "proto", bad);
+    sent.extend(produce("second", second));
+    let all = dir.path().join("sent.ndjson");
+    std::fs::write(&all, sent).unwrap();
+
+    let table = dir.path().join("t");
+    let dlq = dir.path().join("t_dlq");
+    crate::common::ok(&[
+        "run",
+        "--source",
+        "kafka:proto",
+        "--brokers",
+        &broker.address,
+        "--input-format",
+        "protobuf",
+        "--schema-registry",
+        &registry.url,
+        "--table",
+        table.to_str().unwrap(),
+        "--schema",
+        NESTED_SCHEMA,
+        "--key",
+        "event_id",
+        "--until-idle",
+        "5s",
+    ]);
+    let dead = read_back(&table, &dlq, &all);
+    let expect = [
+        ("null_value", "no value"),
+        ("no_magic_byte", "0x7b"),
+        ("unknown_schema_id", "schema id 999"),
+        ("truncated", "schema id 2"),
+        (
+            "schema_mismatch",
+            "message indexes [5] name no message of schema id 2",
+        ),
+        (
+            "schema_mismatch",
+            "field number 99 is not in sluice.example.GitHubEvent",
+        ),
+        ("schema_mismatch", "GitHubEvent of schema id 2"),
+    ];
+    assert_dead_letters(&dead, first.len(), &expect);
+    let status = crate::common::ok(&["status", "--table", table.to_str().unwrap()]);
+    assert!(status.contains("input-format=protobuf"), "{status}");
 }
 
 /// `--kafka-columns`: each row holds its message's key, timestamp, headers (in order, a
@@ -312,6 +436,7 @@ fn a_new_avro_table_takes_its_columns_from_the_registry() {
         produce_with_python(
             "avro",
             Some(&registry.url),
+            &[],
             &broker.address,
             "typed",
             &input

@@ -1,8 +1,10 @@
 """Produces `sluice generate --shape nested` events to a Kafka topic the way production
-producers do, with confluent-kafka (pip install 'confluent-kafka[avro]'):
+producers do, with confluent-kafka (pip install 'confluent-kafka[avro,json,protobuf]', and
+grpcio-tools for protobuf):
 
   produce.py --format json BROKERS TOPIC EVENTS.ndjson
   produce.py --format avro|json-schema --registry URL BROKERS TOPIC EVENTS.ndjson
+  produce.py --format protobuf --registry URL [--sent SENT.ndjson] BROKERS TOPIC EVENTS.ndjson
 
 json: each line as it is. avro: confluent-kafka's AvroSerializer, which registers the schema
 with the schema registry and writes the Confluent wire format (0x00, the schema id, the Avro
@@ -10,7 +12,11 @@ body). json-schema: its JSONSerializer, which validates each event against a JSO
 registers it and writes the same prefix before the JSON text. Avro events without `coupon` are written with schema version 1; events that carry it (the generator's
 `--new-fields-from`) with version 2, which adds `coupon` and `actor.plan`: the topic's schema
 gains fields half way, and duplicate deliveries of older events keep version 1, so the versions
-interleave. `type` is an Avro enum, `amount` a decimal(10,2), `payload.labels` a map, `commits`
+interleave. protobuf: its ProtobufSerializer with the messages of proto/v1 and proto/v2
+(events.proto imports common.proto, registered as a reference; the same two fields added in
+v2); each event is what proto3 can carry of it: a null list or map is empty, and --sent
+writes the events as sent (proto3's view of them, ts as RFC 3339 text) for a reader to
+compare with. `type` is an Avro enum, `amount` a decimal(10,2), `payload.labels` a map, `commits`
 an array of records; nulls at every level are unions with null. Each message is keyed by its
 event_id and sent in a record batch of its own (tansu loses the rest of a batch when a fetch
 starts inside it: ../shared/notes/test-servers.md). Prints the number of messages and the
@@ -18,7 +24,9 @@ schema versions registered."""
 import argparse
 import json
 import sys
+import tempfile
 from decimal import Decimal
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -82,10 +90,73 @@ JSON_SCHEMA = json.dumps({
 })
 
 
+PROTO = Path(__file__).parent / "proto"
+
+
+def protobuf_classes():
+    """The GitHubEvent message class of proto/v1 and of proto/v2, each compiled (grpcio-tools'
+    protoc) into a descriptor pool of its own: both versions keep the same names, as a schema
+    that evolves does."""
+    import grpc_tools
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from grpc_tools import protoc
+
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    classes = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for grown, version in ((False, "v1"), (True, "v2")):
+            out = Path(tmp) / f"{version}.pb"
+            code = protoc.main(["protoc", f"-I{PROTO / version}", f"-I{well_known}",
+                                "--include_imports", f"--descriptor_set_out={out}",
+                                "events.proto"])
+            if code != 0:
+                sys.exit(f"protoc failed on {PROTO / version}/events.proto")
+            pool = descriptor_pool.DescriptorPool()
+            for file in descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file:
+                pool.AddSerializedFile(file.SerializeToString())
+            message = pool.FindMessageTypeByName("sluice.example.GitHubEvent")
+            classes[grown] = message_factory.GetMessageClass(message)
+    return classes
+
+
+def as_sent(message) -> dict:
+    """A message as proto3 carries it, field by field: a field with presence that is not set
+    as None, enums by name, timestamps as RFC 3339 text, 64-bit integers as numbers, the
+    amount's text as the number it stands for."""
+    out = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            value_field = entry.fields_by_name["value"]
+            out[field.name] = {k: plain(value_field, v) for k, v in value.items()}
+        elif field.is_repeated:
+            out[field.name] = [plain(field, v) for v in value]
+        elif field.has_presence and not message.HasField(field.name):
+            out[field.name] = None
+        else:
+            out[field.name] = plain(field, value)
+    return out
+
+
+def plain(field, value):
+    if field.message_type is not None:
+        if field.message_type.full_name == "google.protobuf.Timestamp":
+            return value.ToJsonString()
+        return as_sent(value)
+    if field.enum_type is not None:
+        return field.enum_type.values_by_number[value].name
+    if field.name == "amount":
+        return float(Decimal(value))
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--format", choices=["json", "avro", "json-schema"], required=True)
-    parser.add_argument("--registry", help="the schema registry's URL (avro)")
+    parser.add_argument("--format", choices=["json", "avro", "protobuf", "json-schema"],
+                        required=True)
+    parser.add_argument("--registry", help="the schema registry's URL (not for json)")
+    parser.add_argument("--sent", help="protobuf: write the events as sent here (NDJSON)")
     parser.add_argument("brokers")
     parser.add_argument("topic")
     parser.add_argument("events")
@@ -107,6 +178,26 @@ def main():
         def serialize(event):
             grown = "coupon" in event
             return serializers[grown](event, SerializationContext(topic, MessageField.VALUE))
+    sent = None
+    if args.format == "protobuf":
+        from google.protobuf import json_format
+        from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+        registry = SchemaRegistryClient({"url": args.registry})
+        classes = protobuf_classes()
+        serializers = {grown: ProtobufSerializer(cls, registry)
+                       for grown, cls in classes.items()}
+        sent = open(args.sent, "w") if args.sent else None
+
+        def serialize(event):
+            grown = "coupon" in event
+            payload = event.get("payload")
+            if payload and payload.get("amount") is not None:
+                payload["amount"] = str(payload["amount"])
+            message = json_format.ParseDict(event, classes[grown]())
+            if sent:
+                sent.write(json.dumps(as_sent(message), ensure_ascii=False) + "\n")
+            return serializers[grown](message, SerializationContext(topic, MessageField.VALUE))
     producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 0,
                          "batch.num.messages": 1, "enable.idempotence": True, "acks": "all"})
     failed = []
@@ -120,8 +211,10 @@ def main():
         for line in f:
             if not line.strip():
                 continue
-            # Avro decimals from the text's exact value; JSON writes Python's floats.
-            event = json.loads(line, parse_float=Decimal if args.format == "avro" else float)
+            # Avro decimals (and Protobuf's decimal text) from the text's exact value; JSON
+            # writes Python's floats.
+            exact = args.format in ("avro", "protobuf")
+            event = json.loads(line, parse_float=Decimal if exact else float)
             value = serialize(event) if serialize else line.rstrip(b"\n")
             while True:
                 try:
@@ -133,11 +226,13 @@ def main():
             producer.poll(0)
             count += 1
     left = producer.flush(60)
+    if sent:
+        sent.close()
     if left or failed:
         sys.exit(f"{left} messages not delivered, {len(failed)} failed: {failed[:3]}")
     if serialize:
         versions = registry.get_versions(f"{topic}-value")
-        kind = "Avro" if args.format == "avro" else "JSON Schema"
+        kind = {"avro": "Avro", "protobuf": "Protobuf"}.get(args.format, "JSON Schema")
         print(f"produced {count} {kind} messages; {topic}-value versions {versions}")
     else:
         print(f"produced {count} JSON messages")

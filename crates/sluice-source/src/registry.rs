@@ -99,6 +99,16 @@ impl RegistryOptions {
             self.url.as_str().trim_end_matches('/')
         )
     }
+
+    /// The URL of a subject's version (`latest` or a number); the subject escaped as a path
+    /// segment.
+    fn version_url(&self, subject: &str, version: &str) -> String {
+        format!(
+            "{}/subjects/{}/versions/{version}",
+            self.url.as_str().trim_end_matches('/'),
+            url::form_urlencoded::byte_serialize(subject.as_bytes()).collect::<String>()
+        )
+    }
 }
 
 /// `url` with anything between `://` and `@` hidden (for an error about a URL that did not
@@ -143,8 +153,19 @@ impl SchemaKind {
 pub struct RegisteredSchema {
     pub id: u32,
     pub kind: SchemaKind,
-    /// The schema's text (Avro: its JSON).
+    /// The schema's text (Avro: its JSON; Protobuf: `.proto` text, or a serialized
+    /// `FileDescriptorProto` in base64 as confluent-kafka's Python serializer registers it).
     pub text: String,
+    /// The schemas it imports (Protobuf `import`s, Avro named types of other subjects).
+    pub references: Vec<SchemaReference>,
+}
+
+/// A schema's import: the name it is imported by, and the subject version that holds it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct SchemaReference {
+    pub name: String,
+    pub subject: String,
+    pub version: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -246,13 +267,25 @@ impl SchemaRegistry {
         &mut self,
         subject: &str,
     ) -> Result<Option<RegisteredSchema>, RegistryError> {
-        let url = format!(
-            "{}/subjects/{}/versions/latest",
-            self.options.url.as_str().trim_end_matches('/'),
-            url::form_urlencoded::byte_serialize(subject.as_bytes()).collect::<String>()
-        );
         let what = format!("the latest schema of subject {subject}");
-        self.retrying(&url, &what, 0).await
+        self.retrying(&self.options.version_url(subject, "latest"), &what, 0)
+            .await
+    }
+
+    /// Version `version` of `subject`'s schema (`None`: the registry does not have it; `-1`
+    /// is the latest), as a reference names it; waiting as [`SchemaRegistry::schema`] does.
+    pub async fn version(
+        &mut self,
+        subject: &str,
+        version: i64,
+    ) -> Result<Option<RegisteredSchema>, RegistryError> {
+        let what = format!("version {version} of subject {subject}");
+        let version = match version {
+            -1 => "latest".to_string(),
+            v => v.to_string(),
+        };
+        self.retrying(&self.options.version_url(subject, &version), &what, 0)
+            .await
     }
 
     /// A GET of a schema at `url`, tried again while the registry cannot be reached.
@@ -337,6 +370,8 @@ fn parse_schema(id: u32, body: &[u8]) -> Result<RegisteredSchema, String> {
         schema: String,
         schema_type: Option<String>,
         id: Option<u32>,
+        #[serde(default)]
+        references: Vec<SchemaReference>,
     }
     let answer: Answer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let kind = match answer.schema_type.as_deref() {
@@ -349,6 +384,7 @@ fn parse_schema(id: u32, body: &[u8]) -> Result<RegisteredSchema, String> {
         id: answer.id.unwrap_or(id),
         kind,
         text: answer.schema,
+        references: answer.references,
     })
 }
 

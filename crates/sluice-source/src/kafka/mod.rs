@@ -29,6 +29,8 @@ pub use bounded::{partition_bounds, BoundedReadError, PartitionBounds, Partition
 pub use consumer::*;
 mod json_schema;
 mod payload;
+mod protobuf;
+pub use protobuf::table_schema as protobuf_table_schema;
 mod wire;
 pub use payload::{MessageFormat, PayloadOptions, PayloadOptionsError, Payloads, RawMessage};
 

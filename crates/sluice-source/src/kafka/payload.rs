@@ -15,6 +15,7 @@ use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 
 use super::avro::{AvroMessages, AvroRows, Slot};
 use super::json_schema::JsonSchemaMessages;
+use super::protobuf::ProtobufMessages;
 use super::wire::Outcome;
 
 /// A message as the consumer read it.
@@ -37,6 +38,9 @@ pub enum MessageFormat {
     Avro,
     /// JSON in the Confluent wire format, its JSON Schema in the registry.
     JsonSchema,
+    /// Protobuf in the Confluent wire format (with message indexes), its `.proto` in the
+    /// registry.
+    Protobuf,
 }
 
 impl MessageFormat {
@@ -45,6 +49,7 @@ impl MessageFormat {
             "json" | "ndjson" => Some(MessageFormat::Json),
             "avro" => Some(MessageFormat::Avro),
             "json-schema" => Some(MessageFormat::JsonSchema),
+            "protobuf" => Some(MessageFormat::Protobuf),
             _ => None,
         }
     }
@@ -54,6 +59,7 @@ impl MessageFormat {
             MessageFormat::Json => "json",
             MessageFormat::Avro => "avro",
             MessageFormat::JsonSchema => "json-schema",
+            MessageFormat::Protobuf => "protobuf",
         }
     }
 
@@ -77,7 +83,7 @@ pub enum PayloadOptionsError {
     #[error("--input-format {0} reads schema ids: give --schema-registry URL")]
     NoRegistry(&'static str),
     #[error(
-        "--schema-registry: JSON messages carry no schema id (--input-format avro or json-schema)"
+        "--schema-registry: JSON messages carry no schema id (--input-format avro, protobuf or json-schema)"
     )]
     UnusedRegistry,
 }
@@ -100,6 +106,8 @@ enum Decoding {
     /// (Taken while a blocking thread decodes with it.)
     Avro(Option<AvroMessages>),
     JsonSchema(JsonSchemaMessages),
+    /// (Taken while a blocking thread decodes with it.)
+    Protobuf(Option<ProtobufMessages>),
 }
 
 impl Payloads {
@@ -110,6 +118,9 @@ impl Payloads {
             (MessageFormat::Avro, Some(r)) => Decoding::Avro(Some(AvroMessages::new(r))),
             (MessageFormat::JsonSchema, Some(r)) => {
                 Decoding::JsonSchema(JsonSchemaMessages::new(r))
+            }
+            (MessageFormat::Protobuf, Some(r)) => {
+                Decoding::Protobuf(Some(ProtobufMessages::new(r)))
             }
             _ => Decoding::Json,
         }))
@@ -135,7 +146,7 @@ impl Payloads {
         messages: Vec<RawMessage>,
     ) -> Result<(Chunk, Duration), RegistryError> {
         let started = Instant::now();
-        let slot = match &mut self.0 {
+        match &mut self.0 {
             Decoding::Json => {
                 let chunk = Chunk::messages(
                     1,
@@ -143,36 +154,59 @@ impl Payloads {
                         .iter()
                         .map(|m| (m.offset, m.value.as_deref().unwrap_or_default())),
                 );
-                return Ok((chunk, started.elapsed()));
+                Ok((chunk, started.elapsed()))
             }
             Decoding::JsonSchema(json) => {
                 json.prepare(&values(&messages)).await?;
                 let started = Instant::now();
                 let outcomes = json.decode(&values(&messages));
-                return Ok((lines_and_rejects(&messages, outcomes), started.elapsed()));
+                Ok((lines_and_rejects(&messages, outcomes), started.elapsed()))
             }
-            Decoding::Avro(slot) => slot,
-        };
-        let mut avro = slot.take().expect("a chunk is decoded at a time");
-        if let Err(e) = avro.prepare(&values(&messages)).await {
-            *slot = Some(avro);
-            return Err(e);
-        }
-        let decoded = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let rows = avro.decode(&values(&messages));
-            let chunk = arrow_and_rejects(&messages, rows);
-            (avro, chunk, started.elapsed())
-        })
-        .await;
-        match decoded {
-            Ok((avro, chunk, took)) => {
-                *slot = Some(avro);
-                Ok((chunk, took))
+            Decoding::Protobuf(slot) => {
+                let protobuf = slot.as_mut().expect(LENT);
+                protobuf.prepare(&values(&messages)).await?;
+                Ok(on_blocking_thread(slot, messages, |protobuf, messages| {
+                    lines_and_rejects(messages, protobuf.decode(&values(messages)))
+                })
+                .await)
             }
-            // Decoding catches arrow-avro's panics; a panic here is sluice's own bug.
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+            Decoding::Avro(slot) => {
+                let avro = slot.as_mut().expect(LENT);
+                avro.prepare(&values(&messages)).await?;
+                Ok(on_blocking_thread(slot, messages, |avro, messages| {
+                    arrow_and_rejects(messages, avro.decode(&values(messages)))
+                })
+                .await)
+            }
         }
+    }
+}
+
+/// A decoder is lent to a blocking thread while it decodes a chunk, and chunks are decoded
+/// one at a time.
+const LENT: &str = "a chunk is decoded at a time";
+
+/// `decode` run on a blocking thread (a chunk's worth must not hold up the caller's
+/// runtime), with the decoder `slot` lends it; the chunk and how long decoding took.
+async fn on_blocking_thread<D: Send + 'static>(
+    slot: &mut Option<D>,
+    messages: Vec<RawMessage>,
+    decode: fn(&mut D, &[RawMessage]) -> Chunk,
+) -> (Chunk, Duration) {
+    let mut decoder = slot.take().expect(LENT);
+    let decoded = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let chunk = decode(&mut decoder, &messages);
+        (decoder, chunk, started.elapsed())
+    })
+    .await;
+    match decoded {
+        Ok((decoder, chunk, took)) => {
+            *slot = Some(decoder);
+            (chunk, took)
+        }
+        // The decoders catch their libraries' panics; a panic here is sluice's own bug.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
 

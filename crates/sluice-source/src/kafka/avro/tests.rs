@@ -81,12 +81,14 @@ fn messages() -> AvroMessages {
             id,
             kind: SchemaKind::Avro,
             text: text.into(),
+            references: Vec::new(),
         });
     }
     registry.keep(RegisteredSchema {
         id: 3,
         kind: SchemaKind::Protobuf,
         text: "syntax = \"proto3\";".into(),
+        references: Vec::new(),
     });
     AvroMessages::new(registry)
 }
@@ -223,6 +225,7 @@ fn logical_types_maps_arrays_and_enums_keep_their_values() {
         id: 9,
         kind: SchemaKind::Avro,
         text: TYPES.into(),
+        references: Vec::new(),
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -255,6 +258,7 @@ fn hostile_lengths_and_counts_are_dead_letters() {
         id: 4,
         kind: SchemaKind::Avro,
         text: LISTS.into(),
+        references: Vec::new(),
     });
     let body = |parts: &[i64]| {
         let mut m = vec![MAGIC, 0, 0, 0, 4];

@@ -1,0 +1,140 @@
+//! A Protobuf schema from the registry, compiled: its `.proto` text (or serialized
+//! `FileDescriptorProto`) with the files it imports, which the registry holds as references
+//! (fetched by subject and version, transitively), Google's well-known types built in.
+
+use std::collections::{HashMap, HashSet};
+
+use prost_reflect::{DescriptorPool, MessageDescriptor};
+use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
+
+use crate::registry::{RegisteredSchema, RegistryError, SchemaRegistry};
+
+/// The most files one schema may import, all references counted (a bound on what a
+/// registry's answers can make sluice fetch).
+pub const REFERENCES_MAX: usize = 256;
+
+/// A compiled schema: its file, in a pool with everything it imports.
+pub struct ProtoSchema {
+    pool: DescriptorPool,
+    file: String,
+}
+
+impl ProtoSchema {
+    /// Compiles `main` with its imports (`files`: reference name → schema).
+    pub fn compile(
+        main: &RegisteredSchema,
+        files: &HashMap<String, RegisteredSchema>,
+    ) -> Result<ProtoSchema, String> {
+        let mut resolver = Files::default();
+        for (name, schema) in files {
+            resolver
+                .0
+                .insert(name.clone(), schema_file(name, &schema.text)?);
+        }
+        let main_file = schema_file(&format!("schema-{}.proto", main.id), &main.text)?;
+        let name = main_file.name().to_string();
+        resolver.0.insert(name.clone(), main_file);
+        let mut chain = ChainFileResolver::new();
+        chain.add(resolver);
+        chain.add(GoogleFileResolver::new());
+        let mut compiler = protox::Compiler::with_file_resolver(chain);
+        compiler.open_file(&name).map_err(|e| e.to_string())?;
+        let pool = compiler.descriptor_pool();
+        if pool.get_file_by_name(&name).is_none() {
+            return Err(format!("{name} is not in its compiled pool"));
+        }
+        Ok(ProtoSchema { pool, file: name })
+    }
+
+    /// The pool of the file and its imports.
+    #[cfg(test)]
+    pub fn pool(&self) -> &DescriptorPool {
+        &self.pool
+    }
+
+    /// The message the indexes name: the `[0]`th top-level message, its `[1]`th nested
+    /// message, and so on (nested types counted as the file declares them, map entries
+    /// included, as Confluent's serializers count).
+    pub fn message(&self, indexes: &[i64]) -> Option<MessageDescriptor> {
+        let file = self.pool.get_file_by_name(&self.file)?;
+        let (first, rest) = indexes.split_first()?;
+        let mut message = file.messages().nth(usize::try_from(*first).ok()?)?;
+        for i in rest {
+            let child = message.child_messages().nth(usize::try_from(*i).ok()?)?;
+            message = child;
+        }
+        Some(message)
+    }
+}
+
+/// The files a schema imports, by the names it imports them by.
+#[derive(Default)]
+struct Files(HashMap<String, File>);
+
+impl FileResolver for Files {
+    fn open_file(&self, name: &str) -> Result<File, protox::Error> {
+        self.0
+            .get(name)
+            .cloned()
+            .ok_or_else(|| protox::Error::file_not_found(name))
+    }
+}
+
+/// A registered Protobuf schema's file: `.proto` text, or (as confluent-kafka's Python
+/// serializer registers them) a serialized `FileDescriptorProto` in base64, which keeps its
+/// own name.
+fn schema_file(name: &str, text: &str) -> Result<File, String> {
+    use base64::Engine;
+    use prost_reflect::prost::Message;
+    let looks_base64 = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+    if looks_base64 {
+        if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(text) {
+            if let Ok(proto) = prost_reflect::prost_types::FileDescriptorProto::decode(&*bytes) {
+                let mut proto = proto;
+                if proto.name().is_empty() {
+                    proto.name = Some(name.to_string());
+                }
+                return Ok(File::from_file_descriptor_proto(proto));
+            }
+        }
+    }
+    File::from_source(name, text).map_err(|e| e.to_string())
+}
+
+/// `main` compiled with the files it imports, fetched from the registry (transitively); or
+/// why it cannot be (an import the registry does not have, too many, a compile error).
+pub async fn compile_with_references(
+    registry: &mut SchemaRegistry,
+    main: &RegisteredSchema,
+) -> Result<Result<ProtoSchema, String>, RegistryError> {
+    let id = main.id;
+    let mut files: HashMap<String, RegisteredSchema> = HashMap::new();
+    let mut asked: HashSet<(String, i64)> = HashSet::new();
+    let mut pending: Vec<_> = main.references.clone();
+    while let Some(reference) = pending.pop() {
+        if !asked.insert((reference.subject.clone(), reference.version)) {
+            continue;
+        }
+        if asked.len() > REFERENCES_MAX {
+            return Ok(Err(format!(
+                "schema id {id} imports more than {REFERENCES_MAX} files"
+            )));
+        }
+        let Some(schema) = registry
+            .version(&reference.subject, reference.version)
+            .await?
+        else {
+            return Ok(Err(format!(
+                "schema id {id} imports {:?}, which the registry does not have (version {} of subject {})",
+                reference.name, reference.version, reference.subject
+            )));
+        };
+        pending.extend(schema.references.iter().cloned());
+        files.insert(reference.name.clone(), schema);
+    }
+    Ok(ProtoSchema::compile(main, &files)
+        .map_err(|e| format!("schema id {id} does not compile: {e}")))
+}
