@@ -1,14 +1,7 @@
 //! The Avro case of the Kafka bench (issue 45): the flat input's lines as Avro messages in the
-//! Confluent wire format (a zero byte, the schema id, the body), the schema in a schema
-//! registry: the suite's own (tests/servers/registry.py, in the Python the bench's S3 case
-//! uses), its state written beforehand so the flat schema is id 1. (ka) is `sluice run
-//! --input-format avro` over them, to compare with (k) over the same lines as JSON.
-
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use crate::alternatives::BenchError;
+//! Confluent wire format (a zero byte, the schema id, the body), the schema id 1 in the
+//! bench's schema registry (registry.rs). (ka) is `sluice run --input-format avro` over
+//! them, to compare with (k) over the same lines as JSON.
 
 /// The topic of the Avro messages.
 pub const TOPIC: &str = "events-avro";
@@ -31,7 +24,7 @@ enum Type {
 }
 
 /// The writer schema of [`FIELDS`].
-fn schema() -> String {
+pub fn schema() -> String {
     let fields: Vec<String> = FIELDS
         .iter()
         .map(|(name, t)| {
@@ -46,49 +39,6 @@ fn schema() -> String {
         r#"{{"type":"record","name":"Event","fields":[{}]}}"#,
         fields.join(",")
     )
-}
-
-/// A running registry, killed when dropped.
-pub struct Registry {
-    child: Child,
-    pub url: String,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the registry with the flat schema as id 1 (subject `events-avro-value`); `None`
-/// when the Python the test command installs is missing.
-pub fn start_registry(work: &Path) -> Result<Option<Registry>, BenchError> {
-    let Some(python) = crate::server::cached_binary("SLUICE_PYTHON", "venv/bin/python") else {
-        eprintln!("kafka avro: no Python (run the test command once); skipped");
-        return Ok(None);
-    };
-    let state = work.join("registry.json");
-    let seeded = serde_json::json!({
-        "schemas": [{"schema": schema(), "schemaType": "AVRO", "references": []}],
-        "subjects": {format!("{TOPIC}-value"): [1]},
-    });
-    std::fs::write(&state, seeded.to_string())?;
-    let script: PathBuf =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/servers/registry.py");
-    let port = crate::server::free_port()?;
-    let mut child = Command::new(python)
-        .arg(script)
-        .args(["--port", &port.to_string(), "--state"])
-        .arg(&state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    crate::server::wait_listening(&mut child, port, "the registry", Duration::from_secs(30))?;
-    Ok(Some(Registry {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }))
 }
 
 fn long(v: i64, out: &mut Vec<u8>) {

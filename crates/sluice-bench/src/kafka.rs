@@ -5,7 +5,8 @@
 //! decoding, no writing) reading the topic to its end: the broker's own ceiling here, in the
 //! same run. (kr) is (k) over a second topic holding the same lines with 30% of them bad
 //! (issue 41): its memory against (k)'s. (ka) is (k) over a third topic holding the same lines
-//! as Avro through a schema registry ([`crate::avro`]; issue 45).
+//! as Avro through a schema registry ([`crate::avro`]; issue 45), and (kpb) over a fourth as
+//! Protobuf ([`crate::protobuf`]).
 //!
 //! Every message is a record batch of its own, as the Kafka tests produce them: tansu loses the
 //! rest of a batch when a fetch starts inside it (`../shared/notes/test-servers.md`). Messages
@@ -42,8 +43,17 @@ pub struct KafkaReport {
     pub dirty: Vec<(Duration, u64)>,
     /// The same over the Avro topic (none without a registry).
     pub avro: Vec<(Duration, u64)>,
-    /// Decode busy seconds of (k) and (ka) per run.
-    pub decode_busy: Vec<(f64, Option<f64>)>,
+    /// The same over the Protobuf topic (none without a registry).
+    pub protobuf: Vec<(Duration, u64)>,
+    /// Decode busy seconds per run.
+    pub decode_busy: Vec<DecodeBusy>,
+}
+
+/// The decode busy seconds of one run's (k), (ka) and (kpb).
+pub struct DecodeBusy {
+    json: f64,
+    avro: Option<f64>,
+    protobuf: Option<f64>,
 }
 
 /// A tansu broker, killed when dropped.
@@ -84,7 +94,12 @@ fn start_broker(tansu: &Path) -> Result<Broker, BenchError> {
         child,
         address: format!("127.0.0.1:{port}"),
     };
-    for topic in [TOPIC, DIRTY_TOPIC, crate::avro::TOPIC] {
+    for topic in [
+        TOPIC,
+        DIRTY_TOPIC,
+        crate::avro::TOPIC,
+        crate::protobuf::TOPIC,
+    ] {
         let out = Command::new(tansu)
             .args(["topic", "create", "--broker", &url, "--partitions"])
             .arg(PARTITIONS.to_string())
@@ -213,9 +228,15 @@ pub fn kafka_case(
         produce_took.as_secs_f64()
     );
     let dirty_messages = produce(&broker, dirty, DIRTY_TOPIC, as_text)?;
-    let registry = crate::avro::start_registry(work)?;
+    let registry = crate::registry::start_registry(work)?;
     if registry.is_some() {
         produce(&broker, input, crate::avro::TOPIC, crate::avro::encode)?;
+        produce(
+            &broker,
+            input,
+            crate::protobuf::TOPIC,
+            crate::protobuf::encode,
+        )?;
     }
     let mut report = KafkaReport {
         messages,
@@ -224,6 +245,7 @@ pub fn kafka_case(
         sluice: Vec::new(),
         dirty: Vec::new(),
         avro: Vec::new(),
+        protobuf: Vec::new(),
         decode_busy: Vec::new(),
     };
     for run in 1..=runs {
@@ -244,25 +266,39 @@ pub fn kafka_case(
             clean.1 / 1024
         );
         report.sluice.push(clean);
-        let mut avro_decode = None;
+        let mut busy = DecodeBusy {
+            json: decode,
+            avro: None,
+            protobuf: None,
+        };
         if let Some(registry) = &registry {
-            let (avro, decode) = sluice_run(
-                work,
-                (&broker, Some(&registry.url)),
-                (crate::avro::TOPIC, messages),
-                schema,
-                sluice,
-                run,
-            )?;
-            eprintln!(
-                "run {run} (ka): {:.2} s, peak RSS {} MiB, decode busy {decode:.2} s",
-                avro.0.as_secs_f64(),
-                avro.1 / 1024
-            );
-            report.avro.push(avro);
-            avro_decode = Some(decode);
+            for (format, topic, name) in [
+                ("avro", crate::avro::TOPIC, "ka"),
+                ("protobuf", crate::protobuf::TOPIC, "kpb"),
+            ] {
+                let (measured, decode) = sluice_run(
+                    work,
+                    (&broker, Some((&registry.url, format))),
+                    (topic, messages),
+                    schema,
+                    sluice,
+                    run,
+                )?;
+                eprintln!(
+                    "run {run} ({name}): {:.2} s, peak RSS {} MiB, decode busy {decode:.2} s",
+                    measured.0.as_secs_f64(),
+                    measured.1 / 1024
+                );
+                if format == "avro" {
+                    report.avro.push(measured);
+                    busy.avro = Some(decode);
+                } else {
+                    report.protobuf.push(measured);
+                    busy.protobuf = Some(decode);
+                }
+            }
         }
-        report.decode_busy.push((decode, avro_decode));
+        report.decode_busy.push(busy);
         let (bad, _) = sluice_run(
             work,
             (&broker, None),
@@ -282,11 +318,11 @@ pub fn kafka_case(
 }
 
 /// One `sluice run` over `topic` from its beginning to its `messages`th message, into a new
-/// table; its wall time and peak RSS (KiB), and its decode busy seconds. With `registry`,
-/// the topic is read as Avro (`--input-format avro`) with that registry.
+/// table; its wall time and peak RSS (KiB), and its decode busy seconds. With `registry`
+/// (its URL and a format), the topic is read in that format (`--input-format`) through it.
 fn sluice_run(
     work: &Path,
-    (broker, registry): (&Broker, Option<&str>),
+    (broker, registry): (&Broker, Option<(&str, &str)>),
     (topic, messages): (&str, u64),
     schema: &Path,
     sluice: &Path,
@@ -304,8 +340,8 @@ fn sluice_run(
         .arg(schema)
         .args(["--key", "event_id", "--late", "rewrite", "--window", "1h"])
         .args(["--max-events", &messages.to_string(), "--format", "json"]);
-    if let Some(url) = registry {
-        command.args(["--input-format", "avro", "--schema-registry", url]);
+    if let Some((url, format)) = registry {
+        command.args(["--input-format", format, "--schema-registry", url]);
     }
     let log = work.join(format!("{topic}-{run}.log"));
     let measured = crate::usage::run_measured(command, &log)?;
@@ -373,6 +409,15 @@ pub fn report(r: &mut String, k: &KafkaReport) {
             n / wall / 1e3
         );
     }
+    if !k.protobuf.is_empty() {
+        let wall = median(k.protobuf.iter().map(|s| s.0).collect()).as_secs_f64();
+        let rss = median(k.protobuf.iter().map(|s| s.1).collect()) as f64 / 1024.0;
+        let _ = writeln!(
+            r,
+            "| (kpb) | (k) over the same lines as Protobuf (Confluent wire format, schema registry) | {wall:.2} s | {:.0} k | {rss:.0} MiB |",
+            n / wall / 1e3
+        );
+    }
     let _ = writeln!(r, "\n| ratio (same run) | value | target | |");
     let _ = writeln!(r, "| --- | --- | --- | --- |");
     let _ = writeln!(
@@ -416,8 +461,8 @@ fn avro_report(r: &mut String, k: &KafkaReport, (plain_rate, json_rate): (f64, f
         secs.sort_by(f64::total_cmp);
         secs[secs.len() / 2] / n * 1e6
     };
-    let json_busy = per_million(k.decode_busy.iter().map(|d| d.0).collect());
-    let avro_busy = per_million(k.decode_busy.iter().filter_map(|d| d.1).collect());
+    let json_busy = per_million(k.decode_busy.iter().map(|d| d.json).collect());
+    let avro_busy = per_million(k.decode_busy.iter().filter_map(|d| d.avro).collect());
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     let _ = writeln!(
         r,
@@ -436,5 +481,21 @@ fn avro_report(r: &mut String, k: &KafkaReport, (plain_rate, json_rate): (f64, f
         "| decode busy s per million rows, (ka) / (k) | {avro_busy:.2} / {json_busy:.2} = {:.2} | ≤ 0.5 | {} |",
         avro_busy / json_busy,
         verdict(avro_busy <= 0.5 * json_busy)
+    );
+    if k.protobuf.is_empty() {
+        return;
+    }
+    // Protobuf has no target: read as proto3 JSON, it costs what JSON costs and more.
+    let wall = median(k.protobuf.iter().map(|s| s.0).collect()).as_secs_f64();
+    let protobuf_busy = per_million(k.decode_busy.iter().filter_map(|d| d.protobuf).collect());
+    let _ = writeln!(
+        r,
+        "| rows/s (kpb)/(k) | {:.2} | (no target) | |",
+        n / wall / json_rate
+    );
+    let _ = writeln!(
+        r,
+        "| decode busy s per million rows, (kpb) / (k) | {protobuf_busy:.2} / {json_busy:.2} = {:.2} | (no target) | |",
+        protobuf_busy / json_busy
     );
 }

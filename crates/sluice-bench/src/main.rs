@@ -31,6 +31,8 @@ mod listing;
 mod log;
 mod measure;
 mod moto;
+mod protobuf;
+mod registry;
 mod server;
 mod split;
 mod usage;
