@@ -21,7 +21,7 @@ use deltalake::arrow::array::RecordBatch;
 
 use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 
-use super::wire::{framing, schema_for, unknown};
+use super::wire::{distinct_ids, framing, schema_for, unknown};
 use crate::reject::{panic_message, RejectReason};
 
 /// Decoded messages: batches of rows (each of one schema's consecutive messages), and for
@@ -114,12 +114,8 @@ impl AvroMessages {
     /// Fetches the schemas of the messages' ids not seen before (waiting while the registry
     /// cannot be reached). Errs only when the registry refuses the request.
     pub async fn prepare(&mut self, payloads: &[Option<&[u8]>]) -> Result<(), RegistryError> {
-        let mut last = None;
-        for id in payloads.iter().filter_map(|p| framing(*p).ok()) {
-            if last != Some(id) {
-                self.ensure(id).await?;
-                last = Some(id);
-            }
+        for id in distinct_ids(payloads) {
+            self.ensure(id).await?;
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::RejectReason;
 
-use super::wire::{framing, schema_for, unknown, Outcome, PREFIX_BYTES};
+use super::wire::{distinct_ids, framing, schema_for, unknown, Outcome, PREFIX_BYTES};
 
 /// Reads JSON Schema messages, checking their ids with the registry.
 pub struct JsonSchemaMessages {
@@ -31,7 +31,7 @@ impl JsonSchemaMessages {
 
     /// Looks up the ids not seen before (waiting while the registry cannot be reached).
     pub async fn prepare(&mut self, payloads: &[Option<&[u8]>]) -> Result<(), RegistryError> {
-        for id in payloads.iter().filter_map(|p| framing(*p).ok()) {
+        for id in distinct_ids(payloads) {
             if self.ids.contains_key(&id) {
                 continue;
             }

@@ -29,7 +29,7 @@ use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Serialize
 use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::{panic_message, RejectReason};
 
-use super::wire::{framing, schema_for, unknown, Outcome, PREFIX_BYTES};
+use super::wire::{distinct_ids, framing, schema_for, unknown, Outcome, PREFIX_BYTES};
 
 mod columns;
 mod schema;
@@ -58,7 +58,7 @@ impl ProtobufMessages {
     /// Fetches and compiles the schemas of ids not seen before (waiting while the registry
     /// cannot be reached).
     pub async fn prepare(&mut self, payloads: &[Option<&[u8]>]) -> Result<(), RegistryError> {
-        for id in payloads.iter().filter_map(|p| framing(*p).ok()) {
+        for id in distinct_ids(payloads) {
             if self.schemas.contains_key(&id) {
                 continue;
             }

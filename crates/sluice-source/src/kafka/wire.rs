@@ -40,6 +40,19 @@ pub fn framing(payload: Option<&[u8]>) -> Result<u32, RejectReason> {
     Ok(u32::from_be_bytes([p[1], p[2], p[3], p[4]]))
 }
 
+/// The schema ids of the messages in the wire format, each once, in the order first met: a
+/// chunk asks the registry about an id once, however many of its messages carry it (an id
+/// the registry does not know is not kept, so it is asked again in the next chunk).
+pub fn distinct_ids(payloads: &[Option<&[u8]>]) -> Vec<u32> {
+    let mut ids: Vec<u32> = Vec::new();
+    for id in payloads.iter().filter_map(|p| framing(*p).ok()) {
+        if ids.last() != Some(&id) && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
 /// Why messages of schema `id` cannot be read: the registry does not know it.
 pub fn unknown(id: u32) -> RejectReason {
     RejectReason::UnknownSchema(format!(
@@ -69,4 +82,28 @@ pub async fn schema_for(
             Some(Err(why))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_chunk_names_each_schema_id_once_in_the_order_met() {
+        let m = |id: u32| {
+            let mut m = vec![super::MAGIC];
+            m.extend_from_slice(&id.to_be_bytes());
+            m
+        };
+        let (a, b, c) = (m(7), m(3), m(999));
+        let payloads = [
+            Some(&a[..]),
+            Some(&c[..]),
+            None,
+            Some(&a[..]),
+            Some(b"{}".as_slice()),
+            Some(&b[..]),
+            Some(&c[..]),
+            Some(&a[..]),
+        ];
+        assert_eq!(super::distinct_ids(&payloads), [7, 999, 3]);
+    }
 }
