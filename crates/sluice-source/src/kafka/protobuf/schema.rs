@@ -20,8 +20,23 @@ pub struct ProtoSchema {
 }
 
 impl ProtoSchema {
-    /// Compiles `main` with its imports (`files`: reference name → schema).
+    /// Compiles `main` with its imports (`files`: reference name → schema). The texts are
+    /// the registry's answers, so a panic of the compiler on one is an error here: it would
+    /// otherwise stop every run that meets the schema's id.
     pub fn compile(
+        main: &RegisteredSchema,
+        files: &HashMap<String, RegisteredSchema>,
+    ) -> Result<ProtoSchema, String> {
+        let compile = std::panic::AssertUnwindSafe(|| ProtoSchema::compile_unguarded(main, files));
+        std::panic::catch_unwind(compile).unwrap_or_else(|e| {
+            Err(format!(
+                "the Protobuf compiler panicked on it: {}",
+                crate::reject::panic_message(&e)
+            ))
+        })
+    }
+
+    fn compile_unguarded(
         main: &RegisteredSchema,
         files: &HashMap<String, RegisteredSchema>,
     ) -> Result<ProtoSchema, String> {

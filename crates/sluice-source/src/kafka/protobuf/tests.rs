@@ -387,3 +387,72 @@ fn a_new_table_takes_the_columns_of_the_first_message() {
         .unwrap_err();
     assert!(err.contains("Node contains itself"), "{err}");
 }
+
+#[test]
+fn hostile_schemas_are_errors_without_a_panic() {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let descriptor = |f: &dyn Fn(&mut prost_reflect::prost_types::FileDescriptorProto)| {
+        let mut proto = compiled()
+            .pool()
+            .get_file_by_name("schema-1.proto")
+            .unwrap()
+            .file_descriptor_proto()
+            .clone();
+        f(&mut proto);
+        b64(&proto.encode_to_vec())
+    };
+    let texts = [
+        "syntax = \"proto3\"; message A { B b = 1; }".to_string(),
+        "syntax = \"proto3\"; message A { int32 a = 1; int32 b = 1; }".to_string(),
+        "syntax = \"proto3\"; import \"missing.proto\"; message A {}".to_string(),
+        "syntax = \"proto9\";".to_string(),
+        "message".repeat(1000),
+        "{".repeat(10_000),
+        b64(b"\x0a\xff\xff\xff\xff\x0f"),
+        descriptor(&|p| p.message_type[0].field[0].type_name = Some(".no.Such".into())),
+        descriptor(&|p| p.message_type[0].field[1].number = Some(-4)),
+        descriptor(&|p| p.dependency.push("schema-1.proto".into())),
+        descriptor(&|p| p.message_type[0].nested_type.clear()),
+    ];
+    for text in &texts {
+        let got = ProtoSchema::compile(&schema(9, SchemaKind::Protobuf, text), &HashMap::new());
+        assert!(got.is_err(), "{text:?} compiled");
+    }
+    // Random bytes, as base64 and as text: an error, or (by chance) a file that decodes
+    // safely; never a panic.
+    let mut seed: u64 = 0x5eed_0046;
+    for n in 0..100usize {
+        let mut bytes = Vec::new();
+        for _ in 0..(n * 3 % 200) {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            bytes.push((seed >> 56) as u8);
+        }
+        for text in [b64(&bytes), String::from_utf8_lossy(&bytes).into_owned()] {
+            let got =
+                ProtoSchema::compile(&schema(9, SchemaKind::Protobuf, &text), &HashMap::new());
+            if let Ok(schema) = &got {
+                let _ = decode_one(9, schema, &[0, 0x0a, 0x01, b'x']);
+            }
+        }
+    }
+    // Two files importing each other (references can name any files) are an error too.
+    let a = schema(
+        10,
+        SchemaKind::Protobuf,
+        "syntax = \"proto3\"; import \"b.proto\"; message A {}",
+    );
+    let b = schema(
+        11,
+        SchemaKind::Protobuf,
+        "syntax = \"proto3\"; import \"schema-10.proto\"; message B {}",
+    );
+    let files = HashMap::from([
+        ("b.proto".to_string(), b),
+        ("schema-10.proto".to_string(), a.clone()),
+    ]);
+    let cycle = ProtoSchema::compile(&a, &files);
+    assert!(cycle.is_err(), "an import cycle compiled");
+}
