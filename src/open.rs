@@ -203,7 +203,13 @@ async fn registry_schema(
         )));
     }
     let schema = if payload.format == MessageFormat::Avro {
-        sluice_source::kafka::avro_table_schema(&latest.text)
+        match sluice_source::kafka::avro_writer_schema(&mut client, &latest)
+            .await
+            .context("reading the topic's schema references from the schema registry")?
+        {
+            Ok(text) => sluice_source::kafka::avro_table_schema(&text),
+            Err(why) => Err(why),
+        }
     } else {
         sluice_source::kafka::protobuf_table_schema(&mut client, &latest)
             .await

@@ -3,7 +3,7 @@ producers do, with confluent-kafka (pip install 'confluent-kafka[avro,json,proto
 grpcio-tools for protobuf):
 
   produce.py --format json BROKERS TOPIC EVENTS.ndjson
-  produce.py --format avro|json-schema --registry URL BROKERS TOPIC EVENTS.ndjson
+  produce.py --format avro|json-schema --registry URL [--avro-references] BROKERS TOPIC EVENTS.ndjson
   produce.py --format protobuf --registry URL [--sent SENT.ndjson] BROKERS TOPIC EVENTS.ndjson
 
 json: each line as it is. avro: confluent-kafka's AvroSerializer, which registers the schema
@@ -90,6 +90,23 @@ JSON_SCHEMA = json.dumps({
 })
 
 
+def referencing_serializer(registry, grown: bool):
+    """An AvroSerializer whose schema references Actor by name: Actor registered under its
+    own subject (sluice.test.Actor, a version per schema version), as shared types are with
+    Confluent's schema references."""
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    full = json.loads(schema(grown))
+    actor_field = next(f for f in full["fields"] if f["name"] == "actor")
+    actor = dict(actor_field["type"], namespace="sluice.test")
+    registry.register_schema("sluice.test.Actor", Schema(json.dumps(actor), "AVRO"))
+    version = registry.lookup_schema("sluice.test.Actor", Schema(json.dumps(actor), "AVRO")).version
+    actor_field["type"] = "Actor"
+    main = Schema(json.dumps(full), "AVRO",
+                  [SchemaReference("sluice.test.Actor", "sluice.test.Actor", version)])
+    return AvroSerializer(registry, main)
+
+
 PROTO = Path(__file__).parent / "proto"
 
 
@@ -157,6 +174,8 @@ def main():
                         required=True)
     parser.add_argument("--registry", help="the schema registry's URL (not for json)")
     parser.add_argument("--sent", help="protobuf: write the events as sent here (NDJSON)")
+    parser.add_argument("--avro-references", action="store_true",
+                        help="avro: register Actor as a subject of its own, referenced by name")
     parser.add_argument("brokers")
     parser.add_argument("topic")
     parser.add_argument("events")
@@ -173,7 +192,12 @@ def main():
             return serializer(event, SerializationContext(topic, MessageField.VALUE))
     if args.format == "avro":
         registry = SchemaRegistryClient({"url": args.registry})
-        serializers = {grown: AvroSerializer(registry, schema(grown)) for grown in (False, True)}
+        if args.avro_references:
+            serializers = {grown: referencing_serializer(registry, grown)
+                           for grown in (False, True)}
+        else:
+            serializers = {grown: AvroSerializer(registry, schema(grown))
+                           for grown in (False, True)}
 
         def serialize(event):
             grown = "coupon" in event

@@ -218,11 +218,17 @@ pub const RETRY_MS_MAX: u64 = 5_000;
 /// How long one request may take.
 pub const REQUEST_MS_MAX: u64 = 10_000;
 
-/// A registry client with its cache of schemas by id.
+/// The most schemas one schema may reference, all references counted (a bound on what a
+/// registry's answers can make sluice fetch).
+pub const REFERENCES_MAX: usize = 256;
+
+/// A registry client with its caches: schemas by id, and by subject and version (a numbered
+/// version of a subject never changes).
 pub struct SchemaRegistry {
     options: RegistryOptions,
     client: reqwest::Client,
     schemas: HashMap<u32, Arc<RegisteredSchema>>,
+    versions: HashMap<(String, i64), RegisteredSchema>,
 }
 
 impl SchemaRegistry {
@@ -235,12 +241,18 @@ impl SchemaRegistry {
             options,
             client,
             schemas: HashMap::new(),
+            versions: HashMap::new(),
         }
     }
 
     /// Keeps `schema` as if fetched (tests, and schemas known before the run).
     pub fn keep(&mut self, schema: RegisteredSchema) {
         self.schemas.insert(schema.id, Arc::new(schema));
+    }
+
+    /// Keeps `schema` as version `version` of `subject`, as if fetched.
+    pub fn keep_version(&mut self, subject: &str, version: i64, schema: RegisteredSchema) {
+        self.versions.insert((subject.to_string(), version), schema);
     }
 
     /// The schema `id`: from the cache, else fetched, trying again for as long as the
@@ -279,13 +291,54 @@ impl SchemaRegistry {
         subject: &str,
         version: i64,
     ) -> Result<Option<RegisteredSchema>, RegistryError> {
+        let key = (subject.to_string(), version);
+        if let Some(found) = self.versions.get(&key) {
+            return Ok(Some(found.clone()));
+        }
         let what = format!("version {version} of subject {subject}");
-        let version = match version {
+        let path = match version {
             -1 => "latest".to_string(),
             v => v.to_string(),
         };
-        self.retrying(&self.options.version_url(subject, &version), &what, 0)
-            .await
+        let found = self
+            .retrying(&self.options.version_url(subject, &path), &what, 0)
+            .await?;
+        if let Some(found) = found.as_ref().filter(|_| version >= 1) {
+            self.versions.insert(key, found.clone());
+        }
+        Ok(found)
+    }
+
+    /// The schemas `main` references, transitively (each with the reference that names it,
+    /// in the order met), or why they cannot all be had (one the registry does not have, more
+    /// than [`REFERENCES_MAX`]); waiting for the registry as [`SchemaRegistry::schema`] does.
+    pub async fn references(
+        &mut self,
+        main: &RegisteredSchema,
+    ) -> Result<Result<Vec<(SchemaReference, RegisteredSchema)>, String>, RegistryError> {
+        let id = main.id;
+        let mut found = Vec::new();
+        let mut asked = std::collections::HashSet::new();
+        let mut pending: Vec<SchemaReference> = main.references.iter().rev().cloned().collect();
+        while let Some(reference) = pending.pop() {
+            if !asked.insert((reference.subject.clone(), reference.version)) {
+                continue;
+            }
+            if asked.len() > REFERENCES_MAX {
+                return Ok(Err(format!(
+                    "schema id {id} references more than {REFERENCES_MAX} schemas"
+                )));
+            }
+            let Some(schema) = self.version(&reference.subject, reference.version).await? else {
+                return Ok(Err(format!(
+                    "schema id {id} references {:?}, which the registry does not have (version {} of subject {})",
+                    reference.name, reference.version, reference.subject
+                )));
+            };
+            pending.extend(schema.references.iter().rev().cloned());
+            found.push((reference, schema));
+        }
+        Ok(Ok(found))
     }
 
     /// A GET of a schema at `url`, tried again while the registry cannot be reached.

@@ -19,7 +19,7 @@ use arrow_avro::reader::{Decoder, ReaderBuilder};
 use arrow_avro::schema::{AvroSchema, Fingerprint, FingerprintAlgorithm, SchemaStore};
 use deltalake::arrow::array::RecordBatch;
 
-use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
+use crate::registry::{RegisteredSchema, RegistryError, SchemaKind, SchemaRegistry};
 
 use super::wire::{distinct_ids, framing, schema_for, unknown};
 use crate::reject::{panic_message, RejectReason};
@@ -70,6 +70,29 @@ impl SchemaDecoder {
         self.decoder = build(&self.store)?;
         Ok(())
     }
+}
+
+/// The whole writer schema of `schema`: its text, with the named types it references
+/// (Confluent schema references, fetched from the registry) defined in it; or why it cannot
+/// be had.
+pub async fn writer_schema(
+    registry: &mut SchemaRegistry,
+    schema: &RegisteredSchema,
+) -> Result<Result<String, String>, RegistryError> {
+    if schema.references.is_empty() {
+        return Ok(Ok(schema.text.clone()));
+    }
+    let referenced = match registry.references(schema).await? {
+        Ok(referenced) => referenced,
+        Err(why) => return Ok(Err(why)),
+    };
+    let texts: Vec<&str> = referenced.iter().map(|(_, s)| s.text.as_str()).collect();
+    Ok(references::inline(&schema.text, &texts).map_err(|e| {
+        format!(
+            "schema id {} and its references cannot be read: {e}",
+            schema.id
+        )
+    }))
 }
 
 /// The columns a new table takes from an Avro writer schema (`text`): its fields as
@@ -172,12 +195,15 @@ impl AvroMessages {
         let built = match schema_for(&mut self.registry, id, SchemaKind::Avro, "avro").await? {
             None => return Ok(()),
             Some(Err(why)) => Err(why),
-            Some(Ok(s)) => SchemaDecoder::new(id, &s.text).map_err(|e| {
-                let why = format!("schema id {id} cannot be read: {e}");
-                tracing::warn!(id, %why, "messages of this schema id are dead letters");
-                why
-            }),
+            Some(Ok(s)) => match writer_schema(&mut self.registry, &s).await? {
+                Ok(text) => SchemaDecoder::new(id, &text)
+                    .map_err(|e| format!("schema id {id} cannot be read: {e}")),
+                Err(why) => Err(why),
+            },
         };
+        if let Err(why) = &built {
+            tracing::warn!(id, %why, "messages of this schema id are dead letters");
+        }
         self.decoders.insert(id, built);
         Ok(())
     }
@@ -390,6 +416,8 @@ fn flush(decoder: &mut Decoder) -> Result<RecordBatch, String> {
         .map_err(|e| format!("sluice cannot read these rows: {e}"))?;
     Ok(batch)
 }
+
+mod references;
 
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@
 //! (`consumer.rs`) is built with the `kafka` cargo feature (on by default).
 
 mod avro;
-pub use avro::table_schema as avro_table_schema;
+pub use avro::{table_schema as avro_table_schema, writer_schema as avro_writer_schema};
 #[cfg(feature = "kafka")]
 mod bounded;
 #[cfg(feature = "kafka")]

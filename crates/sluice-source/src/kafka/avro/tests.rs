@@ -315,3 +315,69 @@ fn a_string_that_is_not_utf8_is_a_dead_letter() {
     assert!(got[0].starts_with("{\"id\":\"ok\""), "{}", got[0]);
     assert!(got[1].starts_with("schema_mismatch"), "{}", got[1]);
 }
+
+/// A writer schema with Confluent schema references (a record registered once under its own
+/// subject, used by name): its messages decode with the referenced types in place, fetched
+/// by subject and version.
+#[test]
+fn a_schema_that_references_named_types_of_other_subjects_decodes() {
+    use crate::registry::SchemaReference;
+    const GEO: &str =
+        r#"{"type":"record","name":"com.acme.Geo","fields":[{"name":"lat","type":"double"}]}"#;
+    const ADDRESS: &str = r#"{"type":"record","name":"Address","namespace":"com.acme",
+        "fields":[{"name":"city","type":"string"},{"name":"geo","type":"Geo"}]}"#;
+    const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"com.acme","fields":[
+        {"name":"id","type":"string"},
+        {"name":"ship","type":"Address"},
+        {"name":"bill","type":["null","com.acme.Address"]}]}"#;
+    let reference = |name: &str, subject: &str| SchemaReference {
+        name: name.into(),
+        subject: subject.into(),
+        version: 1,
+    };
+    let mut avro = messages();
+    let address = RegisteredSchema {
+        id: 31,
+        kind: SchemaKind::Avro,
+        text: ADDRESS.into(),
+        references: vec![reference("com.acme.Geo", "geo")],
+    };
+    let geo = RegisteredSchema {
+        id: 32,
+        kind: SchemaKind::Avro,
+        text: GEO.into(),
+        references: Vec::new(),
+    };
+    avro.registry.keep_version("address", 1, address);
+    avro.registry.keep_version("geo", 1, geo);
+    avro.registry.keep(RegisteredSchema {
+        id: 30,
+        kind: SchemaKind::Avro,
+        text: ORDER.into(),
+        references: vec![reference("com.acme.Address", "address")],
+    });
+    let mut m = vec![MAGIC, 0, 0, 0, 30];
+    let string = |s: &str, m: &mut Vec<u8>| {
+        long(s.len() as i64, m);
+        m.extend_from_slice(s.as_bytes());
+    };
+    string("o1", &mut m);
+    string("Paris", &mut m); // ship.city
+    m.extend_from_slice(&48.85f64.to_le_bytes()); // ship.geo.lat
+    long(1, &mut m); // bill: the Address branch
+    string("Lyon", &mut m);
+    m.extend_from_slice(&45.75f64.to_le_bytes());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let payloads = [Some(&m[..])];
+    runtime.block_on(avro.prepare(&payloads)).unwrap();
+    assert_eq!(
+        outcomes(avro.decode(&payloads)),
+        [concat!(
+            r#"{"id":"o1","ship":{"city":"Paris","geo":{"lat":48.85}},"#,
+            r#""bill":{"city":"Lyon","geo":{"lat":45.75}}}"#
+        )]
+    );
+}

@@ -2,16 +2,12 @@
 //! `FileDescriptorProto`) with the files it imports, which the registry holds as references
 //! (fetched by subject and version, transitively), Google's well-known types built in.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use prost_reflect::{DescriptorPool, MessageDescriptor};
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
 use crate::registry::{RegisteredSchema, RegistryError, SchemaRegistry};
-
-/// The most files one schema may import, all references counted (a bound on what a
-/// registry's answers can make sluice fetch).
-pub const REFERENCES_MAX: usize = 256;
 
 /// A compiled schema: its file, in a pool with everything it imports.
 pub struct ProtoSchema {
@@ -125,31 +121,14 @@ pub async fn compile_with_references(
     registry: &mut SchemaRegistry,
     main: &RegisteredSchema,
 ) -> Result<Result<ProtoSchema, String>, RegistryError> {
-    let id = main.id;
-    let mut files: HashMap<String, RegisteredSchema> = HashMap::new();
-    let mut asked: HashSet<(String, i64)> = HashSet::new();
-    let mut pending: Vec<_> = main.references.clone();
-    while let Some(reference) = pending.pop() {
-        if !asked.insert((reference.subject.clone(), reference.version)) {
-            continue;
-        }
-        if asked.len() > REFERENCES_MAX {
-            return Ok(Err(format!(
-                "schema id {id} imports more than {REFERENCES_MAX} files"
-            )));
-        }
-        let Some(schema) = registry
-            .version(&reference.subject, reference.version)
-            .await?
-        else {
-            return Ok(Err(format!(
-                "schema id {id} imports {:?}, which the registry does not have (version {} of subject {})",
-                reference.name, reference.version, reference.subject
-            )));
-        };
-        pending.extend(schema.references.iter().cloned());
-        files.insert(reference.name.clone(), schema);
-    }
+    let files = match registry.references(main).await? {
+        Ok(files) => files,
+        Err(why) => return Ok(Err(why)),
+    };
+    let files: HashMap<String, RegisteredSchema> = files
+        .into_iter()
+        .map(|(reference, schema)| (reference.name, schema))
+        .collect();
     Ok(ProtoSchema::compile(main, &files)
-        .map_err(|e| format!("schema id {id} does not compile: {e}")))
+        .map_err(|e| format!("schema id {} does not compile: {e}", main.id)))
 }
