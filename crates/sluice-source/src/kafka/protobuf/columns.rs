@@ -11,6 +11,10 @@ use crate::registry::{RegisteredSchema, RegistryError, SchemaRegistry};
 
 use super::schema::compile_with_references;
 
+/// The deepest nesting of messages a new table's columns take (a bound on the walk of a
+/// registry's answer).
+pub const NESTING_MAX: usize = 64;
+
 /// The columns of the first message of `latest` (a subject's schema: the message
 /// Confluent's converters read by default), with its imports fetched from `registry`; or why
 /// there are none (a schema that does not compile, a field whose columns only its values
@@ -38,6 +42,12 @@ fn message_fields(
     if within.iter().any(|m| m == message.full_name()) {
         return Err(format!(
             "{} contains itself: a table has no recursive columns",
+            message.full_name()
+        ));
+    }
+    if within.len() >= NESTING_MAX {
+        return Err(format!(
+            "{} is nested deeper than {NESTING_MAX} messages",
             message.full_name()
         ));
     }

@@ -316,23 +316,24 @@ fn a_schema_registered_as_a_serialized_file_descriptor_reads_the_same() {
     }
 }
 
-#[test]
-fn a_new_table_takes_the_columns_of_the_first_message() {
-    use deltalake::arrow::datatypes::DataType;
+/// The columns a new table takes from schema `text` (registered as `id`, no references).
+fn columns_of(id: u32, text: &str) -> Result<deltalake::arrow::datatypes::SchemaRef, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let mut registry = SchemaRegistry::new(
-        RegistryOptions::new("http://127.0.0.1:9", RegistryAuth::None).unwrap(),
-    );
-    let table = runtime
-        .block_on(table_schema(
-            &mut registry,
-            &schema(1, SchemaKind::Protobuf, EVENTS),
-        ))
+    let options = RegistryOptions::new("http://127.0.0.1:9", RegistryAuth::None).unwrap();
+    let mut registry = SchemaRegistry::new(options);
+    let registered = schema(id, SchemaKind::Protobuf, text);
+    runtime
+        .block_on(table_schema(&mut registry, &registered))
         .unwrap()
-        .unwrap();
+}
+
+#[test]
+fn a_new_table_takes_the_columns_of_the_first_message() {
+    use deltalake::arrow::datatypes::DataType;
+    let table = columns_of(1, EVENTS).unwrap();
     let types: Vec<String> = table
         .fields()
         .iter()
@@ -378,13 +379,7 @@ fn a_new_table_takes_the_columns_of_the_first_message() {
         &DataType::Utf8
     );
     let recursive = "syntax = \"proto3\"; message Node { string v = 1; Node next = 2; }";
-    let err = runtime
-        .block_on(table_schema(
-            &mut registry,
-            &schema(5, SchemaKind::Protobuf, recursive),
-        ))
-        .unwrap()
-        .unwrap_err();
+    let err = columns_of(5, recursive).unwrap_err();
     assert!(err.contains("Node contains itself"), "{err}");
 }
 
@@ -563,4 +558,49 @@ fn negative_zero_keeps_its_sign() {
     };
     let text = String::from_utf8(line).unwrap();
     assert!(text.contains(r#""ratio":-0.0"#), "{text}");
+}
+
+#[test]
+fn deeply_nested_schemas_are_errors_without_a_crash() {
+    // Nested declarations: the compiler's own limit.
+    let mut nested = String::from("syntax = \"proto3\";\n");
+    for i in 0..2_000 {
+        nested.push_str(&format!("message M{i} {{ int32 v = 1; "));
+    }
+    nested.push_str(&"}".repeat(2_000));
+    let got = ProtoSchema::compile(&schema(40, SchemaKind::Protobuf, &nested), &HashMap::new());
+    assert!(got.is_err());
+    // A chain of top-level messages, each a field of the one before: it compiles, and its
+    // columns (a struct 2,000 deep) are refused, not walked off the stack.
+    let mut chain = String::from("syntax = \"proto3\";\n");
+    for i in 0..2_000 {
+        chain.push_str(&format!(
+            "message M{i} {{ int32 v = 1; M{} next = 2; }}\n",
+            i + 1
+        ));
+    }
+    chain.push_str("message M2000 { int32 v = 1; }\n");
+    let err = columns_of(41, &chain).unwrap_err();
+    assert!(err.contains("nested deeper than"), "{err}");
+    // Its messages decode (prost-reflect's depth limit makes a body nested past it a dead
+    // letter).
+    let compiled =
+        ProtoSchema::compile(&schema(41, SchemaKind::Protobuf, &chain), &HashMap::new()).unwrap();
+    let mut deep = Vec::new();
+    for _ in 0..150 {
+        let mut outer = vec![0x12]; // field 2 (next), length-delimited
+        let mut len = deep.len();
+        while len >= 0x80 {
+            outer.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        outer.push(len as u8);
+        outer.extend_from_slice(&deep);
+        deep = outer;
+    }
+    let got = decode_one(41, &compiled, &[&[0][..], &deep].concat());
+    assert!(
+        matches!(&got, Outcome::Bad(RejectReason::SchemaMismatch(why)) if why.contains("recursion")),
+        "{got:?}"
+    );
 }
