@@ -165,11 +165,7 @@ async fn registry_schema(
     let Some(registry) = &payload.registry else {
         return Ok(None);
     };
-    use sluice_source::kafka::MessageFormat;
-    if !matches!(
-        payload.format,
-        MessageFormat::Avro | MessageFormat::Protobuf
-    ) {
+    if !payload.format.gives_columns() {
         return Ok(None);
     }
     let exists = sluice_publish::open_table(&options.location, &options.storage_options, None)
@@ -189,32 +185,9 @@ async fn registry_schema(
             "the table does not exist and the schema registry has no subject {subject}: give --schema FILE"
         )));
     };
-    let kind = match payload.format {
-        MessageFormat::Avro => sluice_source::registry::SchemaKind::Avro,
-        _ => sluice_source::registry::SchemaKind::Protobuf,
-    };
-    if latest.kind != kind {
-        return Err(usage(format!(
-            "subject {subject}'s latest schema (id {}) is a {} schema, not {} (--input-format {}): give --schema FILE",
-            latest.id,
-            latest.kind.name(),
-            kind.label(),
-            payload.format.name()
-        )));
-    }
-    let schema = if payload.format == MessageFormat::Avro {
-        match sluice_source::kafka::avro_writer_schema(&mut client, &latest)
-            .await
-            .context("reading the topic's schema references from the schema registry")?
-        {
-            Ok(text) => sluice_source::kafka::avro_table_schema(&text),
-            Err(why) => Err(why),
-        }
-    } else {
-        sluice_source::kafka::protobuf_table_schema(&mut client, &latest)
-            .await
-            .context("reading the topic's schema imports from the schema registry")?
-    };
+    let schema = sluice_source::kafka::registry_columns(&mut client, payload.format, &latest)
+        .await
+        .context("reading the schemas the topic's schema references from the schema registry")?;
     let schema = schema.map_err(|e| {
         usage(format!(
             "subject {subject}'s latest schema (id {}) cannot be read: {e}; give --schema FILE",

@@ -21,7 +21,7 @@ use deltalake::arrow::array::RecordBatch;
 
 use crate::registry::{RegisteredSchema, RegistryError, SchemaKind, SchemaRegistry};
 
-use super::wire::{distinct_ids, framing, schema_for, unknown};
+use super::wire::{distinct_ids, framing, kept, schema_for};
 use crate::reject::{panic_message, RejectReason};
 
 /// Decoded messages: batches of rows (each of one schema's consecutive messages), and for
@@ -154,7 +154,7 @@ impl AvroMessages {
         // Consecutive messages of one schema id, as (id, first index, end index).
         let mut runs: Vec<(u32, usize, usize)> = Vec::new();
         for (i, payload) in payloads.iter().enumerate() {
-            let id = match framing(*payload).and_then(|id| self.readable(id).map(|()| id)) {
+            let id = match framing(*payload).and_then(|id| kept(&self.decoders, id).map(|_| id)) {
                 Ok(id) => id,
                 Err(reason) => {
                     out.slots[i] = Some(Slot::Bad(reason));
@@ -174,15 +174,6 @@ impl AvroMessages {
             }
         }
         out
-    }
-
-    /// Whether messages of schema `id` can be decoded, or why they are dead letters.
-    fn readable(&self, id: u32) -> Result<(), RejectReason> {
-        match self.decoders.get(&id) {
-            Some(Ok(_)) => Ok(()),
-            Some(Err(why)) => Err(RejectReason::UnknownSchema(why.clone())),
-            None => Err(unknown(id)),
-        }
     }
 
     /// Fetches schema `id` and builds its decoder, or keeps why its messages are dead

@@ -10,9 +10,8 @@
 use std::collections::HashMap;
 
 use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
-use crate::reject::RejectReason;
 
-use super::wire::{distinct_ids, framing, schema_for, unknown, Outcome, PREFIX_BYTES};
+use super::wire::{distinct_ids, framing, kept, schema_for, Outcome, PREFIX_BYTES};
 
 /// Reads JSON Schema messages, checking their ids with the registry.
 pub struct JsonSchemaMessages {
@@ -49,16 +48,8 @@ impl JsonSchemaMessages {
         payloads
             .iter()
             .map(|p| {
-                let id = match framing(*p) {
-                    Ok(id) => id,
-                    Err(reason) => return Outcome::Bad(reason),
-                };
-                match self.ids.get(&id) {
-                    Some(Ok(())) => {}
-                    Some(Err(why)) => {
-                        return Outcome::Bad(RejectReason::UnknownSchema(why.clone()))
-                    }
-                    None => return Outcome::Bad(unknown(id)),
+                if let Err(reason) = framing(*p).and_then(|id| kept(&self.ids, id)) {
+                    return Outcome::Bad(reason);
                 }
                 let text = &p.unwrap_or_default()[PREFIX_BYTES..];
                 Outcome::Row(

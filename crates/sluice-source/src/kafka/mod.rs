@@ -18,7 +18,6 @@
 //! (`consumer.rs`) is built with the `kafka` cargo feature (on by default).
 
 mod avro;
-pub use avro::{table_schema as avro_table_schema, writer_schema as avro_writer_schema};
 #[cfg(feature = "kafka")]
 mod bounded;
 #[cfg(feature = "kafka")]
@@ -30,11 +29,44 @@ pub use consumer::*;
 mod json_schema;
 mod payload;
 mod protobuf;
-pub use protobuf::table_schema as protobuf_table_schema;
 mod wire;
 pub use payload::{MessageFormat, PayloadOptions, PayloadOptionsError, Payloads, RawMessage};
 
 use std::collections::HashMap;
+
+/// The columns a new table of a topic in `format` takes from `latest`, its value subject's
+/// latest schema, with the schemas that one references (fetched, waiting for the registry as
+/// every fetch does); or why there are none: a schema of another kind, one that cannot be
+/// read, a format whose schemas give no columns ([`MessageFormat::gives_columns`]).
+pub async fn registry_columns(
+    registry: &mut crate::registry::SchemaRegistry,
+    format: MessageFormat,
+    latest: &crate::registry::RegisteredSchema,
+) -> Result<Result<deltalake::arrow::datatypes::SchemaRef, String>, crate::registry::RegistryError>
+{
+    match format.schema_kind() {
+        Some(kind) if kind == latest.kind => {}
+        expected => {
+            return Ok(Err(format!(
+                "it is a {} schema, not {} (--input-format {})",
+                latest.kind.name(),
+                expected.map_or("one", |k| k.label()),
+                format.name()
+            )))
+        }
+    }
+    match format {
+        MessageFormat::Avro => Ok(match avro::writer_schema(registry, latest).await? {
+            Ok(text) => avro::table_schema(&text),
+            Err(why) => Err(why),
+        }),
+        MessageFormat::Protobuf => protobuf::table_schema(registry, latest).await,
+        _ => Ok(Err(format!(
+            "--input-format {}: its schemas give no columns",
+            format.name()
+        ))),
+    }
+}
 
 /// Where a partition that the table has no position for starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,4 +132,14 @@ pub trait ResumeLookup: Send + 'static {
         &mut self,
         partitions: &[i32],
     ) -> Result<HashMap<i32, i64>, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// `future` run to its end on a runtime of its own (the registry formats' unit tests).
+#[cfg(test)]
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a test runtime")
+        .block_on(future)
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::chunk::{ArrowRows, Chunk};
 use crate::message_columns::MessageMeta;
-use crate::registry::{RegistryError, RegistryOptions, SchemaRegistry};
+use crate::registry::{RegistryError, RegistryOptions, SchemaKind, SchemaRegistry};
 use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 
 use super::avro::{AvroMessages, AvroRows, Slot};
@@ -63,9 +63,26 @@ impl MessageFormat {
         }
     }
 
+    /// The kind of registry schema the format's messages name by id (`None`: JSON, which
+    /// names none).
+    pub fn schema_kind(self) -> Option<SchemaKind> {
+        match self {
+            MessageFormat::Json => None,
+            MessageFormat::Avro => Some(SchemaKind::Avro),
+            MessageFormat::JsonSchema => Some(SchemaKind::Json),
+            MessageFormat::Protobuf => Some(SchemaKind::Protobuf),
+        }
+    }
+
     /// Whether the format's messages carry a schema id to look up in a registry.
     pub fn needs_registry(self) -> bool {
-        self != MessageFormat::Json
+        self.schema_kind().is_some()
+    }
+
+    /// Whether a new table can take its columns from the format's registered schema (Avro's
+    /// and Protobuf's type every field; a JSON Schema does not say how values are stored).
+    pub fn gives_columns(self) -> bool {
+        matches!(self, MessageFormat::Avro | MessageFormat::Protobuf)
     }
 }
 

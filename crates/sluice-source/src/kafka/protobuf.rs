@@ -29,7 +29,7 @@ use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Serialize
 use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::{panic_message, RejectReason};
 
-use super::wire::{distinct_ids, framing, schema_for, unknown, Outcome, PREFIX_BYTES};
+use super::wire::{distinct_ids, framing, kept, schema_for, Outcome, PREFIX_BYTES};
 
 mod columns;
 mod schema;
@@ -83,20 +83,19 @@ impl ProtobufMessages {
     pub fn decode(&self, payloads: &[Option<&[u8]>]) -> Vec<Outcome> {
         payloads
             .iter()
-            .map(|p| match framing(*p) {
-                Err(reason) => Outcome::Bad(reason),
-                Ok(id) => match self.schemas.get(&id) {
-                    Some(Ok(schema)) => {
-                        let body = &p.unwrap_or_default()[PREFIX_BYTES..];
-                        // prost-reflect's panics are its bugs; the message is a dead letter.
-                        catch_unwind(AssertUnwindSafe(|| decode_one(id, schema, body)))
-                            .unwrap_or_else(|e| {
-                                Outcome::Bad(RejectReason::Internal(panic_message(&e)))
-                            })
-                    }
-                    Some(Err(why)) => Outcome::Bad(RejectReason::UnknownSchema(why.clone())),
-                    None => Outcome::Bad(unknown(id)),
-                },
+            .map(|p| {
+                let id = match framing(*p) {
+                    Ok(id) => id,
+                    Err(reason) => return Outcome::Bad(reason),
+                };
+                let schema = match kept(&self.schemas, id) {
+                    Ok(schema) => schema,
+                    Err(reason) => return Outcome::Bad(reason),
+                };
+                let body = &p.unwrap_or_default()[PREFIX_BYTES..];
+                // prost-reflect's panics are its bugs; the message is a dead letter.
+                catch_unwind(AssertUnwindSafe(|| decode_one(id, schema, body)))
+                    .unwrap_or_else(|e| Outcome::Bad(RejectReason::Internal(panic_message(&e))))
             })
             .collect()
     }

@@ -2,6 +2,7 @@
 //! Protobuf) write: a zero byte, the 4-byte big-endian id of the writer's schema, then the
 //! payload; and what becomes of each message read in it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::registry::{Lookup, RegisteredSchema, RegistryError, SchemaKind, SchemaRegistry};
@@ -53,8 +54,19 @@ pub fn distinct_ids(payloads: &[Option<&[u8]>]) -> Vec<u32> {
     ids
 }
 
+/// What a format keeps for schema `id` (`kept`: for each id the registry answered, what its
+/// messages are read with, or why they are dead letters), or why a message of that id is a
+/// dead letter.
+pub fn kept<T>(kept: &HashMap<u32, Result<T, String>>, id: u32) -> Result<&T, RejectReason> {
+    match kept.get(&id) {
+        Some(Ok(found)) => Ok(found),
+        Some(Err(why)) => Err(RejectReason::UnknownSchema(why.clone())),
+        None => Err(unknown(id)),
+    }
+}
+
 /// Why messages of schema `id` cannot be read: the registry does not know it.
-pub fn unknown(id: u32) -> RejectReason {
+fn unknown(id: u32) -> RejectReason {
     RejectReason::UnknownSchema(format!(
         "schema id {id}: the schema registry does not know it"
     ))

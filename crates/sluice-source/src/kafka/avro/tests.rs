@@ -94,13 +94,9 @@ fn messages() -> AvroMessages {
 }
 
 fn decode(payloads: &[Option<Vec<u8>>]) -> Vec<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let mut avro = messages();
     let borrowed: Vec<Option<&[u8]>> = payloads.iter().map(|p| p.as_deref()).collect();
-    runtime.block_on(avro.prepare(&borrowed)).unwrap();
+    crate::kafka::block_on(avro.prepare(&borrowed)).unwrap();
     outcomes(avro.decode(&borrowed))
 }
 
@@ -227,12 +223,8 @@ fn logical_types_maps_arrays_and_enums_keep_their_values() {
         text: TYPES.into(),
         references: Vec::new(),
     });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let payloads = [Some(m.as_slice())];
-    runtime.block_on(avro.prepare(&payloads)).unwrap();
+    crate::kafka::block_on(avro.prepare(&payloads)).unwrap();
     let got = outcomes(avro.decode(&payloads));
     assert_eq!(
         got,
@@ -287,12 +279,8 @@ fn hostile_lengths_and_counts_are_dead_letters() {
         }
         hostile.push(m);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let payloads: Vec<Option<&[u8]>> = hostile.iter().map(|m| Some(m.as_slice())).collect();
-    runtime.block_on(avro.prepare(&payloads)).unwrap();
+    crate::kafka::block_on(avro.prepare(&payloads)).unwrap();
     let got = outcomes(avro.decode(&payloads));
     assert_eq!(got.len(), hostile.len());
     for (i, g) in got.iter().take(7).enumerate() {
@@ -367,12 +355,8 @@ fn a_schema_that_references_named_types_of_other_subjects_decodes() {
     long(1, &mut m); // bill: the Address branch
     string("Lyon", &mut m);
     m.extend_from_slice(&45.75f64.to_le_bytes());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let payloads = [Some(&m[..])];
-    runtime.block_on(avro.prepare(&payloads)).unwrap();
+    crate::kafka::block_on(avro.prepare(&payloads)).unwrap();
     assert_eq!(
         outcomes(avro.decode(&payloads)),
         [concat!(

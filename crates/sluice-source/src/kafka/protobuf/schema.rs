@@ -4,15 +4,14 @@
 
 use std::collections::HashMap;
 
-use prost_reflect::{DescriptorPool, MessageDescriptor};
+use prost_reflect::{FileDescriptor, MessageDescriptor};
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
 use crate::registry::{RegisteredSchema, RegistryError, SchemaRegistry};
 
-/// A compiled schema: its file, in a pool with everything it imports.
+/// A compiled schema: its file (in a pool with everything it imports).
 pub struct ProtoSchema {
-    pool: DescriptorPool,
-    file: String,
+    file: FileDescriptor,
 }
 
 impl ProtoSchema {
@@ -50,26 +49,25 @@ impl ProtoSchema {
         chain.add(GoogleFileResolver::new());
         let mut compiler = protox::Compiler::with_file_resolver(chain);
         compiler.open_file(&name).map_err(|e| e.to_string())?;
-        let pool = compiler.descriptor_pool();
-        if pool.get_file_by_name(&name).is_none() {
-            return Err(format!("{name} is not in its compiled pool"));
-        }
-        Ok(ProtoSchema { pool, file: name })
+        let file = compiler
+            .descriptor_pool()
+            .get_file_by_name(&name)
+            .ok_or_else(|| format!("{name} is not in its compiled pool"))?;
+        Ok(ProtoSchema { file })
     }
 
     /// The pool of the file and its imports.
     #[cfg(test)]
-    pub fn pool(&self) -> &DescriptorPool {
-        &self.pool
+    pub fn pool(&self) -> &prost_reflect::DescriptorPool {
+        self.file.parent_pool()
     }
 
     /// The message the indexes name: the `[0]`th top-level message, its `[1]`th nested
     /// message, and so on (nested types counted as the file declares them, map entries
     /// included, as Confluent's serializers count).
     pub fn message(&self, indexes: &[i64]) -> Option<MessageDescriptor> {
-        let file = self.pool.get_file_by_name(&self.file)?;
         let (first, rest) = indexes.split_first()?;
-        let mut message = file.messages().nth(usize::try_from(*first).ok()?)?;
+        let mut message = self.file.messages().nth(usize::try_from(*first).ok()?)?;
         for i in rest {
             let child = message.child_messages().nth(usize::try_from(*i).ok()?)?;
             message = child;

@@ -116,10 +116,6 @@ fn full_order() -> DynamicMessage {
 }
 
 fn decode(payloads: &[Option<Vec<u8>>]) -> Vec<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let mut protobuf = messages();
     let borrowed: Vec<Option<&[u8]>> = payloads.iter().map(|p| p.as_deref()).collect();
     // Id 999 is not asked for: this registry cannot be reached, and prepare waits for it.
@@ -128,7 +124,7 @@ fn decode(payloads: &[Option<Vec<u8>>]) -> Vec<String> {
         .copied()
         .filter(|p| crate::kafka::wire::framing(*p).ok() != Some(999))
         .collect();
-    runtime.block_on(protobuf.prepare(&known)).unwrap();
+    crate::kafka::block_on(protobuf.prepare(&known)).unwrap();
     protobuf
         .decode(&borrowed)
         .into_iter()
@@ -318,16 +314,10 @@ fn a_schema_registered_as_a_serialized_file_descriptor_reads_the_same() {
 
 /// The columns a new table takes from schema `text` (registered as `id`, no references).
 fn columns_of(id: u32, text: &str) -> Result<deltalake::arrow::datatypes::SchemaRef, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let options = RegistryOptions::new("http://127.0.0.1:9", RegistryAuth::None).unwrap();
     let mut registry = SchemaRegistry::new(options);
     let registered = schema(id, SchemaKind::Protobuf, text);
-    runtime
-        .block_on(table_schema(&mut registry, &registered))
-        .unwrap()
+    crate::kafka::block_on(table_schema(&mut registry, &registered)).unwrap()
 }
 
 #[test]
