@@ -297,6 +297,33 @@ fn bad_protobuf_messages_are_dead_letters_beside_the_good_ones() {
     assert_dead_letters(&dead, first.len(), &expect);
     let status = crate::common::ok(&["status", "--table", table.to_str().unwrap()]);
     assert!(status.contains("input-format=protobuf"), "{status}");
+    // Read as JSON, the topic's messages would all be dead letters: the table's contract
+    // refuses the run before it writes anything.
+    let before = crate::common::commits(&table).len();
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--source",
+            "kafka:proto",
+            "--brokers",
+            &broker.address,
+        ])
+        .arg("--table")
+        .arg(&table)
+        .args(["--key", "event_id", "--until-idle", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("input-format is protobuf in the table, json in this run"),
+        "{stderr}"
+    );
+    assert_eq!(
+        crate::common::commits(&table).len(),
+        before,
+        "nothing written"
+    );
 }
 
 /// Avro whose schema references a named type of another subject (Confluent schema
