@@ -166,6 +166,14 @@ pub struct RunArgs {
     /// position.
     #[arg(long)]
     pub key: Option<String>,
+    /// Sequence field(s), comma-separated (dotted paths name struct members), with --key: what
+    /// orders the changes of one key instead of the event time (a log sequence number; a
+    /// binlog file, then position). The highest sequence wins, then the highest source
+    /// position; a change at or below the sequence the table holds for its key changes
+    /// nothing. An integer, decimal, date, timestamp or string (compared byte by byte) field;
+    /// a record without it is a dead letter missing_sequence.
+    #[arg(long)]
+    pub sequence_field: Option<String>,
     /// How a sealed window is published: swap (replace the window's files) or merge (upsert
     /// on --key: a key's row is replaced only by a later event time, then a later source
     /// position). [default: swap]
@@ -440,6 +448,20 @@ impl RunArgs {
         window
             .in_zone(zone)
             .map_err(|e| usage(format!("--window-zone: {e}")))
+    }
+
+    /// `--sequence-field`: the fields that order a key's changes (none: the event time).
+    pub(crate) fn sequence_fields(&self) -> anyhow::Result<Vec<String>> {
+        let Some(given) = self.sequence_field.as_deref().filter(|s| !s.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        let fields: Vec<String> = given.split(',').map(|c| c.trim().to_string()).collect();
+        if fields.iter().any(String::is_empty) {
+            return Err(usage(format!(
+                "--sequence-field {given:?}: empty field name"
+            )));
+        }
+        Ok(fields)
     }
 
     /// `--time-field`, `--time-format`, `--time-zone`, `--max-time-ahead` and
@@ -835,9 +857,15 @@ impl RunArgs {
                     columns,
                     time_field: time_field.clone(),
                     time: time.clone(),
+                    sequence: a.sequence_fields()?,
                 })
             }
         };
+        if key.is_none() && a.sequence_field.is_some() {
+            return Err(usage(
+                "--sequence-field: needs --key FIELD[,FIELD] (a sequence orders the changes of one key)",
+            ));
+        }
         let scope = match a.merge_scope.as_deref() {
             None => None,
             Some(name) => Some(

@@ -341,14 +341,17 @@ fn reading(args: &DeadLettersArgs, contract: &Contract) -> anyhow::Result<Readin
         .as_deref()
         .map(|k| k.split(',').map(|c| c.trim().to_string()).collect())
         .unwrap_or_default();
+    let sequence = run.sequence_fields()?;
     let key = (!key_columns.is_empty()).then(|| KeySpec {
         columns: key_columns.clone(),
         time_field: time_field.clone(),
         time: time.clone(),
+        sequence: sequence.clone(),
     });
     let time_column = run.time_column.clone();
     let decode = DecodeOptions {
         key: key_columns,
+        sequence,
         // A replay lands records in the table's columns; one with fields the table lacks
         // stays a dead letter (`unknown_field`): the stream grows the table.
         evolution: SchemaEvolution::Reject,

@@ -243,6 +243,11 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
             .as_ref()
             .map(|k| k.columns.clone())
             .unwrap_or_default(),
+        sequence: settings
+            .key
+            .as_ref()
+            .map(|k| k.sequence.clone())
+            .unwrap_or_default(),
         evolution: settings.evolution,
         columns_max: settings.columns_max,
         // Set by open_raw from the table's layout.

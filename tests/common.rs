@@ -346,3 +346,60 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The dead-letter table beside `table` (the default `--dlq`).
+pub fn dlq_of(table: &Path) -> std::path::PathBuf {
+    table.with_file_name(format!(
+        "{}_dlq",
+        table.file_name().unwrap().to_str().unwrap()
+    ))
+}
+
+/// `(reason, count)` of the dead-letter table, sorted.
+pub fn dead_letters(table: &Path) -> Vec<String> {
+    query_csv(
+        &[("d", &dlq_of(table))],
+        "SELECT reason, count(*) FROM d GROUP BY reason ORDER BY reason",
+    )
+}
+
+/// Writes `text` to `dir/name`, creating `dir`.
+pub fn write_in(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// `sluice run` of `source` into `table` in merge mode on `key`, in 1h windows with 10m of
+/// lateness.
+pub fn merge_args<'a>(
+    source: &'a str,
+    table: &'a str,
+    key: &'a str,
+    scope: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--source",
+        source,
+        "--table",
+        table,
+        "--window",
+        "1h",
+        "--lateness",
+        "10m",
+        "--key",
+        key,
+        "--mode",
+        "merge",
+        "--merge-scope",
+        scope,
+    ]
+}
+
+/// `sluice args` is refused as a usage error (exit 2) whose message contains `says`.
+pub fn assert_refused(args: &[&str], says: &str) {
+    let out = sluice(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(says), "{args:?}: {stderr}");
+}

@@ -61,6 +61,7 @@ fn config(window: WindowSize) -> IngestConfig {
             columns: vec!["event_id".into()],
             time_field: "ts".into(),
             time: TimeFormat::Rfc3339.into(),
+            sequence: Vec::new(),
         }),
         flush_bytes_max: 16 << 20,
         chunk_bytes: 4 << 20,

@@ -3,6 +3,7 @@
 //! subject; `common` and `servers` are their shared helpers (the binary under test, generated
 //! streams, the Kafka-protocol and S3 test servers).
 
+mod cdc;
 mod common;
 mod dead_letters;
 mod derive;

@@ -9,29 +9,10 @@ fn order(id: &str, ts: &str, amount: i64) -> String {
     format!("{{\"order_id\":\"{id}\",\"ts\":\"2026-10-03T{ts}Z\",\"amount\":{amount}}}\n")
 }
 
-fn write(dir: &Path, name: &str, text: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join(name), text).unwrap();
-}
-
 fn merge_run(input: &Path, table: &Path, scope: &str) -> String {
-    ok(&[
-        "run",
-        "--source",
-        &format!("ndjson:{}", input.display()),
-        "--table",
-        table.to_str().unwrap(),
-        "--window",
-        "1h",
-        "--lateness",
-        "10m",
-        "--key",
-        "order_id",
-        "--mode",
-        "merge",
-        "--merge-scope",
-        scope,
-    ])
+    let source = format!("ndjson:{}", input.display());
+    let args = merge_args(&source, table.to_str().unwrap(), "order_id", scope);
+    ok(&args)
 }
 
 /// `order_id,ts,amount,hour` of every row, sorted.
@@ -76,10 +57,10 @@ fn a_later_event_for_a_key_wins_whatever_the_arrival_order() {
 
     let in_order = dir.path().join("in-order");
     let table = dir.path().join("t");
-    write(&in_order, "1.ndjson", &first);
+    write_in(&in_order, "1.ndjson", &first);
     let out = merge_run(&in_order, &table, "window");
     eprintln!("first delivery: {out}");
-    write(&in_order, "2.ndjson", &second);
+    write_in(&in_order, "2.ndjson", &second);
     let out = merge_run(&in_order, &table, "window");
     eprintln!("second delivery: {out}");
     assert_eq!(orders(&table), expected);
@@ -90,16 +71,16 @@ fn a_later_event_for_a_key_wins_whatever_the_arrival_order() {
 
     // The same deliveries in the opposite order, in one run and in two.
     let reversed = dir.path().join("reversed");
-    write(&reversed, "1.ndjson", &second);
-    write(&reversed, "2.ndjson", &first);
+    write_in(&reversed, "1.ndjson", &second);
+    write_in(&reversed, "2.ndjson", &first);
     let table = dir.path().join("reversed-table");
     merge_run(&reversed, &table, "window");
     assert_eq!(orders(&table), expected);
     let split = dir.path().join("split");
     let table = dir.path().join("split-table");
-    write(&split, "1.ndjson", &second);
+    write_in(&split, "1.ndjson", &second);
     merge_run(&split, &table, "window");
-    write(&split, "2.ndjson", &first);
+    write_in(&split, "2.ndjson", &first);
     merge_run(&split, &table, "window");
     assert_eq!(orders(&table), expected);
     assert!(keys_unique_per(&table, "window"));
@@ -115,17 +96,17 @@ fn a_window_a_merge_rewrote_keeps_its_rows_when_a_later_run_adds_to_it() {
     let input = dir.path().join("in");
     let table = dir.path().join("t");
     // Run 1: window 10 published with o1 and o2 (o9 seals it).
-    write(
+    write_in(
         &input,
         "1.ndjson",
         &(order("o1", "10:05:00", 1) + &order("o2", "10:10:00", 2) + &order("o9", "11:30:00", 9)),
     );
     merge_run(&input, &table, "window");
     // Run 2: a newer o1, late: the MERGE rewrites window 10's file.
-    write(&input, "2.ndjson", &order("o1", "10:20:00", 10));
+    write_in(&input, "2.ndjson", &order("o1", "10:20:00", 10));
     merge_run(&input, &table, "window");
     // Run 3, a new process: a new key for window 10, late again.
-    write(&input, "3.ndjson", &order("o4", "10:40:00", 4));
+    write_in(&input, "3.ndjson", &order("o4", "10:40:00", 4));
     merge_run(&input, &table, "window");
     assert_eq!(
         orders(&table),
@@ -145,12 +126,12 @@ fn a_window_a_merge_rewrote_keeps_its_rows_when_a_later_run_adds_to_it() {
 fn table_scope_keeps_one_row_per_key_across_windows() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in");
-    write(
+    write_in(
         &input,
         "1.ndjson",
         &(order("o1", "10:05:00", 1) + &order("o2", "10:06:00", 2) + &order("o9", "12:30:00", 9)),
     );
-    write(
+    write_in(
         &input,
         "2.ndjson",
         &(order("o1", "11:05:00", 11) + &order("o2", "09:59:00", 20) + &order("o8", "13:30:00", 8)),
@@ -194,7 +175,7 @@ fn table_scope_keeps_one_row_per_key_across_windows() {
 #[test]
 fn merge_mode_options_are_validated() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "in.ndjson", &order("o1", "10:00:00", 1));
+    write_in(dir.path(), "in.ndjson", &order("o1", "10:00:00", 1));
     let src = format!("ndjson:{}", dir.path().join("in.ndjson").display());
     let t = dir.path().join("t").display().to_string();
     for (extra, says) in [
@@ -218,9 +199,6 @@ fn merge_mode_options_are_validated() {
     ] {
         let mut args = vec!["run", "--source", &src, "--table", &t];
         args.extend(extra);
-        let out = sluice(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_refused(&args, says);
     }
 }

@@ -23,21 +23,6 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
-fn dlq_of(table: &Path) -> std::path::PathBuf {
-    table.with_file_name(format!(
-        "{}_dlq",
-        table.file_name().unwrap().to_str().unwrap()
-    ))
-}
-
-/// `(reason, count)` of the dead-letter table, sorted.
-fn dead_letters(table: &Path) -> Vec<String> {
-    query_csv(
-        &[("d", &dlq_of(table))],
-        "SELECT reason, count(*) FROM d GROUP BY reason ORDER BY reason",
-    )
-}
-
 /// Nested events' schema, written out with struct, array, map and decimal types.
 const NESTED_SCHEMA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

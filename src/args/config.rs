@@ -111,6 +111,7 @@ impl RunArgs {
             address,
             lateness,
             key,
+            sequence_field,
             mode,
             merge_scope,
             schema,
@@ -190,7 +191,7 @@ impl RunArgs {
         let window_given = self.window.is_some();
         // Likewise the merge scope follows the mode.
         let mode_given = self.mode.is_some();
-        let fields: [(&str, &mut Option<String>); 10] = [
+        let fields: [(&str, &mut Option<String>); 11] = [
             (terms::TIME_FIELD, &mut self.time_field),
             (terms::TIME_COLUMN, &mut self.time_column),
             (terms::TIME_FORMAT, &mut self.time_format),
@@ -198,6 +199,7 @@ impl RunArgs {
             (terms::WINDOW, &mut self.window),
             (terms::ADDRESS, &mut self.address),
             (terms::KEY, &mut self.key),
+            (terms::SEQUENCE_FIELD, &mut self.sequence_field),
             (terms::MODE, &mut self.mode),
             (terms::MERGE_SCOPE, &mut self.merge_scope),
             (terms::LATE, &mut self.late),

@@ -330,7 +330,7 @@ fn swap_publisher(
 ) -> Result<(Publisher, LineDecoder), IngestError> {
     let mut decoder = decoder.clone();
     if let Some(key) = &config.key {
-        decoder.set_key(key.columns.clone())?;
+        decoder.set_row_key(key.columns.clone(), key.sequence.clone())?;
     }
     table
         .grow_schema(decoder.schema())

@@ -1,5 +1,6 @@
 //! Row-key dedupe: one row per natural key, the deterministic winner being the latest event
-//! time, then the highest source position (DESIGN.md, E5).
+//! time (or the highest sequence, where the pipeline declares sequence fields), then the
+//! highest source position (DESIGN.md, E5).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use deltalake::arrow::datatypes::{
     DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimestampMicrosecondType,
 };
 use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::row::{RowConverter, Rows, SortField};
 use sluice_publish::{OFFSET_COLUMN, SOURCE_COLUMN};
 use sluice_source::FieldPath;
 use sluice_stage::align_all;
@@ -27,6 +29,66 @@ pub struct KeySpec {
     /// The event-time field (a dotted path names a struct member) and how it is read.
     pub time_field: String,
     pub time: TimeSpec,
+    /// Sequence fields (`--sequence-field`; dotted paths): when given, they order a key's
+    /// changes instead of the event time, compared in this order (a log sequence number, or
+    /// a binlog file then position).
+    pub sequence: Vec<String>,
+}
+
+/// What orders the rows of one key in a batch: their event times, read on demand (dedupe
+/// needs the times of colliding keys only), or their sequence fields as arrow's row format,
+/// whose bytes compare as the values do.
+enum RowOrder<'b> {
+    Time(Box<dyn Fn(usize) -> EventTime + 'b>),
+    Sequence(Rows),
+}
+
+/// A row's place in its key's order (values of one [`RowOrder`] kind are only ever compared
+/// with each other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Order<'a> {
+    Time(EventTime),
+    Sequence(&'a [u8]),
+}
+
+impl<'b> RowOrder<'b> {
+    /// The order of `batch`'s rows by `key`'s rule.
+    fn of(batch: &'b RecordBatch, key: &'b KeySpec) -> Result<Self, ArrowError> {
+        Ok(Self::of_batches(&[batch], key)?.pop().expect("one batch"))
+    }
+
+    /// The orders of several batches' rows, comparable across them: sequence fields are
+    /// converted by one converter, so every batch must hold them with the same types.
+    fn of_batches(batches: &[&'b RecordBatch], key: &'b KeySpec) -> Result<Vec<Self>, ArrowError> {
+        if key.sequence.is_empty() {
+            return batches
+                .iter()
+                .map(|b| Ok(RowOrder::Time(Box::new(event_time_reader(b, key)?))))
+                .collect();
+        }
+        let Some(first) = batches.first() else {
+            return Ok(Vec::new());
+        };
+        let fields = columns_named(first, &key.sequence)?
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        batches
+            .iter()
+            .map(|b| {
+                let columns = columns_named(b, &key.sequence)?;
+                Ok(RowOrder::Sequence(converter.convert_columns(&columns)?))
+            })
+            .collect()
+    }
+
+    fn at(&self, i: usize) -> Order<'_> {
+        match self {
+            RowOrder::Time(time_of) => Order::Time(time_of(i)),
+            RowOrder::Sequence(rows) => Order::Sequence(rows.row(i).data()),
+        }
+    }
 }
 
 /// `batches` as one batch of `schema` (rows written before the schema grew read their new
@@ -62,7 +124,7 @@ pub fn dedupe(
     let all = concat_aligned(schema, batches)?;
     let rows = KeyRows::of(&columns_named(&all, &key.columns)?)?;
     // Times are read for colliding keys only (duplicate deliveries, late rows).
-    let time_of = event_time_reader(&all, key)?;
+    let order = RowOrder::of(&all, key)?;
     let (sources, offsets) = position_columns(schema, &all)?;
     let position = |i: usize| (sources.value(i), offsets.value(i));
     let n = all.num_rows();
@@ -77,7 +139,7 @@ pub fn dedupe(
             }
             std::collections::hash_map::Entry::Occupied(mut slot) => {
                 let w = *slot.get();
-                if key_winner((time_of(i), &position(i)), (time_of(w), &position(w))) {
+                if key_winner((order.at(i), &position(i)), (order.at(w), &position(w))) {
                     slot.insert(i);
                     winning[w] = false;
                 } else {
@@ -251,10 +313,14 @@ pub(crate) fn absent_rows(
 /// or time field needs its whole top-level struct).
 pub fn incumbent_columns(key: &KeySpec) -> Vec<String> {
     let mut columns: Vec<String> = Vec::new();
+    let order = match key.sequence.is_empty() {
+        true => std::slice::from_ref(&key.time_field),
+        false => &key.sequence[..],
+    };
     let fields = key
         .columns
         .iter()
-        .chain([&key.time_field])
+        .chain(order)
         .map(|c| root_of(c))
         .chain([SOURCE_COLUMN, OFFSET_COLUMN]);
     for c in fields {
@@ -273,7 +339,8 @@ pub fn root_of(field: &str) -> &str {
 /// Drops the offered rows (unique by key) that lose against the table's current row of
 /// their key (`incumbents`, projected to [`incumbent_columns`]): only winners are merged, so
 /// a replay (same time, same position) and a delivery older than what the table holds change
-/// nothing, whatever the arrival order.
+/// nothing, whatever the arrival order. With sequence fields, a change must have a higher
+/// sequence than the table's row to win: one at or below it changes nothing.
 pub fn drop_losers(
     offered: &RecordBatch,
     incumbents: &[RecordBatch],
@@ -301,13 +368,17 @@ pub fn drop_losers(
     let present_keys = columns_named(&present, &key.columns)?;
     let offered_rows = KeyRows::of(&offered_keys)?;
     let present_rows = KeyRows::of(&present_keys)?;
-    let present_times = event_times(&present, key)?;
+    let orders = RowOrder::of_batches(&[&present, offered], key)?;
+    let (present_order, offered_order) = (&orders[0], &orders[1]);
     let (p_sources, p_offsets) = position_columns(&present.schema(), &present)?;
-    // Per key, the time and position of its best row in the table.
-    type Best<'a> = (EventTime, (&'a str, i64));
+    // Per key, the order and position of its best row in the table.
+    type Best<'a> = (Order<'a>, (&'a str, i64));
     let mut best: HashMap<Option<&[u8]>, Best> = HashMap::new();
-    for (i, time) in present_times.iter().enumerate() {
-        let candidate = (*time, (p_sources.value(i), p_offsets.value(i)));
+    for i in 0..present.num_rows() {
+        let candidate = (
+            present_order.at(i),
+            (p_sources.value(i), p_offsets.value(i)),
+        );
         best.entry(present_rows.key(i))
             .and_modify(|b| {
                 if key_winner((candidate.0, &candidate.1), (b.0, &b.1)) {
@@ -316,14 +387,17 @@ pub fn drop_losers(
             })
             .or_insert(candidate);
     }
-    let offered_times = event_times(offered, key)?;
     let (o_sources, o_offsets) = position_columns(&offered.schema(), offered)?;
+    // With a sequence, an equal one is the same change delivered again: the table's row
+    // stays (a redelivery at a later position rewrites nothing).
+    let sequenced = !key.sequence.is_empty();
     let keep: Vec<u32> = (0..offered.num_rows())
         .filter(|i| match best.get(&offered_rows.key(*i)) {
             None => true,
+            Some((t, _)) if sequenced => offered_order.at(*i) > *t,
             Some((t, p)) => key_winner(
                 (
-                    offered_times[*i],
+                    offered_order.at(*i),
                     &(o_sources.value(*i), o_offsets.value(*i)),
                 ),
                 (*t, p),
@@ -372,15 +446,10 @@ fn position_columns(
     ))
 }
 
-/// Event times of every row; rows whose time no longer parses sort first (they were checked
-/// on decode, so this only happens for rows written by another tool).
-fn event_times(batch: &RecordBatch, key: &KeySpec) -> Result<Vec<EventTime>, ArrowError> {
-    let time_of = event_time_reader(batch, key)?;
-    Ok((0..batch.num_rows()).map(time_of).collect())
-}
-
 /// Reads the event time of a row of `batch` on demand ([`EventTime::MIN`] where it has
-/// none): dedupe needs the times of colliding keys only, a few percent of the rows.
+/// none: rows whose time no longer parses sort first; they were checked on decode, so this
+/// only happens for rows written by another tool). Dedupe needs the times of colliding keys
+/// only, a few percent of the rows.
 fn event_time_reader<'b>(
     batch: &'b RecordBatch,
     key: &'b KeySpec,

@@ -261,6 +261,7 @@ pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
         .with(terms::WINDOW, config.window.label())
         .with(terms::ADDRESS, config.layout.name())
         .with(terms::KEY, decode.key.join(","))
+        .with(terms::SEQUENCE_FIELD, decode.sequence.join(","))
         .with(terms::MODE, mode)
         .with(terms::MERGE_SCOPE, scope)
         .with(terms::LATE, config.late.name())
@@ -275,6 +276,8 @@ pub mod terms {
     pub const WINDOW: &str = "window";
     pub const ADDRESS: &str = "address";
     pub const KEY: &str = "key";
+    /// What orders a key's changes (`--sequence-field`); empty: the event time.
+    pub const SEQUENCE_FIELD: &str = "sequence-field";
     pub const MODE: &str = "mode";
     pub const MERGE_SCOPE: &str = "merge-scope";
     pub const LATE: &str = "late";

@@ -85,10 +85,11 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         let mut decoder = decoder;
         let mut config = config;
         if let Some(key) = &mut config.key {
-            decoder.set_key(key.columns.clone())?;
-            // The key and time fields by their columns' names (an option may name a renamed
-            // column by its field's own name: `--key "order id"` for `order_id`).
+            decoder.set_row_key(key.columns.clone(), key.sequence.clone())?;
+            // The key, sequence and time fields by their columns' names (an option may name
+            // a renamed column by its field's own name: `--key "order id"` for `order_id`).
             key.columns = decoder.key_columns();
+            key.sequence = decoder.sequence_columns();
             key.time_field = decoder.time_column();
         }
         let busy = Busy::new();

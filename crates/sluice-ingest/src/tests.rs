@@ -23,6 +23,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
             columns: vec!["event_id".into()],
             time_field: "ts".into(),
             time: TimeFormat::Rfc3339.into(),
+            sequence: Vec::new(),
         }),
         flush_bytes_max,
         chunk_bytes: 64 << 10,

@@ -27,6 +27,8 @@ pub enum RejectReason {
     BadTime(TimeError),
     /// A row-key field is absent or null.
     MissingKey(String),
+    /// A sequence field (`--sequence-field`) is absent or null.
+    MissingSequence(String),
     /// Fields the table does not have, under `--schema-evolution reject` (or past the column
     /// limit under `add`).
     UnknownField(String),
@@ -65,6 +67,7 @@ impl RejectReason {
             RejectReason::MissingTime => "missing_time",
             RejectReason::BadTime(_) => "bad_time",
             RejectReason::MissingKey(_) => "missing_key",
+            RejectReason::MissingSequence(_) => "missing_sequence",
             RejectReason::UnknownField(_) => "unknown_field",
             RejectReason::FieldNameClash(_) => "field_name_clash",
             RejectReason::Internal(_) => "internal_error",
@@ -87,6 +90,9 @@ impl RejectReason {
             RejectReason::BadTime(e) => e.to_string(),
             RejectReason::MissingKey(field) => {
                 format!("key field {field} is missing or null: a row without its key is never merged with another")
+            }
+            RejectReason::MissingSequence(field) => {
+                format!("sequence field {field} is missing or null: a change without its sequence cannot be ordered among its key's changes")
             }
             RejectReason::UnknownField(m)
             | RejectReason::FieldNameClash(m)

@@ -36,11 +36,12 @@ pub use time::{parse_instant, EventTime, TimeError, TimeFormat, TimeSpec, Zone};
 pub use watermark::{Observed, SkewGuard, Watermark, WatermarkState, JUMP_EVENTS_MAX};
 pub use window::{Window, WindowFinder, WindowSize, WindowSizeError};
 
-/// The deterministic winner among two deliveries of one row key: the later event time wins,
-/// and on a tie the higher source position wins (DESIGN.md, publish modes).
+/// The deterministic winner among two deliveries of one row key: the later order wins (the
+/// event time, or the record's sequence fields where the pipeline declares them), and on a
+/// tie the higher source position wins (DESIGN.md, publish modes).
 ///
 /// Returns true when `candidate` replaces `incumbent`.
-pub fn key_winner<P: Ord>(candidate: (EventTime, &P), incumbent: (EventTime, &P)) -> bool {
+pub fn key_winner<O: Ord, P: Ord>(candidate: (O, &P), incumbent: (O, &P)) -> bool {
     candidate > incumbent
 }
 

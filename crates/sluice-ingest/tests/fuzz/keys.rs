@@ -85,6 +85,7 @@ fn rows_of_any_messages_dedupe_to_one_per_distinct_key() {
                 columns: key.clone(),
                 time_field: "ts".into(),
                 time: TimeFormat::Rfc3339.into(),
+                sequence: Vec::new(),
             };
             let deduped = dedupe(&file_schema, &batches, &spec)
                 .map_err(|e| TestCaseError::fail(format!("dedupe failed: {e}")))?;

@@ -11,4 +11,5 @@ mod files;
 mod inputs;
 mod keys;
 mod runner;
+mod sequence;
 mod time;

@@ -437,6 +437,7 @@ impl Run {
                 columns: vec!["event_id".into()],
                 time_field: "ts".into(),
                 time: TimeFormat::Rfc3339.into(),
+                sequence: Vec::new(),
             }),
             flush_bytes_max: self.flush_bytes_max,
             chunk_bytes: self.chunk_bytes,

@@ -56,6 +56,10 @@ pub enum DecodeError {
     NoKeyField(PathError),
     #[error("key field {field:?} has type {kind}: a row key is made of scalar fields (string, number, boolean, date, timestamp)")]
     KeyFieldType { field: String, kind: String },
+    #[error("sequence field: {0}")]
+    NoSequenceField(PathError),
+    #[error("sequence field {field:?} has type {kind}: a sequence is an integer, decimal, date, timestamp or string (compared byte by byte) field")]
+    SequenceFieldType { field: String, kind: String },
     /// `--time-column NAME`: the record schema has no timestamp column NAME to fill (the
     /// opener adds it), or NAME is the time field itself.
     #[error("time column {name:?}: {why}")]
@@ -133,6 +137,9 @@ pub struct DecodeOptions {
     pub time: TimeSpec,
     /// Row-key fields (dotted paths): a row missing one is rejected.
     pub key: Vec<String>,
+    /// Sequence fields (dotted paths; `--sequence-field`): what orders the changes of one
+    /// key. A row missing one is rejected.
+    pub sequence: Vec<String>,
     pub evolution: SchemaEvolution,
     /// See [`COLUMNS_MAX_DEFAULT`].
     pub columns_max: usize,
@@ -155,6 +162,7 @@ impl DecodeOptions {
             time_field: time_field.into(),
             time: time.into(),
             key: Vec::new(),
+            sequence: Vec::new(),
             evolution: SchemaEvolution::Add,
             columns_max: COLUMNS_MAX_DEFAULT,
             reserved: Vec::new(),
@@ -173,26 +181,38 @@ pub struct LineDecoder {
     read: SchemaRef,
     time_field: FieldPath,
     key: Vec<FieldPath>,
+    sequence: Vec<FieldPath>,
     options: DecodeOptions,
+}
+
+/// The fields [`DecodeOptions`] name, resolved against a record schema.
+struct Resolved {
+    time_field: FieldPath,
+    key: Vec<FieldPath>,
+    sequence: Vec<FieldPath>,
+    read: SchemaRef,
 }
 
 impl LineDecoder {
     pub fn new(schema: SchemaRef, options: DecodeOptions) -> Result<Self, DecodeError> {
-        let (time_field, key, read) = Self::check(&schema, &options)?;
+        let Resolved {
+            time_field,
+            key,
+            sequence,
+            read,
+        } = Self::check(&schema, &options)?;
         Ok(LineDecoder {
             schema,
             read,
             time_field,
             key,
+            sequence,
             options,
         })
     }
 
     /// Resolves and checks the time and key fields in `schema`; the read schema.
-    fn check(
-        schema: &SchemaRef,
-        options: &DecodeOptions,
-    ) -> Result<(FieldPath, Vec<FieldPath>, SchemaRef), DecodeError> {
+    fn check(schema: &SchemaRef, options: &DecodeOptions) -> Result<Resolved, DecodeError> {
         let time_field =
             FieldPath::resolve(schema, &options.time_field).map_err(DecodeError::NoTimeField)?;
         let kind = time_field
@@ -234,6 +254,11 @@ impl LineDecoder {
             }
             key.push(path);
         }
+        let sequence = options
+            .sequence
+            .iter()
+            .map(|f| sequence_field(schema, f))
+            .collect::<Result<Vec<_>, _>>()?;
         if let Some(name) = &options.time_column {
             let bad = |why: &str| DecodeError::TimeColumn {
                 name: name.clone(),
@@ -249,7 +274,12 @@ impl LineDecoder {
             }
         }
         let read = Arc::new(read_schema(schema, &time_field));
-        Ok((time_field, key, read))
+        Ok(Resolved {
+            time_field,
+            key,
+            sequence,
+            read,
+        })
     }
 
     /// The record schema (as grown so far).
@@ -271,29 +301,43 @@ impl LineDecoder {
         self.time_field.to_string()
     }
 
-    /// Rejects records without these key fields (`missing_key`) from now on: the row key the
-    /// pipeline dedupes by, which a record without it must never be merged by.
-    pub fn set_key(&mut self, key: Vec<String>) -> Result<(), DecodeError> {
+    /// The sequence fields, as paths of column names.
+    pub fn sequence_columns(&self) -> Vec<String> {
+        self.sequence.iter().map(FieldPath::to_string).collect()
+    }
+
+    /// Rejects records without these key fields (`missing_key`) or sequence fields
+    /// (`missing_sequence`) from now on: the row key the pipeline dedupes by, which a record
+    /// without it must never be merged by, and what orders the changes of one key.
+    pub fn set_row_key(
+        &mut self,
+        key: Vec<String>,
+        sequence: Vec<String>,
+    ) -> Result<(), DecodeError> {
         let options = DecodeOptions {
             key,
+            sequence,
             ..self.options.clone()
         };
-        let (time_field, key, read) = Self::check(&self.schema, &options)?;
+        let resolved = Self::check(&self.schema, &options)?;
         self.options = options;
-        self.time_field = time_field;
-        self.key = key;
-        self.read = read;
+        self.resolved(resolved);
         Ok(())
     }
 
     /// Decodes against `schema` from now on (a table re-read after another writer grew it).
     pub fn set_schema(&mut self, schema: SchemaRef) -> Result<(), DecodeError> {
-        let (time_field, key, read) = Self::check(&schema, &self.options)?;
+        let resolved = Self::check(&schema, &self.options)?;
         self.schema = schema;
-        self.read = read;
-        self.time_field = time_field;
-        self.key = key;
+        self.resolved(resolved);
         Ok(())
+    }
+
+    fn resolved(&mut self, r: Resolved) {
+        self.read = r.read;
+        self.time_field = r.time_field;
+        self.key = r.key;
+        self.sequence = r.sequence;
     }
 
     fn decoder(&self, rows: usize, strict: bool) -> Result<Decoder, ArrowError> {
@@ -820,13 +864,17 @@ impl LineDecoder {
         }
         self.fill_message_columns(chunk, &offsets, &mut failed, &mut columns)?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
-        for key in &self.key {
-            let Some(values) = key.array(&batch) else {
+        let keys = self.key.iter().map(|k| (k, false));
+        for (field, is_sequence) in keys.chain(self.sequence.iter().map(|k| (k, true))) {
+            let Some(values) = field.array(&batch) else {
                 continue;
             };
             for (row, slot) in failed.iter_mut().enumerate() {
                 if values.is_null(row) {
-                    slot.get_or_insert_with(|| RejectReason::MissingKey(key.to_string()));
+                    slot.get_or_insert_with(|| match is_sequence {
+                        true => RejectReason::MissingSequence(field.to_string()),
+                        false => RejectReason::MissingKey(field.to_string()),
+                    });
                 }
             }
         }
@@ -1046,3 +1094,26 @@ fn reject(file: u32, offset: i64, reason: RejectReason, line: &[u8]) -> Reject {
 
 #[cfg(test)]
 mod tests;
+
+/// Resolves a sequence field: one whose values order the changes of a key.
+fn sequence_field(schema: &SchemaRef, name: &str) -> Result<FieldPath, DecodeError> {
+    let path = FieldPath::resolve(schema, name).map_err(DecodeError::NoSequenceField)?;
+    let t = path.field(schema).map_err(DecodeError::NoSequenceField)?;
+    let orderable = t.data_type().is_integer()
+        || matches!(
+            t.data_type(),
+            DataType::Decimal128(..)
+                | DataType::Decimal256(..)
+                | DataType::Date32
+                | DataType::Timestamp(..)
+                | DataType::Utf8
+                | DataType::LargeUtf8
+        );
+    if !orderable {
+        return Err(DecodeError::SequenceFieldType {
+            field: path.to_string(),
+            kind: type_name(t.data_type()),
+        });
+    }
+    Ok(path)
+}

@@ -286,6 +286,19 @@ fn date_time_fields_hold_the_date() {
     ));
 }
 
+/// Each reject's `reason: detail`, in order, starts as `starts` says.
+fn assert_rejects_start(out: &Decoded, starts: &[&str]) {
+    let details: Vec<String> = out
+        .rejects
+        .iter()
+        .map(|r| format!("{}: {}", r.reason.as_str(), r.reason.detail()))
+        .collect();
+    assert_eq!(details.len(), starts.len(), "{details:?}");
+    for (detail, start) in details.iter().zip(starts) {
+        assert!(detail.starts_with(start), "{details:?}");
+    }
+}
+
 /// With a row key, a row whose key is null or missing is a dead letter, nested keys too.
 #[test]
 fn rows_without_their_key_are_rejected() {
@@ -310,32 +323,67 @@ fn rows_without_their_key_are_rejected() {
         ))
         .unwrap();
     assert_eq!(out.batch.num_rows(), 1);
-    let details: Vec<String> = out
-        .rejects
-        .iter()
-        .map(|r| format!("{}: {}", r.reason.as_str(), r.reason.detail()))
-        .collect();
-    assert_eq!(details.len(), 4);
-    assert!(
-        details[0].starts_with("missing_key: key field event_id"),
-        "{details:?}"
-    );
-    assert!(
-        details[1].starts_with("missing_key: key field event_id"),
-        "{details:?}"
-    );
-    assert!(
-        details[2].starts_with("missing_key: key field user.id"),
-        "{details:?}"
-    );
-    assert!(
-        details[3].starts_with("missing_key: key field user.id"),
-        "{details:?}"
+    assert_rejects_start(
+        &out,
+        &[
+            "missing_key: key field event_id",
+            "missing_key: key field event_id",
+            "missing_key: key field user.id",
+            "missing_key: key field user.id",
+        ],
     );
     options.key = vec!["user".into()];
     assert!(matches!(
         LineDecoder::new(s, options),
         Err(DecodeError::KeyFieldType { .. })
+    ));
+}
+
+/// With sequence fields, a row whose sequence is null or missing is a dead letter (a missing
+/// key is named first); a sequence must be of a type that orders.
+#[test]
+fn rows_without_their_sequence_are_rejected() {
+    let s = typed(&[
+        ("ts", "string"),
+        ("id", "string"),
+        ("source", "struct<file:string,pos:long>"),
+        ("ratio", "double"),
+    ]);
+    let mut options = DecodeOptions::new("ts", TimeFormat::Rfc3339);
+    options.key = vec!["id".into()];
+    options.sequence = vec!["source.file".into(), "source.pos".into()];
+    let mut d = LineDecoder::new(s.clone(), options.clone()).unwrap();
+    let out = d
+        .decode(&chunk(
+            &[
+                r#"{"ts":"2026-10-03T14:00:00Z","id":"a","source":{"file":"b.1","pos":4}}"#,
+                r#"{"ts":"2026-10-03T14:00:00Z","id":"a","source":{"file":"b.1"}}"#,
+                r#"{"ts":"2026-10-03T14:00:00Z","id":"a","source":null}"#,
+                r#"{"ts":"2026-10-03T14:00:00Z","source":null}"#,
+            ]
+            .join("\n"),
+        ))
+        .unwrap();
+    assert_eq!(out.batch.num_rows(), 1);
+    assert_rejects_start(
+        &out,
+        &[
+            "missing_sequence: sequence field source.pos",
+            "missing_sequence: sequence field source.file",
+            "missing_key: key field id",
+        ],
+    );
+    for bad in ["ratio", "source"] {
+        options.sequence = vec![bad.into()];
+        assert!(matches!(
+            LineDecoder::new(s.clone(), options.clone()),
+            Err(DecodeError::SequenceFieldType { .. })
+        ));
+    }
+    options.sequence = vec!["nope".into()];
+    assert!(matches!(
+        LineDecoder::new(s, options),
+        Err(DecodeError::NoSequenceField(_))
     ));
 }
 
