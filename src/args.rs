@@ -174,6 +174,17 @@ pub struct RunArgs {
     /// a record without it is a dead letter missing_sequence.
     #[arg(long)]
     pub sequence_field: Option<String>,
+    /// With --mode merge --merge-scope table and --sequence-field: the changes that are
+    /// deletes, as SQL over the record's top-level fields (`op = 'd'`); a delete removes its
+    /// key's row and keeps a tombstone (key, sequence) in --tombstones, so that a change of the
+    /// key with a lower sequence, arriving late, cannot bring the row back. Comparisons, IN
+    /// lists, IS [NOT] NULL, AND, OR, NOT: nothing that could fail on a value.
+    #[arg(long)]
+    pub delete_when: Option<String>,
+    /// The tombstone table of --delete-when (readers of the table never see it).
+    /// [default: <table>_tombstones]
+    #[arg(long)]
+    pub tombstones: Option<String>,
     /// How a sealed window is published: swap (replace the window's files) or merge (upsert
     /// on --key: a key's row is replaced only by a later event time, then a later source
     /// position). [default: swap]
@@ -355,6 +366,10 @@ pub struct RunSettings {
     pub schema: Option<PathBuf>,
     pub infer_lines: usize,
     pub dlq: String,
+    /// `--delete-when`, checked against the record schema once the table is open.
+    pub delete_when: Option<String>,
+    /// `--tombstones`: the tombstone table's location.
+    pub tombstones: String,
     pub late: LatePolicy,
     pub max_rewrite_age_ms: Option<i64>,
     pub late_batch_ms: i64,
@@ -936,6 +951,19 @@ impl RunArgs {
             .dlq
             .clone()
             .unwrap_or_else(|| default_dlq_location(&table));
+        let tombstones = a
+            .tombstones
+            .clone()
+            .unwrap_or_else(|| format!("{}_tombstones", table.trim_end_matches('/')));
+        let delete_when = a.delete_when.clone().filter(|w| !w.is_empty());
+        if delete_when.is_some() {
+            let sequenced = key.as_ref().is_some_and(|k| !k.sequence.is_empty());
+            if mode != PublishMode::Merge(MergeScope::Table) || !sequenced {
+                return Err(usage(
+                    "--delete-when: needs --mode merge --merge-scope table and --sequence-field (a mirror of a source's rows: a delete removes its key's row across the table, ordered by the source's sequence)",
+                ));
+            }
+        }
         let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or(defaults::LATE))
             .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
         let max_rewrite_age_ms =
@@ -1018,6 +1046,8 @@ impl RunArgs {
             schema: a.schema,
             infer_lines: a.infer_lines.unwrap_or(defaults::INFER_LINES).max(1),
             dlq,
+            delete_when,
+            tombstones,
             late,
             max_rewrite_age_ms,
             late_batch_ms,

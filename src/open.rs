@@ -6,7 +6,10 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use sluice_ingest::{open_raw as open_raw_table, Clock, IngestConfig, OpenRawError, RawTableSpec};
+use sluice_ingest::{
+    open_raw as open_raw_table, Clock, DeletePredicate, DeleteRule, IngestConfig, OpenRawError,
+    RawTableSpec,
+};
 use sluice_ingest::{terms, DeriveError, DeriveSpec, Deriver};
 use sluice_publish::{Contract, OpenError, RetryPolicy, TableOptions, WindowTable};
 use sluice_source::{
@@ -120,6 +123,7 @@ pub(crate) async fn open_raw(
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => registry_schema(settings, options).await?,
     };
+    let deletes = settings.delete_when.as_ref().map(DeletePredicate::new);
     let spec = RawTableSpec {
         options,
         declared: declared.as_ref(),
@@ -128,6 +132,7 @@ pub(crate) async fn open_raw(
         evolution: settings.evolution,
         infer_from: infer_from.map(|source| (source, settings.infer_lines)),
         decode,
+        deletes: deletes.as_ref(),
     };
     open_raw_table(spec).await.map_err(|e| match e {
         OpenRawError::Open(e) => open_error(e, &settings.table),
@@ -138,10 +143,15 @@ pub(crate) async fn open_raw(
         e @ (OpenRawError::Conflict(_) | OpenRawError::WouldGrow { .. }) => {
             usage(format!("--schema: {e}"))
         }
+        OpenRawError::Deletes(e) => usage(format!("{e}; nothing was written")),
         OpenRawError::Decode { source, fields } => match source {
             sluice_source::DecodeError::NoKeyField(_)
             | sluice_source::DecodeError::KeyFieldType { .. } => usage(format!(
                 "--key: {source} (fields: {fields}); nothing was written"
+            )),
+            sluice_source::DecodeError::NoSequenceField(_)
+            | sluice_source::DecodeError::SequenceFieldType { .. } => usage(format!(
+                "--sequence-field: {source} (fields: {fields}); nothing was written"
             )),
             e => usage(format!(
                 "--time-field/--time-format: {e} (fields: {fields}); nothing was written"
@@ -278,6 +288,13 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
                 ..Default::default()
             }),
         retain_ms: settings.retain_ms,
+        deletes: settings.delete_when.as_ref().map(|sql| DeleteRule {
+            when: DeletePredicate::new(sql),
+            tombstones: TableOptions {
+                storage_options: settings.storage_options.clone(),
+                ..TableOptions::new(settings.tombstones.clone())
+            },
+        }),
         late_batch_ms: settings.late_batch_ms,
         late: settings.late,
         mode: settings.mode,

@@ -154,3 +154,123 @@ fn sequence_options_are_validated() {
         assert_refused(&args, says);
     }
 }
+
+/// A change with an operation: `c`reate, `u`pdate or `d`elete.
+fn op(id: &str, op: &str, lsn: i64, ts: &str, balance: i64) -> String {
+    format!(
+        "{{\"id\":\"{id}\",\"op\":\"{op}\",\"lsn\":{lsn},\"ts\":\"2026-10-03T{ts}Z\",\"balance\":{balance}}}\n"
+    )
+}
+
+fn delete_args<'a>(input: &'a str, table: &'a str) -> Vec<&'a str> {
+    let mut args = mirror_args(input, table, "table");
+    args.extend(["--delete-when", "op = 'd'"]);
+    args
+}
+
+/// `--delete-when`: a delete removes its key's row and keeps a tombstone, so a late change of
+/// that key with a lower sequence leaves it deleted; a key deleted and created again is back;
+/// a delete below the row's sequence changes nothing; a replay of the whole log commits
+/// nothing.
+#[test]
+fn deletes_remove_rows_and_tombstones_keep_them_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let table = dir.path().join("t");
+    let source = format!("ndjson:{}", input.display());
+    let t = table.display().to_string();
+    let first = op("a1", "c", 1, "10:00:00", 1)
+        + &op("a2", "c", 2, "10:05:00", 2)
+        + &op("a1", "u", 3, "10:10:00", 3)
+        + &op("a3", "c", 4, "10:12:00", 4)
+        + &op("a2", "d", 6, "10:20:00", 0)
+        // Deleted and created again in one window: the last change wins.
+        + &op("a5", "c", 8, "10:30:00", 8)
+        + &op("a5", "d", 9, "10:31:00", 0)
+        + &op("a5", "c", 10, "10:32:00", 10)
+        + &op("a4", "c", 5, "11:30:00", 5);
+    write_in(&input, "1.ndjson", &first);
+    ok(&delete_args(&source, &t));
+    assert_eq!(accounts(&table), ["a1,3,3", "a3,4,4", "a4,5,5", "a5,10,10"]);
+
+    // Late: an update of a2 older than its delete; a delete of a3; a delete of a1 older than
+    // its row; a delete of a key the table never held.
+    let second = op("a2", "u", 5, "10:15:00", 55)
+        + &op("a3", "d", 7, "10:40:00", 0)
+        + &op("a1", "d", 2, "10:06:00", 0)
+        + &op("a6", "d", 12, "11:35:00", 0);
+    write_in(&input, "2.ndjson", &second);
+    ok(&delete_args(&source, &t));
+    assert_eq!(accounts(&table), ["a1,3,3", "a4,5,5", "a5,10,10"]);
+    // The tombstones, in a table of their own: a2's, a3's and a6's deletes.
+    let tombstones = dir.path().join("t_tombstones");
+    assert_eq!(
+        query_csv(
+            &[("s", &tombstones)],
+            "SELECT id, lsn, deleted_at, pipeline FROM s ORDER BY id"
+        ),
+        [
+            "a2,6,2026-10-03T10:20:00Z,sluice",
+            "a3,7,2026-10-03T10:40:00Z,sluice",
+            "a6,12,2026-10-03T11:35:00Z,sluice",
+        ]
+    );
+    // Nothing of the deletes is in the table: readers see rows only.
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t WHERE op = 'd'"), "0");
+
+    // A key created again after its delete, with a higher sequence, is back.
+    write_in(&input, "3.ndjson", &op("a2", "c", 11, "11:40:00", 11));
+    ok(&delete_args(&source, &t));
+    assert_eq!(
+        accounts(&table),
+        ["a1,3,3", "a2,11,11", "a4,5,5", "a5,10,10"]
+    );
+
+    // The whole log again, shuffled, as a new file: nothing changes.
+    let v = version(&table);
+    let all = first + &second + &op("a2", "c", 11, "11:40:00", 11);
+    let mut lines: Vec<&str> = all.lines().collect();
+    lines.reverse();
+    lines.rotate_left(3);
+    write_in(&input, "4.ndjson", &(lines.join("\n") + "\n"));
+    ok(&delete_args(&source, &t));
+    assert_eq!(version(&table), v, "a replay of the log commits nothing");
+    assert_eq!(
+        accounts(&table),
+        ["a1,3,3", "a2,11,11", "a4,5,5", "a5,10,10"]
+    );
+}
+
+/// Deletes need a mirror: merge mode across the table, ordered by a sequence; and a
+/// predicate that cannot fail on a value.
+#[test]
+fn delete_options_are_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    write_in(dir.path(), "in.ndjson", &op("a1", "c", 1, "10:00:00", 1));
+    let src = format!("ndjson:{}", dir.path().join("in.ndjson").display());
+    let t = dir.path().join("t").display().to_string();
+    let needs = "--delete-when: needs --mode merge --merge-scope table and --sequence-field";
+    let window = merge_args(&src, &t, "id", "window");
+    let unsequenced = merge_args(&src, &t, "id", "table");
+    let mirror = mirror_args(&src, &t, "table");
+    for (base, predicate, says) in [
+        (&window, "op = 'd'", needs),
+        (&unsequenced, "op = 'd'", needs),
+        (&mirror, "nope = 'd'", "--delete-when \"nope = 'd'\""),
+        (&mirror, "op = 1", "compares Text with Number"),
+        (
+            &mirror,
+            "CAST(op AS INT) = 1",
+            "nothing that could fail on a value",
+        ),
+        (&mirror, "op", "not a condition"),
+    ] {
+        let mut args = base.clone();
+        args.extend(["--delete-when", predicate]);
+        assert_refused(&args, says);
+    }
+    assert!(
+        !dir.path().join("t").exists(),
+        "a refused run writes nothing"
+    );
+}

@@ -77,6 +77,7 @@ fn config(window: WindowSize) -> IngestConfig {
         skew: sluice_window::SkewGuard::DEFAULT,
         compact: None,
         retain_ms: None,
+        deletes: None,
     }
 }
 

@@ -112,6 +112,8 @@ impl RunArgs {
             lateness,
             key,
             sequence_field,
+            delete_when,
+            tombstones,
             mode,
             merge_scope,
             schema,
@@ -191,7 +193,7 @@ impl RunArgs {
         let window_given = self.window.is_some();
         // Likewise the merge scope follows the mode.
         let mode_given = self.mode.is_some();
-        let fields: [(&str, &mut Option<String>); 11] = [
+        let fields: [(&str, &mut Option<String>); 12] = [
             (terms::TIME_FIELD, &mut self.time_field),
             (terms::TIME_COLUMN, &mut self.time_column),
             (terms::TIME_FORMAT, &mut self.time_format),
@@ -200,6 +202,7 @@ impl RunArgs {
             (terms::ADDRESS, &mut self.address),
             (terms::KEY, &mut self.key),
             (terms::SEQUENCE_FIELD, &mut self.sequence_field),
+            (terms::DELETE_WHEN, &mut self.delete_when),
             (terms::MODE, &mut self.mode),
             (terms::MERGE_SCOPE, &mut self.merge_scope),
             (terms::LATE, &mut self.late),

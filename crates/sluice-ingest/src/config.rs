@@ -132,6 +132,17 @@ pub struct IngestConfig {
     /// dead letters detected more than this long before the run's clock go too (see
     /// [`sluice_publish::DeadLetterTable::expire`]). `None`: keep all.
     pub retain_ms: Option<i64>,
+    /// Deletes (`--delete-when`; merge mode across the table, with a sequence): `None`, every
+    /// change is an upsert.
+    pub deletes: Option<DeleteRule>,
+}
+
+/// Which changes are deletes, and where their tombstones are kept.
+#[derive(Debug, Clone)]
+pub struct DeleteRule {
+    pub when: crate::deletes::DeletePredicate,
+    /// The tombstone table ([`sluice_publish::TombstoneTable`]).
+    pub tombstones: sluice_publish::TableOptions,
 }
 
 impl IngestConfig {
@@ -173,6 +184,10 @@ pub enum IngestError {
     Publish(Box<PublishError>),
     #[error(transparent)]
     DeadLetters(Box<DeadLetterError>),
+    #[error(transparent)]
+    Tombstones(Box<sluice_publish::TombstoneError>),
+    #[error(transparent)]
+    DeletePredicate(#[from] crate::deletes::DeletePredicateError),
     #[error("reading the table state failed: {0}")]
     Table(Box<deltalake::DeltaTableError>),
     #[error("arrow failed while routing rows: {0}")]
@@ -258,6 +273,11 @@ impl IngestError {
                     | PublishError::Delta { .. }
             ),
             IngestError::DeadLetters(e) => !matches!(**e, DeadLetterError::Open(_)),
+            IngestError::Tombstones(e) => !matches!(
+                **e,
+                sluice_publish::TombstoneError::Open(_)
+                    | sluice_publish::TombstoneError::Columns { .. }
+            ),
             IngestError::Stage(e) => {
                 matches!(e, StageError::Store { .. } | StageError::Decode { .. })
             }
@@ -280,6 +300,12 @@ impl From<PublishError> for IngestError {
 impl From<crate::derive::DeriveError> for IngestError {
     fn from(e: crate::derive::DeriveError) -> Self {
         IngestError::Derive(Box::new(e))
+    }
+}
+
+impl From<sluice_publish::TombstoneError> for IngestError {
+    fn from(e: sluice_publish::TombstoneError) -> Self {
+        IngestError::Tombstones(Box::new(e))
     }
 }
 

@@ -412,7 +412,10 @@ pub fn drop_losers(
 }
 
 /// `batch`'s fields of these names (dotted paths reach into structs), in this order.
-fn columns_named(batch: &RecordBatch, names: &[String]) -> Result<Vec<ArrayRef>, ArrowError> {
+pub(crate) fn columns_named(
+    batch: &RecordBatch,
+    names: &[String],
+) -> Result<Vec<ArrayRef>, ArrowError> {
     names.iter().map(|c| column_at(batch, c)).collect()
 }
 
@@ -450,7 +453,7 @@ fn position_columns(
 /// none: rows whose time no longer parses sort first; they were checked on decode, so this
 /// only happens for rows written by another tool). Dedupe needs the times of colliding keys
 /// only, a few percent of the rows.
-fn event_time_reader<'b>(
+pub(crate) fn event_time_reader<'b>(
     batch: &'b RecordBatch,
     key: &'b KeySpec,
 ) -> Result<impl Fn(usize) -> EventTime + 'b, ArrowError> {

@@ -56,6 +56,7 @@ mod config;
 mod decoding;
 mod dedupe;
 pub mod defaults;
+mod deletes;
 mod derive;
 pub mod duplicates;
 mod follow;
@@ -77,10 +78,11 @@ mod state;
 
 pub use backfill::{backfill, BackfillProgress, BackfillSummary, NdjsonBackfill};
 pub use config::{
-    Clock, FieldCounts, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode,
+    Clock, DeleteRule, FieldCounts, FixedClock, IngestConfig, IngestError, LatePolicy, PublishMode,
     RejectedRecord, Rejections, RunSummary, DEAD_LETTER_SHARE,
 };
 pub use dedupe::{dedupe, dedupe_by_position, drop_losers, incumbent_columns, KeySpec};
+pub use deletes::{DeletePredicate, DeletePredicateError};
 pub use derive::{DeriveError, DeriveSpec, DeriveSummary, Deriver};
 pub use follow::Follow;
 pub use instruments::{describe_metrics, LagUnit, RunLabels};

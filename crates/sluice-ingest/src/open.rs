@@ -42,6 +42,9 @@ pub enum OpenRawError {
     /// Nothing was written.
     #[error("{source} (fields: {fields})")]
     Decode { source: DecodeError, fields: String },
+    /// The `--delete-when` predicate does not fit the record schema. Nothing was written.
+    #[error(transparent)]
+    Deletes(#[from] crate::deletes::DeletePredicateError),
 }
 
 /// How a run's raw table is opened.
@@ -57,6 +60,8 @@ pub struct RawTableSpec<'a> {
     pub infer_from: Option<(&'a NdjsonSource, usize)>,
     /// How records are decoded: checked against the record schema before anything is written.
     pub decode: DecodeOptions,
+    /// Which changes are deletes: checked likewise.
+    pub deletes: Option<&'a crate::deletes::DeletePredicate>,
 }
 
 /// Commit attempts of a shard's writer when another shard took the version first: the
@@ -121,6 +126,9 @@ pub async fn open_raw(
             .map_err(decode_error(&record))?;
         let decoder =
             LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
+        if let Some(deletes) = spec.deletes {
+            deletes.check(&record)?;
+        }
         let table =
             WindowTable::open_or_create(spec.options, Some(&record), spec.layout, spec.window)
                 .await?;
@@ -166,6 +174,9 @@ pub async fn open_raw(
     }
     let record = with_message_columns(&record, message_columns).map_err(decode_error(&record))?;
     let decoder = LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
+    if let Some(deletes) = spec.deletes {
+        deletes.check(&record)?;
+    }
     table.record_contract(spec.options).await?;
     Ok((table, decoder))
 }
@@ -262,6 +273,14 @@ pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
         .with(terms::ADDRESS, config.layout.name())
         .with(terms::KEY, decode.key.join(","))
         .with(terms::SEQUENCE_FIELD, decode.sequence.join(","))
+        .with(
+            terms::DELETE_WHEN,
+            config
+                .deletes
+                .as_ref()
+                .map(|d| d.when.sql().to_string())
+                .unwrap_or_default(),
+        )
         .with(terms::MODE, mode)
         .with(terms::MERGE_SCOPE, scope)
         .with(terms::LATE, config.late.name())
@@ -278,6 +297,8 @@ pub mod terms {
     pub const KEY: &str = "key";
     /// What orders a key's changes (`--sequence-field`); empty: the event time.
     pub const SEQUENCE_FIELD: &str = "sequence-field";
+    /// Which changes are deletes (`--delete-when`, SQL); empty: none.
+    pub const DELETE_WHEN: &str = "delete-when";
     pub const MODE: &str = "mode";
     pub const MERGE_SCOPE: &str = "merge-scope";
     pub const LATE: &str = "late";

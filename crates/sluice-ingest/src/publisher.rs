@@ -24,6 +24,7 @@ use sluice_window::{Address, Window};
 mod dead_letters;
 mod merge;
 mod staging;
+mod tombstones;
 
 use self::merge::MergeKind;
 use self::staging::{restage, stage_deduped, Staged, STAGING_TASKS_MAX};
@@ -41,6 +42,8 @@ pub(crate) struct Policy {
     pub flush_bytes_max: usize,
     /// The most windows one commit publishes ([`IngestConfig::group_windows_max`]).
     pub group_windows_max: usize,
+    /// Which changes are deletes ([`IngestConfig::deletes`]).
+    pub deletes: Option<crate::config::DeleteRule>,
 }
 
 /// The most buffered bytes one group commit publishes: past it the group is committed
@@ -57,6 +60,7 @@ impl Policy {
             late: config.late,
             flush_bytes_max: config.flush_bytes_max,
             group_windows_max: config.group_windows_max.max(1),
+            deletes: config.deletes.clone(),
         }
     }
 
@@ -107,6 +111,8 @@ pub(crate) struct Publisher {
     /// The clock instant before which no dead letter of the pipeline can fall past the
     /// retention ([`Publisher::expire_dead_letters`]); `None`: not looked yet.
     dead_letters_due_ms: Option<i64>,
+    /// The tombstone table of a run with deletes, opened on first use.
+    tombstones: Option<sluice_publish::TombstoneTable>,
 }
 
 impl Publisher {
@@ -134,6 +140,7 @@ impl Publisher {
             dead_pending: Vec::new(),
             dead_pending_bytes: 0,
             dead_letters_due_ms: None,
+            tombstones: None,
         }
     }
 

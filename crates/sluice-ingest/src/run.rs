@@ -92,6 +92,9 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             key.sequence = decoder.sequence_columns();
             key.time_field = decoder.time_column();
         }
+        if let Some(deletes) = &config.deletes {
+            deletes.when.check(decoder.schema())?;
+        }
         let busy = Busy::new();
         let stager =
             Stager::new(table.store(), attempt, config.stage_options()).with_busy(busy.clone());

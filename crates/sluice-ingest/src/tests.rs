@@ -39,6 +39,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         skew: sluice_window::SkewGuard::DEFAULT,
         compact: None,
         retain_ms: None,
+        deletes: None,
     }
 }
 
@@ -375,6 +376,7 @@ async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
         evolution,
         infer_from: Some((&source, 1000)),
         decode: sluice_source::DecodeOptions::new(time_field, sluice_window::TimeFormat::Rfc3339),
+        deletes: None,
     };
     let spec = |declared, evolution| spec_reading(declared, evolution, "ts");
     // A time field the records lack: refused before the table is created.

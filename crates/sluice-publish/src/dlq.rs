@@ -18,9 +18,8 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
 use deltalake::kernel::{Action, Add, MetadataExt, StructField, StructType, Transaction};
-use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::table::state::DeltaTableState;
 use deltalake::{DeltaTable, DeltaTableError};
@@ -28,9 +27,8 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use sluice_stage::{StageError, Stager};
 
-use crate::table::{
-    app_id, open_table_if_exists, unloaded_table, OpenError, TableOptions, WindowTable,
-};
+use crate::table::location::open_or_create_table;
+use crate::table::{app_id, open_table_if_exists, OpenError, TableOptions, WindowTable};
 
 mod expire;
 #[cfg(test)]
@@ -256,44 +254,7 @@ impl DeadLetterTable {
     /// Opens the table, or creates it; through the same store seam and retries as the data
     /// table (`options.store`, `options.retry`).
     pub async fn open_or_create(options: &TableOptions) -> Result<Self, DeadLetterError> {
-        let (mut table, url) = unloaded_table(options)?;
-        let url_text = url.to_string();
-        let delta = |source| OpenError::Delta {
-            url: url_text.clone(),
-            source,
-        };
-        if crate::table::location::table_exists(&table)
-            .await
-            .map_err(delta)?
-        {
-            table.load().await.map_err(delta)?;
-        } else {
-            let kernel: StructType = dead_letter_schema()
-                .as_ref()
-                .try_into_kernel()
-                .map_err(|e| OpenError::Schema(e.to_string()))?;
-            let created = CreateBuilder::new()
-                .with_log_store(table.log_store())
-                .with_columns(kernel.fields().cloned())
-                // Version 0 or nothing: deltalake retries a create that lost its race as a
-                // commit at the next version (a second CREATE, with a new table id).
-                .with_commit_properties(CommitProperties::default().with_max_retries(0))
-                .await;
-            table = match created {
-                Ok(t) => t,
-                // Another writer created it first: use theirs.
-                Err(e) => {
-                    if !crate::table::location::table_exists(&table)
-                        .await
-                        .map_err(delta)?
-                    {
-                        return Err(delta(e).into());
-                    }
-                    table.load().await.map_err(delta)?;
-                    table
-                }
-            };
-        }
+        let (table, url_text) = open_or_create_table(options, &dead_letter_schema()).await?;
         Ok(DeadLetterTable {
             table,
             url: url_text,

@@ -42,6 +42,7 @@ mod notify;
 mod retry;
 mod status;
 mod table;
+mod tombstones;
 mod vacuum;
 
 pub use compact::{
@@ -81,6 +82,9 @@ pub use table::{
     table_id, OpenError, Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions,
     WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY,
     SOURCE_COLUMN,
+};
+pub use tombstones::{
+    TombstoneError, TombstoneTable, Tombstones, DELETED_AT_COLUMN, TOMBSTONE_PIPELINE_COLUMN,
 };
 pub use vacuum::{vacuum, VacuumError, Vacuumed};
 

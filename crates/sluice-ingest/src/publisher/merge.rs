@@ -158,14 +158,17 @@ impl Publisher {
             .table
             .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
             .await?;
+        let changing = drop_losers(&rows, &incumbents, &key)?;
+        let (changing, deletes) = self.apply_tombstones(&key, changing).await?;
         let busy = self.stager.busy().clone();
         let merging = self.table.merge(MergePublication {
             pipeline: self.policy.pipeline.clone(),
             window,
             action: MergeAction::Upsert,
             scope,
-            rows: drop_losers(&rows, &incumbents, &key)?,
+            rows: changing,
             key_columns: self.policy.key_columns(),
+            deletes,
             txns: meta.txns.clone(),
             position_ranges: meta.position_ranges.clone(),
             published_at_ms: meta.now_ms,

@@ -381,7 +381,7 @@ pub async fn derived_from_raw(table_dir: &Path, name: &str) -> Vec<String> {
     sql_lines(&[("raw", table_dir.display().to_string())], sql).await
 }
 
-async fn sql_lines(tables: &[(&str, String)], sql: &str) -> Vec<String> {
+pub async fn sql_lines(tables: &[(&str, String)], sql: &str) -> Vec<String> {
     let refs: Vec<TableRef> = tables
         .iter()
         .map(|(name, location)| TableRef {
@@ -454,6 +454,7 @@ impl Run {
                     ..Default::default()
                 }),
             retain_ms: self.retain_ms,
+            deletes: None,
             late: self.policy.late(),
             mode: self.policy.mode(),
             max_rewrite_age_ms: None,

@@ -5,6 +5,7 @@
 mod crash_points;
 mod harness;
 mod history;
+mod mirror;
 mod modes;
 mod notified;
 mod same_files;

@@ -2,6 +2,7 @@
 
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::compute::concat_batches;
+use deltalake::operations::create::CreateBuilder;
 
 use super::*;
 

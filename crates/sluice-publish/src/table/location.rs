@@ -282,3 +282,49 @@ impl crate::table::WindowTable {
         Ok(true)
     }
 }
+
+/// Opens the table at `options.location`, or creates it with `schema` (no partitions); an
+/// existing table is opened as it is. Returns the table, loaded, and its URL.
+pub(crate) async fn open_or_create_table(
+    options: &TableOptions,
+    schema: &deltalake::arrow::datatypes::SchemaRef,
+) -> Result<(DeltaTable, String), OpenError> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+    use deltalake::kernel::transaction::CommitProperties;
+    use deltalake::kernel::StructType;
+    use deltalake::operations::create::CreateBuilder;
+
+    let (mut table, url) = unloaded_table(options)?;
+    let url_text = url.to_string();
+    let delta = |source| OpenError::Delta {
+        url: url_text.clone(),
+        source,
+    };
+    if table_exists(&table).await.map_err(delta)? {
+        table.load().await.map_err(delta)?;
+        return Ok((table, url_text));
+    }
+    let kernel: StructType = schema
+        .as_ref()
+        .try_into_kernel()
+        .map_err(|e| OpenError::Schema(e.to_string()))?;
+    let created = CreateBuilder::new()
+        .with_log_store(table.log_store())
+        .with_columns(kernel.fields().cloned())
+        // Version 0 or nothing: deltalake retries a create that lost its race as a commit at
+        // the next version (a second CREATE, with a new table id).
+        .with_commit_properties(CommitProperties::default().with_max_retries(0))
+        .await;
+    let table = match created {
+        Ok(t) => t,
+        // Another writer created it first: use theirs.
+        Err(e) => {
+            if !table_exists(&table).await.map_err(delta)? {
+                return Err(delta(e));
+            }
+            table.load().await.map_err(delta)?;
+            table
+        }
+    };
+    Ok((table, url_text))
+}

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use deltalake::arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{lit, Expr};
@@ -73,10 +73,25 @@ pub struct MergePublication {
     pub rows: RecordBatch,
     /// The row key: natural key columns, or the position columns.
     pub key_columns: Vec<String>,
+    /// Per row of `rows` (upserts only): true where the row is a delete, whose key's row the
+    /// MERGE removes instead of replacing (a delete of an absent key inserts nothing).
+    pub deletes: Option<BooleanArray>,
     /// `(partition, resume offset)` for each partition whose resume position advanced.
     pub txns: Vec<(String, i64)>,
     pub position_ranges: serde_json::Value,
     pub published_at_ms: i64,
+}
+
+/// The source column of a MERGE with deletes that marks the deletes (not a table column).
+const DELETE_FLAG: &str = "__sluice_delete";
+
+/// `rows` plus the [`DELETE_FLAG`] column.
+fn with_delete_flags(
+    rows: &RecordBatch,
+    flags: &BooleanArray,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    let flag = Field::new(DELETE_FLAG, DataType::Boolean, false);
+    with_columns(rows, [(flag, Arc::new(flags.clone()) as ArrayRef)])
 }
 
 /// `rows` plus the address columns, each holding the address's value.
@@ -85,6 +100,18 @@ pub(crate) fn with_address_columns(
     address: &sluice_window::Address,
 ) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
     let n = rows.num_rows();
+    let columns = address.pairs().map(|(k, v)| {
+        let values: ArrayRef = Arc::new(StringArray::from_iter_values(std::iter::repeat_n(v, n)));
+        (Field::new(k, DataType::Utf8, false), values)
+    });
+    with_columns(rows, columns)
+}
+
+/// `rows` with `extra` columns after its own.
+fn with_columns(
+    rows: &RecordBatch,
+    extra: impl IntoIterator<Item = (Field, ArrayRef)>,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
     let mut fields: Vec<Field> = rows
         .schema()
         .fields()
@@ -92,11 +119,9 @@ pub(crate) fn with_address_columns(
         .map(|f| f.as_ref().clone())
         .collect();
     let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
-    for (k, v) in address.pairs() {
-        fields.push(Field::new(k, DataType::Utf8, false));
-        columns.push(Arc::new(StringArray::from_iter_values(
-            std::iter::repeat_n(v, n),
-        )));
+    for (field, column) in extra {
+        fields.push(field);
+        columns.push(column);
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
@@ -285,7 +310,12 @@ impl WindowTable {
                 bytes_added: 0,
             });
         }
-        let (ctx, df, names) = merge_source(&m.rows, &address).map_err(delta)?;
+        let rows = match &m.deletes {
+            None => m.rows.clone(),
+            Some(flags) => with_delete_flags(&m.rows, flags).map_err(|e| delta(e.into()))?,
+        };
+        let (ctx, df, mut names) = merge_source(&rows, &address).map_err(delta)?;
+        names.retain(|n| n != DELETE_FLAG);
         let mut predicate: Option<Expr> = None;
         let mut and = |e: Expr| {
             predicate = Some(match predicate.take() {
@@ -330,21 +360,39 @@ impl WindowTable {
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
         let mut builder = merge_builder(&self.loaded, &ctx, df, predicate, properties);
+        // With deletes, the first clause that matches a row applies: a delete removes its
+        // key's row, and only the other rows update or insert.
+        let deletes = m.deletes.is_some();
+        let is_delete = || source(DELETE_FLAG).eq(lit(true));
+        let is_upsert = || source(DELETE_FLAG).eq(lit(false));
+        if deletes {
+            builder = builder
+                .when_matched_delete(|delete| delete.predicate(is_delete()))
+                .map_err(delta)?;
+        }
         if m.action == MergeAction::Upsert {
             builder = builder
                 .when_matched_update(|update| {
                     // Columns by name as they are: a name is never parsed (`a.b`, quotes).
-                    names.iter().fold(update, |u, c| {
+                    let update = names.iter().fold(update, |u, c| {
                         u.update(Column::new_unqualified(c), source(c))
-                    })
+                    });
+                    match deletes {
+                        true => update.predicate(is_upsert()),
+                        false => update,
+                    }
                 })
                 .map_err(delta)?;
         }
         let result = builder
             .when_not_matched_insert(|insert| {
-                names
+                let insert = names
                     .iter()
-                    .fold(insert, |i, c| i.set(Column::new_unqualified(c), source(c)))
+                    .fold(insert, |i, c| i.set(Column::new_unqualified(c), source(c)));
+                match deletes {
+                    true => insert.predicate(is_upsert()),
+                    false => insert,
+                }
             })
             .map_err(delta)?
             .await;
@@ -362,7 +410,9 @@ impl WindowTable {
             version: self.version().unwrap_or_default(),
             files_removed: metrics.num_target_files_removed,
             files_added: metrics.num_target_files_added,
-            rows: (metrics.num_target_rows_inserted + metrics.num_target_rows_updated) as i64,
+            rows: (metrics.num_target_rows_inserted
+                + metrics.num_target_rows_updated
+                + metrics.num_target_rows_deleted) as i64,
             rows_net: metrics.num_target_rows_inserted as i64
                 - metrics.num_target_rows_deleted as i64,
             bytes_added: 0,
