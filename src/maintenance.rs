@@ -121,9 +121,13 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
 
 #[derive(Debug, Args)]
 pub struct ExpireArgs {
-    /// The table whose windows expire.
-    #[arg(long, required_unless_present = "dlq")]
+    /// The table whose windows expire (and its tombstones, at <table>_tombstones, if any).
+    #[arg(long, required_unless_present_any = ["dlq", "tombstones"])]
     pub table: Option<String>,
+    /// A tombstone table (--delete-when) whose tombstones of deletes older than --older-than
+    /// (their event time) expire. [default: <table>_tombstones, when it exists]
+    #[arg(long, value_name = "PATH")]
+    pub tombstones: Option<String>,
     /// A dead-letter table whose dead letters detected longer ago than --older-than expire
     /// (every pipeline's; whole files, see docs/operations.md).
     #[arg(long, value_name = "PATH")]
@@ -142,6 +146,36 @@ pub struct ExpireArgs {
     /// Object store option, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
+}
+
+/// Expires the tombstones of deletes before `before` at `location`; a table that is not
+/// there is nothing to expire.
+async fn expire_tombstones(
+    location: &str,
+    storage_options: &std::collections::HashMap<String, String>,
+    before: sluice_window::EventTime,
+    apply: bool,
+) -> anyhow::Result<()> {
+    let options = TableOptions {
+        storage_options: storage_options.clone(),
+        ..TableOptions::new(location)
+    };
+    let Some(mut table) = sluice_publish::TombstoneTable::open_existing(&options)
+        .await
+        .with_context(|| format!("opening the tombstone table {location}"))?
+    else {
+        return Ok(());
+    };
+    let n = table
+        .expire(before, !apply)
+        .await
+        .with_context(|| format!("expiring tombstones of {location}"))?;
+    println!(
+        "sluice expire: {n} tombstones of deletes before {} {}",
+        before.to_rfc3339(),
+        outcome(apply)
+    );
+    Ok(())
 }
 
 pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
@@ -198,6 +232,14 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
             ended_before.to_rfc3339(),
             outcome(args.apply)
         );
+    }
+    let tombstones = args.tombstones.clone().or_else(|| {
+        args.table
+            .as_ref()
+            .map(|t| format!("{}_tombstones", t.trim_end_matches('/')))
+    });
+    if let Some(location) = tombstones {
+        expire_tombstones(&location, &storage_options, ended_before, args.apply).await?;
     }
     if let Some(dlq) = &args.dlq {
         let options = TableOptions {

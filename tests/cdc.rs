@@ -274,3 +274,56 @@ fn delete_options_are_validated() {
         "a refused run writes nothing"
     );
 }
+
+/// `sluice expire` counts the tombstones of deletes older than its cutoff (a dry run), then
+/// removes them with --apply, leaving newer ones and the table's rows; with `--table`, the
+/// table's tombstones expire with its windows.
+#[test]
+fn old_tombstones_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let table = dir.path().join("t");
+    let source = format!("ndjson:{}", input.display());
+    let t = table.display().to_string();
+    // Two deletes in October, one a day ahead of this machine's clock.
+    let tomorrow = chrono::Utc::now() + chrono::Duration::days(1);
+    let later = format!(
+        "{{\"id\":\"a3\",\"op\":\"d\",\"lsn\":9,\"ts\":\"{}\",\"balance\":0}}\n",
+        tomorrow.format("%Y-%m-%dT%H:%M:%SZ")
+    );
+    let log = op("a1", "c", 1, "10:00:00", 1)
+        + &op("a1", "d", 2, "10:01:00", 0)
+        + &op("a2", "d", 3, "10:02:00", 0)
+        + &op("a4", "c", 4, "10:03:00", 4)
+        + &later;
+    write_in(&input, "1.ndjson", &log);
+    ok(&delete_args(&source, &t));
+    let tombstones = dir.path().join("t_tombstones");
+    let count = || scalar(&tombstones, "SELECT count(*) FROM t");
+    assert_eq!(count(), "3");
+    // --tombstones alone: `--table` would expire the table's October windows too.
+    let s = tombstones.display().to_string();
+    let dry = ok(&["expire", "--tombstones", &s, "--older-than", "1h"]);
+    assert!(
+        dry.contains("sluice expire: 2 tombstones of deletes before"),
+        "{dry}"
+    );
+    assert_eq!(count(), "3", "a dry run removes nothing");
+    let applied = ok(&[
+        "expire",
+        "--tombstones",
+        &s,
+        "--older-than",
+        "1h",
+        "--apply",
+    ]);
+    assert!(
+        applied.contains("2 tombstones of deletes before"),
+        "{applied}"
+    );
+    assert_eq!(count(), "1");
+    assert_eq!(accounts(&table), ["a4,4,4"]);
+    let both = ok(&["expire", "--table", &t, "--older-than", "1h", "--apply"]);
+    assert!(both.contains("0 tombstones of deletes before"), "{both}");
+    assert!(both.contains("sluice expire: 1 windows (1 rows)"), "{both}");
+}

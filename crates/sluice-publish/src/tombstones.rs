@@ -38,8 +38,8 @@ pub const TOMBSTONE_PIPELINE_COLUMN: &str = "pipeline";
 #[derive(Debug, thiserror::Error)]
 pub enum TombstoneError {
     #[error(transparent)]
-    Open(#[from] OpenError),
-    #[error("the tombstone table {url} lacks the column {column:?} this pipeline's key or sequence needs (its columns: {columns})")]
+    Open(Box<OpenError>),
+    #[error("the tombstone table {url} lacks the column {column:?} (its columns: {columns}); is it another table?")]
     Columns {
         url: String,
         column: String,
@@ -48,19 +48,25 @@ pub enum TombstoneError {
     #[error("reading the tombstones of {url} failed: {source}")]
     Read {
         url: String,
-        source: DeltaTableError,
+        source: Box<DeltaTableError>,
     },
     #[error("writing {rows} tombstones to {url} failed: {source}")]
     Write {
         url: String,
         rows: usize,
-        source: DeltaTableError,
+        source: Box<DeltaTableError>,
     },
     #[error("expiring the tombstones of {url} failed: {source}")]
     Expire {
         url: String,
-        source: DeltaTableError,
+        source: Box<DeltaTableError>,
     },
+}
+
+impl From<OpenError> for TombstoneError {
+    fn from(e: OpenError) -> Self {
+        TombstoneError::Open(Box::new(e))
+    }
 }
 
 /// The tombstones of one pipeline's deletes.
@@ -86,6 +92,23 @@ pub struct Tombstones {
 }
 
 impl TombstoneTable {
+    /// Opens the tombstone table at `options.location` to expire it: `None` where there is
+    /// none (nothing is created).
+    pub async fn open_existing(options: &TableOptions) -> Result<Option<Self>, TombstoneError> {
+        let Some(table) = crate::table::open_table_if_exists(options).await? else {
+            return Ok(None);
+        };
+        let url = table.table_url().to_string();
+        check_columns(&table, &url, [DELETED_AT_COLUMN])?;
+        Ok(Some(TombstoneTable {
+            table,
+            url,
+            key_columns: Vec::new(),
+            sequence_columns: Vec::new(),
+            schema: Arc::new(Schema::empty()),
+        }))
+    }
+
     /// Opens the tombstone table at `options.location`, or creates it with the key fields'
     /// and sequence fields' types (`fields`: `(path, type)`, keys first).
     pub async fn open_or_create(
@@ -106,23 +129,11 @@ impl TombstoneTable {
         fields.push(Field::new(TOMBSTONE_PIPELINE_COLUMN, DataType::Utf8, false));
         let schema: SchemaRef = Arc::new(Schema::new(fields));
         let (table, url) = open_or_create_table(options, &schema).await?;
-        let present = table
-            .snapshot()
-            .map_err(|source| TombstoneError::Read {
-                url: url.clone(),
-                source,
-            })?
-            .schema();
-        for f in schema.fields() {
-            if present.field(f.name()).is_none() {
-                let columns: Vec<String> = present.fields().map(|f| f.name().clone()).collect();
-                return Err(TombstoneError::Columns {
-                    url,
-                    column: f.name().clone(),
-                    columns: columns.join(", "),
-                });
-            }
-        }
+        check_columns(
+            &table,
+            &url,
+            schema.fields().iter().map(|f| f.name().as_str()),
+        )?;
         Ok(TombstoneTable {
             table,
             url,
@@ -141,7 +152,7 @@ impl TombstoneTable {
     pub async fn of_keys(&mut self, keys: &[ArrayRef]) -> Result<Vec<RecordBatch>, TombstoneError> {
         let read = |source: DeltaTableError| TombstoneError::Read {
             url: self.url.clone(),
-            source,
+            source: Box::new(source),
         };
         let df_error = |e: deltalake::datafusion::error::DataFusionError| read(e.into());
         if keys.first().is_none_or(|k| k.is_empty()) {
@@ -189,7 +200,7 @@ impl TombstoneTable {
         let write = |source: DeltaTableError| TombstoneError::Write {
             url: self.url.clone(),
             rows,
-            source,
+            source: Box::new(source),
         };
         let mut columns = tombstones.values;
         columns.push(Arc::new(
@@ -213,25 +224,37 @@ impl TombstoneTable {
         Ok(())
     }
 
-    /// Removes `pipeline`'s tombstones of deletes before `before` (event time), in one commit;
-    /// returns how many were removed (0: nothing committed).
+    /// Removes (or, in a dry run, counts) the tombstones of deletes before `before` (their
+    /// event time), every pipeline's, in one commit; returns how many (0: nothing committed).
     pub async fn expire(
         &mut self,
-        pipeline: &str,
         before: EventTime,
+        dry_run: bool,
     ) -> Result<u64, TombstoneError> {
         let expire = |source: DeltaTableError| TombstoneError::Expire {
             url: self.url.clone(),
-            source,
+            source: Box::new(source),
         };
         self.table.update_state().await.map_err(expire)?;
         let cutoff =
             ScalarValue::TimestampMicrosecond(Some(before.as_micros()), Some("UTC".into()));
-        let predicate = Expr::Column(Column::new_unqualified(DELETED_AT_COLUMN))
-            .lt(lit(cutoff))
-            .and(
-                Expr::Column(Column::new_unqualified(TOMBSTONE_PIPELINE_COLUMN)).eq(lit(pipeline)),
-            );
+        let predicate = Expr::Column(Column::new_unqualified(DELETED_AT_COLUMN)).lt(lit(cutoff));
+        if dry_run {
+            let ctx = plain_types_session();
+            let provider = self
+                .table
+                .table_provider()
+                .await
+                .map_err(|e| expire(e.into()))?;
+            let due = ctx
+                .read_table(provider)
+                .and_then(|df| df.filter(predicate))
+                .map_err(|e| expire(e.into()))?
+                .count()
+                .await
+                .map_err(|e| expire(e.into()))?;
+            return Ok(due as u64);
+        }
         let (table, metrics) = self
             .table
             .clone()
@@ -242,4 +265,30 @@ impl TombstoneTable {
         self.table = table;
         Ok(metrics.num_deleted_rows.unwrap_or(0) as u64)
     }
+}
+
+/// Refuses a table at the tombstones' location that lacks one of `columns`.
+fn check_columns<'a>(
+    table: &DeltaTable,
+    url: &str,
+    columns: impl IntoIterator<Item = &'a str>,
+) -> Result<(), TombstoneError> {
+    let present = table
+        .snapshot()
+        .map_err(|source| TombstoneError::Read {
+            url: url.to_string(),
+            source: Box::new(source),
+        })?
+        .schema();
+    for column in columns {
+        if present.field(column).is_none() {
+            let names: Vec<String> = present.fields().map(|f| f.name().clone()).collect();
+            return Err(TombstoneError::Columns {
+                url: url.to_string(),
+                column: column.to_string(),
+                columns: names.join(", "),
+            });
+        }
+    }
+    Ok(())
 }
