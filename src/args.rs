@@ -8,6 +8,7 @@ use clap::Args;
 use serde::Deserialize;
 use sluice_ingest::{defaults, KeySpec, LatePolicy, PublishMode};
 use sluice_publish::{MergeScope, Pipelines};
+use sluice_source::envelope::Envelope;
 use sluice_source::kafka::StartAt;
 use sluice_source::{CsvOptions, FileFormat, Listing, SchemaEvolution};
 use sluice_stage::Codec;
@@ -181,6 +182,12 @@ pub struct RunArgs {
     /// lists, IS [NOT] NULL, AND, OR, NOT: nothing that could fail on a value.
     #[arg(long)]
     pub delete_when: Option<String>,
+    /// How each record wraps its row: debezium (a change event: the row is `after`, or
+    /// `before` for a delete, with the operation as __op and the `source` block as
+    /// __source). With it, --sequence-field defaults to __source.lsn and, in a mirror,
+    /// --delete-when to __op = 'd'. JSON records only (ndjson files, json Kafka messages).
+    #[arg(long, value_parser = ["debezium"])]
+    pub envelope: Option<String>,
     /// The tombstone table of --delete-when (readers of the table never see it).
     /// [default: <table>_tombstones]
     #[arg(long)]
@@ -368,6 +375,8 @@ pub struct RunSettings {
     pub dlq: String,
     /// `--delete-when`, checked against the record schema once the table is open.
     pub delete_when: Option<String>,
+    /// `--envelope`.
+    pub envelope: Option<Envelope>,
     /// `--tombstones`: the tombstone table's location.
     pub tombstones: String,
     pub late: LatePolicy,
@@ -465,10 +474,14 @@ impl RunArgs {
             .map_err(|e| usage(format!("--window-zone: {e}")))
     }
 
-    /// `--sequence-field`: the fields that order a key's changes (none: the event time).
+    /// `--sequence-field`: the fields that order a key's changes (none: the event time;
+    /// with an envelope, its log position).
     pub(crate) fn sequence_fields(&self) -> anyhow::Result<Vec<String>> {
         let Some(given) = self.sequence_field.as_deref().filter(|s| !s.is_empty()) else {
-            return Ok(Vec::new());
+            return Ok(match self.envelope()? {
+                Some(e) => vec![e.default_sequence().to_string()],
+                None => Vec::new(),
+            });
         };
         let fields: Vec<String> = given.split(',').map(|c| c.trim().to_string()).collect();
         if fields.iter().any(String::is_empty) {
@@ -477,6 +490,16 @@ impl RunArgs {
             )));
         }
         Ok(fields)
+    }
+
+    /// `--envelope`.
+    pub(crate) fn envelope(&self) -> anyhow::Result<Option<Envelope>> {
+        match self.envelope.as_deref().filter(|e| !e.is_empty()) {
+            None => Ok(None),
+            Some(name) => Envelope::parse_name(name)
+                .map(Some)
+                .ok_or_else(|| usage("--envelope: use debezium")),
+        }
     }
 
     /// `--time-field`, `--time-format`, `--time-zone`, `--max-time-ahead` and
@@ -955,7 +978,23 @@ impl RunArgs {
             .tombstones
             .clone()
             .unwrap_or_else(|| format!("{}_tombstones", table.trim_end_matches('/')));
-        let delete_when = a.delete_when.clone().filter(|w| !w.is_empty());
+        let envelope = a.envelope()?;
+        let format = a
+            .input_format
+            .as_deref()
+            .or(prefix_format)
+            .unwrap_or("ndjson");
+        if envelope.is_some() && !matches!(format, "ndjson" | "json" | "json-schema") {
+            return Err(usage(format!(
+                "--envelope: JSON records only (ndjson files, json or json-schema Kafka messages), not {format}"
+            )));
+        }
+        let mirror = mode == PublishMode::Merge(MergeScope::Table);
+        let delete_when = a.delete_when.clone().filter(|w| !w.is_empty()).or_else(|| {
+            envelope
+                .filter(|_| mirror && key.is_some())
+                .map(|e| e.default_delete_when().to_string())
+        });
         if delete_when.is_some() {
             let sequenced = key.as_ref().is_some_and(|k| !k.sequence.is_empty());
             if mode != PublishMode::Merge(MergeScope::Table) || !sequenced {
@@ -1047,6 +1086,7 @@ impl RunArgs {
             infer_lines: a.infer_lines.unwrap_or(defaults::INFER_LINES).max(1),
             dlq,
             delete_when,
+            envelope,
             tombstones,
             late,
             max_rewrite_age_ms,

@@ -352,6 +352,7 @@ fn reading(args: &DeadLettersArgs, contract: &Contract) -> anyhow::Result<Readin
     let decode = DecodeOptions {
         key: key_columns,
         sequence,
+        envelope: run.envelope()?,
         // A replay lands records in the table's columns; one with fields the table lacks
         // stays a dead letter (`unknown_field`): the stream grows the table.
         evolution: SchemaEvolution::Reject,

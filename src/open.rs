@@ -258,6 +258,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
             .as_ref()
             .map(|k| k.sequence.clone())
             .unwrap_or_default(),
+        envelope: settings.envelope,
         evolution: settings.evolution,
         columns_max: settings.columns_max,
         // Set by open_raw from the table's layout.

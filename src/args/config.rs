@@ -113,6 +113,7 @@ impl RunArgs {
             key,
             sequence_field,
             delete_when,
+            envelope,
             tombstones,
             mode,
             merge_scope,
@@ -193,7 +194,7 @@ impl RunArgs {
         let window_given = self.window.is_some();
         // Likewise the merge scope follows the mode.
         let mode_given = self.mode.is_some();
-        let fields: [(&str, &mut Option<String>); 12] = [
+        let fields: [(&str, &mut Option<String>); 13] = [
             (terms::TIME_FIELD, &mut self.time_field),
             (terms::TIME_COLUMN, &mut self.time_column),
             (terms::TIME_FORMAT, &mut self.time_format),
@@ -203,6 +204,7 @@ impl RunArgs {
             (terms::KEY, &mut self.key),
             (terms::SEQUENCE_FIELD, &mut self.sequence_field),
             (terms::DELETE_WHEN, &mut self.delete_when),
+            (terms::ENVELOPE, &mut self.envelope),
             (terms::MODE, &mut self.mode),
             (terms::MERGE_SCOPE, &mut self.merge_scope),
             (terms::LATE, &mut self.late),

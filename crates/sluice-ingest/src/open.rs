@@ -105,7 +105,15 @@ pub async fn open_raw(
             Some(declared) => declared.clone(),
             None => match spec.infer_from {
                 Some((source, lines)) => {
-                    let head = source.head_lines(lines)?;
+                    let mut head = source.head_lines(lines)?;
+                    if let Some(envelope) = spec.decode.envelope {
+                        // The rows, not their envelopes (a record that is no change is
+                        // left out: it is a dead letter once read).
+                        head = head
+                            .iter()
+                            .filter_map(|l| envelope.unwrap_line(l).ok())
+                            .collect();
+                    }
                     let inferred = schema::infer(
                         head.iter().map(Vec::as_slice),
                         lines,
@@ -273,6 +281,7 @@ pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
         .with(terms::ADDRESS, config.layout.name())
         .with(terms::KEY, decode.key.join(","))
         .with(terms::SEQUENCE_FIELD, decode.sequence.join(","))
+        .with(terms::ENVELOPE, decode.envelope.map_or("", |e| e.name()))
         .with(
             terms::DELETE_WHEN,
             config
@@ -297,6 +306,8 @@ pub mod terms {
     pub const KEY: &str = "key";
     /// What orders a key's changes (`--sequence-field`); empty: the event time.
     pub const SEQUENCE_FIELD: &str = "sequence-field";
+    /// How each record wraps its row (`--envelope`); empty: it is the row.
+    pub const ENVELOPE: &str = "envelope";
     /// Which changes are deletes (`--delete-when`, SQL); empty: none.
     pub const DELETE_WHEN: &str = "delete-when";
     pub const MODE: &str = "mode";

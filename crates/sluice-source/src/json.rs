@@ -136,7 +136,7 @@ fn quote(s: &str, out: &mut String) {
 }
 
 /// An object's members, each value left as its own text.
-struct Members<'a>(Vec<(String, &'a RawValue)>);
+pub(crate) struct Members<'a>(pub(crate) Vec<(String, &'a RawValue)>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

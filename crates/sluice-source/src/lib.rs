@@ -23,6 +23,7 @@ pub mod chunk;
 pub mod compression;
 pub mod csv;
 pub mod decode;
+pub mod envelope;
 pub mod file;
 pub mod generate;
 mod json;

@@ -56,6 +56,8 @@ pub enum RejectReason {
     Truncated(String),
     /// A message whose bytes do not decode as the schema its id names.
     SchemaMismatch(String),
+    /// A record that is not a change event of its envelope (`--envelope debezium`).
+    BadEnvelope(String),
 }
 
 impl RejectReason {
@@ -79,6 +81,7 @@ impl RejectReason {
             RejectReason::UnknownSchema(_) => "unknown_schema_id",
             RejectReason::Truncated(_) => "truncated",
             RejectReason::SchemaMismatch(_) => "schema_mismatch",
+            RejectReason::BadEnvelope(_) => "bad_envelope",
         }
     }
 
@@ -101,7 +104,8 @@ impl RejectReason {
             | RejectReason::NoMagicByte(m)
             | RejectReason::UnknownSchema(m)
             | RejectReason::Truncated(m)
-            | RejectReason::SchemaMismatch(m) => m.clone(),
+            | RejectReason::SchemaMismatch(m)
+            | RejectReason::BadEnvelope(m) => m.clone(),
             RejectReason::NullValue => {
                 "the message has no value (a tombstone); its key, if any, is not a record".into()
             }

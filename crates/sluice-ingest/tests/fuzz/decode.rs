@@ -213,6 +213,62 @@ fn declared() -> impl Strategy<Value = (SchemaRef, TimeFormat)> {
     ]
 }
 
+/// Change events (`--envelope debezium`) around any messages, some whole, some broken or
+/// with an operation of another kind: each is a row or a dead letter (`bad_envelope` for
+/// what is no change), in one chunk or several alike; a well-formed change of a clean
+/// record is never refused for its envelope.
+#[test]
+fn every_message_is_a_row_or_a_dead_letter_in_an_envelope() {
+    let op = proptest::sample::select(vec!["c", "u", "d", "r", "t", "x"]);
+    fuzz(
+        "decode, debezium envelope",
+        600,
+        (
+            declared(),
+            prop::collection::vec((line(), op, any::<bool>()), 1..24),
+            2usize..5,
+        ),
+        |((schema, format), changes, pieces)| {
+            let lines: Vec<Line> = changes
+                .iter()
+                .map(|(l, op, torn)| {
+                    let image = if *op == "d" { "before" } else { "after" };
+                    let mut bytes = format!("{{\"op\":\"{op}\",\"{image}\":").into_bytes();
+                    bytes.extend(l.bytes.iter().map(|b| if *b == b'\n' { b' ' } else { *b }));
+                    if !torn {
+                        bytes.extend_from_slice(b",\"source\":{\"lsn\":1}}");
+                    }
+                    Line {
+                        bytes,
+                        clean: l.clean && !torn && matches!(*op, "c" | "u" | "d" | "r"),
+                    }
+                })
+                .collect();
+            let options = DecodeOptions {
+                envelope: Some(sluice_source::envelope::Envelope::Debezium),
+                reserved: reserved(),
+                ..DecodeOptions::new("ts", format)
+            };
+            let Ok(decoder) = LineDecoder::new(schema, options) else {
+                return Ok(());
+            };
+            let (whole, _) = decode_in_pieces(&mut decoder.clone(), &lines, 1)?;
+            let (pieced, _) = decode_in_pieces(&mut decoder.clone(), &lines, pieces)?;
+            prop_assert_eq!(&whole, &pieced, "the same messages in other chunks");
+            for (offset, reason) in &whole {
+                let line = &lines[*offset as usize];
+                prop_assert!(
+                    !(line.clean && *reason == "bad_envelope"),
+                    "message {} is a clean change, refused: {:?}",
+                    offset,
+                    line
+                );
+            }
+            Ok(())
+        },
+    );
+}
+
 /// A declared schema: every message is a row or a dead letter, in one chunk or several
 /// alike, whatever the schema evolution policy; the grown schema is storable.
 #[test]

@@ -140,6 +140,8 @@ pub struct DecodeOptions {
     /// Sequence fields (dotted paths; `--sequence-field`): what orders the changes of one
     /// key. A row missing one is rejected.
     pub sequence: Vec<String>,
+    /// How each record wraps its row (`--envelope`): `None`, the record is the row.
+    pub envelope: Option<crate::envelope::Envelope>,
     pub evolution: SchemaEvolution,
     /// See [`COLUMNS_MAX_DEFAULT`].
     pub columns_max: usize,
@@ -163,6 +165,7 @@ impl DecodeOptions {
             time: time.into(),
             key: Vec::new(),
             sequence: Vec::new(),
+            envelope: None,
             evolution: SchemaEvolution::Add,
             columns_max: COLUMNS_MAX_DEFAULT,
             reserved: Vec::new(),
@@ -355,6 +358,14 @@ impl LineDecoder {
     /// it, and that record becomes a reject `internal_error`; the others are decoded as
     /// always (invariant E8).
     pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
+        match self.options.envelope {
+            Some(envelope) => self.decode_records(&envelope.unwrap_chunk(chunk)),
+            None => self.decode_records(chunk),
+        }
+    }
+
+    /// [`LineDecoder::decode`] of records that are rows (unwrapped from their envelope).
+    fn decode_records(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
         if !chunk.arrow.is_empty() {
             return match self.decode_arrow(chunk) {
                 Some(decoded) => Ok(decoded),
