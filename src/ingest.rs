@@ -109,10 +109,10 @@ fn summary_line(
         );
     }
     if s.restarts > 0 {
-        extra += &format!("; resumed from the table {} times", s.restarts);
+        extra += &format!("; resumed from the table {}", counted(s.restarts, "time"));
     }
     if s.merges_unchanged > 0 {
-        extra += &format!("; {} merges changed nothing", s.merges_unchanged);
+        extra += &format!("; {} changed nothing", counted(s.merges_unchanged, "merge"));
     }
     if s.idle_seals > 0 {
         extra += &format!("; {} idle seals", s.idle_seals);
