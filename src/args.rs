@@ -977,7 +977,7 @@ impl RunArgs {
         let tombstones = a
             .tombstones
             .clone()
-            .unwrap_or_else(|| format!("{}_tombstones", table.trim_end_matches('/')));
+            .unwrap_or_else(|| default_tombstones_location(&table));
         let envelope = a.envelope()?;
         let format = a
             .input_format
@@ -997,7 +997,7 @@ impl RunArgs {
         });
         if delete_when.is_some() {
             let sequenced = key.as_ref().is_some_and(|k| !k.sequence.is_empty());
-            if mode != PublishMode::Merge(MergeScope::Table) || !sequenced {
+            if !mirror || !sequenced {
                 return Err(usage(
                     "--delete-when: needs --mode merge --merge-scope table and --sequence-field (a mirror of a source's rows: a delete removes its key's row across the table, ordered by the source's sequence)",
                 ));
@@ -1112,6 +1112,11 @@ impl RunArgs {
             metrics_addr,
         })
     }
+}
+
+/// The tombstone table beside `table` (`--tombstones`' default).
+pub(crate) fn default_tombstones_location(table: &str) -> String {
+    format!("{}_tombstones", table.trim_end_matches('/'))
 }
 
 pub(crate) fn default_dlq_location(table: &str) -> String {

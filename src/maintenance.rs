@@ -160,16 +160,12 @@ async fn expire_tombstones(
         storage_options: storage_options.clone(),
         ..TableOptions::new(location)
     };
-    let Some(mut table) = sluice_publish::TombstoneTable::open_existing(&options)
-        .await
-        .with_context(|| format!("opening the tombstone table {location}"))?
-    else {
-        return Ok(());
-    };
-    let n = table
-        .expire(before, !apply)
+    let expired = sluice_publish::expire_tombstones(&options, before, !apply)
         .await
         .with_context(|| format!("expiring tombstones of {location}"))?;
+    let Some(n) = expired else {
+        return Ok(());
+    };
     println!(
         "sluice expire: {n} tombstones of deletes before {} {}",
         before.to_rfc3339(),
@@ -235,8 +231,8 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
     }
     let tombstones = args.tombstones.clone().or_else(|| {
         args.table
-            .as_ref()
-            .map(|t| format!("{}_tombstones", t.trim_end_matches('/')))
+            .as_deref()
+            .map(crate::args::default_tombstones_location)
     });
     if let Some(location) = tombstones {
         expire_tombstones(&location, &storage_options, ended_before, args.apply).await?;

@@ -45,7 +45,14 @@ pub async fn wire(settings: &RunSettings) -> anyhow::Result<Wired> {
     let source = open_source(settings, settings.follow.is_some())?;
     let (decode, config) = runner(settings);
     let options = table_options(settings, &config, &decode);
-    let (table, decoder) = open_raw(settings, &options, decode, Some(&source)).await?;
+    let (table, decoder) = open_raw(
+        settings,
+        &options,
+        decode,
+        delete_predicate(&config),
+        Some(&source),
+    )
+    .await?;
     Ok(Wired {
         source,
         table,
@@ -110,20 +117,26 @@ pub async fn resolve(args: RunArgs) -> anyhow::Result<RunSettings> {
     args.settings()
 }
 
+/// The run's `--delete-when` predicate, if any.
+fn delete_predicate(config: &IngestConfig) -> Option<&DeletePredicate> {
+    config.deletes.as_ref().map(|d| &d.when)
+}
+
 /// Opens the raw table (sluice_ingest::open_raw: created with the schema file's schema, or
-/// else one inferred from `infer_from`, once the decode options are known to fit it), with
-/// the decoder for its record schema; its errors named after the flags that cause them.
+/// else one inferred from `infer_from`, once the decode options and the run's delete
+/// predicate are known to fit it), with the decoder for its record schema; its errors named
+/// after the flags that cause them.
 pub(crate) async fn open_raw(
     settings: &RunSettings,
     options: &TableOptions,
     decode: DecodeOptions,
+    deletes: Option<&DeletePredicate>,
     infer_from: Option<&NdjsonSource>,
 ) -> anyhow::Result<(WindowTable, LineDecoder)> {
     let declared = match &settings.schema {
         Some(path) => Some(RecordSchema::load(path).map_err(|e| usage(format!("--schema: {e}")))?),
         None => registry_schema(settings, options).await?,
     };
-    let deletes = settings.delete_when.as_ref().map(DeletePredicate::new);
     let spec = RawTableSpec {
         options,
         declared: declared.as_ref(),
@@ -132,7 +145,7 @@ pub(crate) async fn open_raw(
         evolution: settings.evolution,
         infer_from: infer_from.map(|source| (source, settings.infer_lines)),
         decode,
-        deletes: deletes.as_ref(),
+        deletes,
     };
     open_raw_table(spec).await.map_err(|e| match e {
         OpenRawError::Open(e) => open_error(e, &settings.table),
@@ -507,7 +520,8 @@ pub async fn open_sharded_raw(
 ) -> anyhow::Result<ShardedRaw> {
     let unsharded = table_options(settings, config, &decode);
     let first = sluice_ingest::shard_writer_options(&unsharded, sluice_window::Shard(0));
-    let (table, decoder) = open_raw(settings, &first, decode, None).await?;
+    let (table, decoder) =
+        open_raw(settings, &first, decode, delete_predicate(config), None).await?;
     // The writers' retries stay: the dead-letter table and the notifier's marks are written
     // by every process of the group too, racing on disjoint `txn`s.
     let options = TableOptions {

@@ -51,36 +51,48 @@ enum Order<'a> {
     Sequence(&'a [u8]),
 }
 
+/// The converter of sequence columns like `columns` to arrow's row format, whose bytes
+/// compare as the values do (rows are comparable when one converter made them).
+pub(crate) fn sequence_converter(columns: &[ArrayRef]) -> Result<RowConverter, ArrowError> {
+    RowConverter::new(
+        columns
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )
+}
+
 impl<'b> RowOrder<'b> {
     /// The order of `batch`'s rows by `key`'s rule.
     fn of(batch: &'b RecordBatch, key: &'b KeySpec) -> Result<Self, ArrowError> {
-        Ok(Self::of_batches(&[batch], key)?.pop().expect("one batch"))
+        if key.sequence.is_empty() {
+            return Ok(RowOrder::Time(Box::new(event_time_reader(batch, key)?)));
+        }
+        let columns = columns_named(batch, &key.sequence)?;
+        Ok(RowOrder::Sequence(
+            sequence_converter(&columns)?.convert_columns(&columns)?,
+        ))
     }
 
-    /// The orders of several batches' rows, comparable across them: sequence fields are
-    /// converted by one converter, so every batch must hold them with the same types.
-    fn of_batches(batches: &[&'b RecordBatch], key: &'b KeySpec) -> Result<Vec<Self>, ArrowError> {
+    /// The orders of two batches' rows, comparable across them: sequence fields are
+    /// converted by one converter, so both must hold them with the same types.
+    fn of_pair(
+        a: &'b RecordBatch,
+        b: &'b RecordBatch,
+        key: &'b KeySpec,
+    ) -> Result<(Self, Self), ArrowError> {
         if key.sequence.is_empty() {
-            return batches
-                .iter()
-                .map(|b| Ok(RowOrder::Time(Box::new(event_time_reader(b, key)?))))
-                .collect();
+            return Ok((Self::of(a, key)?, Self::of(b, key)?));
         }
-        let Some(first) = batches.first() else {
-            return Ok(Vec::new());
-        };
-        let fields = columns_named(first, &key.sequence)?
-            .iter()
-            .map(|c| SortField::new(c.data_type().clone()))
-            .collect();
-        let converter = RowConverter::new(fields)?;
-        batches
-            .iter()
-            .map(|b| {
-                let columns = columns_named(b, &key.sequence)?;
-                Ok(RowOrder::Sequence(converter.convert_columns(&columns)?))
-            })
-            .collect()
+        let (a, b) = (
+            columns_named(a, &key.sequence)?,
+            columns_named(b, &key.sequence)?,
+        );
+        let converter = sequence_converter(&a)?;
+        Ok((
+            RowOrder::Sequence(converter.convert_columns(&a)?),
+            RowOrder::Sequence(converter.convert_columns(&b)?),
+        ))
     }
 
     fn at(&self, i: usize) -> Order<'_> {
@@ -368,8 +380,7 @@ pub fn drop_losers(
     let present_keys = columns_named(&present, &key.columns)?;
     let offered_rows = KeyRows::of(&offered_keys)?;
     let present_rows = KeyRows::of(&present_keys)?;
-    let orders = RowOrder::of_batches(&[&present, offered], key)?;
-    let (present_order, offered_order) = (&orders[0], &orders[1]);
+    let (present_order, offered_order) = RowOrder::of_pair(&present, offered, key)?;
     let (p_sources, p_offsets) = position_columns(&present.schema(), &present)?;
     // Per key, the order and position of its best row in the table.
     type Best<'a> = (Order<'a>, (&'a str, i64));

@@ -15,13 +15,12 @@ use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatc
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Schema};
 use deltalake::arrow::error::ArrowError;
-use deltalake::arrow::row::{RowConverter, SortField};
 use deltalake::datafusion::common::DFSchema;
 use deltalake::datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use deltalake::datafusion::prelude::SessionContext;
 use sluice_window::EventTime;
 
-use crate::dedupe::{columns_named, event_time_reader, KeySpec};
+use crate::dedupe::{columns_named, event_time_reader, sequence_converter, KeySpec};
 use crate::keys::KeyRows;
 
 /// Why a `--delete-when` predicate is refused.
@@ -244,12 +243,7 @@ pub(crate) fn bury(
 ) -> Result<Buried, ArrowError> {
     let keys = columns_named(offered, &key.columns)?;
     let sequence = columns_named(offered, &key.sequence)?;
-    let converter = RowConverter::new(
-        sequence
-            .iter()
-            .map(|c| SortField::new(c.data_type().clone()))
-            .collect(),
-    )?;
+    let converter = sequence_converter(&sequence)?;
     let offered_rows = KeyRows::of(&keys)?;
     let offered_sequence = converter.convert_columns(&sequence)?;
     // The highest tombstone sequence per key (as bytes that compare as the values do).

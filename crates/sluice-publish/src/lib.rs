@@ -84,7 +84,8 @@ pub use table::{
     SOURCE_COLUMN,
 };
 pub use tombstones::{
-    TombstoneError, TombstoneTable, Tombstones, DELETED_AT_COLUMN, TOMBSTONE_PIPELINE_COLUMN,
+    expire_tombstones, TombstoneError, TombstoneTable, Tombstones, DELETED_AT_COLUMN,
+    TOMBSTONE_PIPELINE_COLUMN,
 };
 pub use vacuum::{vacuum, VacuumError, Vacuumed};
 

@@ -92,23 +92,6 @@ pub struct Tombstones {
 }
 
 impl TombstoneTable {
-    /// Opens the tombstone table at `options.location` to expire it: `None` where there is
-    /// none (nothing is created).
-    pub async fn open_existing(options: &TableOptions) -> Result<Option<Self>, TombstoneError> {
-        let Some(table) = crate::table::open_table_if_exists(options).await? else {
-            return Ok(None);
-        };
-        let url = table.table_url().to_string();
-        check_columns(&table, &url, [DELETED_AT_COLUMN])?;
-        Ok(Some(TombstoneTable {
-            table,
-            url,
-            key_columns: Vec::new(),
-            sequence_columns: Vec::new(),
-            schema: Arc::new(Schema::empty()),
-        }))
-    }
-
     /// Opens the tombstone table at `options.location`, or creates it with the key fields'
     /// and sequence fields' types (`fields`: `(path, type)`, keys first).
     pub async fn open_or_create(
@@ -223,48 +206,45 @@ impl TombstoneTable {
             .map_err(write)?;
         Ok(())
     }
+}
 
-    /// Removes (or, in a dry run, counts) the tombstones of deletes before `before` (their
-    /// event time), every pipeline's, in one commit; returns how many (0: nothing committed).
-    pub async fn expire(
-        &mut self,
-        before: EventTime,
-        dry_run: bool,
-    ) -> Result<u64, TombstoneError> {
-        let expire = |source: DeltaTableError| TombstoneError::Expire {
-            url: self.url.clone(),
-            source: Box::new(source),
-        };
-        self.table.update_state().await.map_err(expire)?;
-        let cutoff =
-            ScalarValue::TimestampMicrosecond(Some(before.as_micros()), Some("UTC".into()));
-        let predicate = Expr::Column(Column::new_unqualified(DELETED_AT_COLUMN)).lt(lit(cutoff));
-        if dry_run {
-            let ctx = plain_types_session();
-            let provider = self
-                .table
-                .table_provider()
-                .await
-                .map_err(|e| expire(e.into()))?;
-            let due = ctx
-                .read_table(provider)
-                .and_then(|df| df.filter(predicate))
-                .map_err(|e| expire(e.into()))?
-                .count()
-                .await
-                .map_err(|e| expire(e.into()))?;
-            return Ok(due as u64);
-        }
-        let (table, metrics) = self
-            .table
-            .clone()
-            .delete()
-            .with_predicate(predicate)
+/// Removes (or, in a dry run, counts) the tombstones of deletes before `before` (their event
+/// time) in the tombstone table at `options.location`, every pipeline's, in one commit;
+/// returns how many (0: nothing committed), or `None` where there is no table (nothing is
+/// created).
+pub async fn expire_tombstones(
+    options: &TableOptions,
+    before: EventTime,
+    dry_run: bool,
+) -> Result<Option<u64>, TombstoneError> {
+    let Some(table) = crate::table::open_table_if_exists(options).await? else {
+        return Ok(None);
+    };
+    let url = table.table_url().to_string();
+    check_columns(&table, &url, [DELETED_AT_COLUMN])?;
+    let expire = |source: DeltaTableError| TombstoneError::Expire {
+        url: url.clone(),
+        source: Box::new(source),
+    };
+    let cutoff = ScalarValue::TimestampMicrosecond(Some(before.as_micros()), Some("UTC".into()));
+    let predicate = Expr::Column(Column::new_unqualified(DELETED_AT_COLUMN)).lt(lit(cutoff));
+    if dry_run {
+        let provider = table.table_provider().await.map_err(|e| expire(e.into()))?;
+        let due = plain_types_session()
+            .read_table(provider)
+            .and_then(|df| df.filter(predicate))
+            .map_err(|e| expire(e.into()))?
+            .count()
             .await
-            .map_err(expire)?;
-        self.table = table;
-        Ok(metrics.num_deleted_rows.unwrap_or(0) as u64)
+            .map_err(|e| expire(e.into()))?;
+        return Ok(Some(due as u64));
     }
+    let (_, metrics) = table
+        .delete()
+        .with_predicate(predicate)
+        .await
+        .map_err(expire)?;
+    Ok(Some(metrics.num_deleted_rows.unwrap_or(0) as u64))
 }
 
 /// Refuses a table at the tombstones' location that lacks one of `columns`.

@@ -20,7 +20,7 @@ impl Publisher {
         key: &KeySpec,
         changing: RecordBatch,
     ) -> Result<(RecordBatch, Option<BooleanArray>), IngestError> {
-        let Some(rule) = self.policy.deletes.clone() else {
+        let Some(rule) = &self.policy.deletes else {
             return Ok((changing, None));
         };
         if changing.num_rows() == 0 {
@@ -28,7 +28,7 @@ impl Publisher {
         }
         let deletes = rule.when.evaluate(&changing)?;
         let pipeline = self.policy.pipeline.clone();
-        let tombstones = self.tombstone_table(&rule, key).await?;
+        let tombstones = self.tombstone_table(key).await?;
         let keys = columns_named(&changing, &key.columns)?;
         let held = tombstones.of_keys(&keys).await?;
         let buried = bury(&changing, &deletes, &held, key)?;
@@ -47,19 +47,17 @@ impl Publisher {
         Ok((kept, Some(flags)))
     }
 
-    /// The tombstone table, opened (or created) on first use.
-    async fn tombstone_table(
-        &mut self,
-        rule: &DeleteRule,
-        key: &KeySpec,
-    ) -> Result<&mut TombstoneTable, IngestError> {
-        if self.tombstones.is_none() {
-            let schema = self.file_schema.clone();
-            let keys = field_types(&schema, &key.columns)?;
-            let sequence = field_types(&schema, &key.sequence)?;
-            let table = TombstoneTable::open_or_create(&rule.tombstones, &keys, &sequence).await?;
-            self.tombstones = Some(table);
-        }
-        Ok(self.tombstones.as_mut().expect("opened above"))
+    /// The tombstone table of the run's [`DeleteRule`], opened (or created) on first use.
+    async fn tombstone_table(&mut self, key: &KeySpec) -> Result<&mut TombstoneTable, IngestError> {
+        let table = match (self.tombstones.take(), &self.policy.deletes) {
+            (Some(table), _) => table,
+            (None, Some(DeleteRule { tombstones, .. })) => {
+                let keys = field_types(&self.file_schema, &key.columns)?;
+                let sequence = field_types(&self.file_schema, &key.sequence)?;
+                TombstoneTable::open_or_create(tombstones, &keys, &sequence).await?
+            }
+            (None, None) => unreachable!("tombstones are read only in a run with deletes"),
+        };
+        Ok(self.tombstones.insert(table))
     }
 }
