@@ -26,6 +26,7 @@ mod maintenance;
 mod merge;
 mod metrics;
 mod notify;
+mod postgres;
 mod second_hour;
 mod servers;
 mod shapes;

@@ -311,3 +311,151 @@ pub fn topic_contents(broker: &Server, topic: &str, partitions: u32) -> Vec<(Str
     }
     found
 }
+
+/// A private PostgreSQL 15 cluster with logical decoding (wal2json), in a temporary data
+/// directory, listening on a free loopback port; stopped (fast shutdown) when dropped.
+/// `scripts/servers install` installs Debian's `postgresql-15` and `postgresql-15-wal2json`;
+/// `SLUICE_PG_BIN` names another directory of PostgreSQL binaries.
+pub struct Postgres {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+fn pg_bin(name: &str) -> PathBuf {
+    let dir = std::env::var_os("SLUICE_PG_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
+    binary("SLUICE_PG_BIN", dir.join(name))
+}
+
+/// PostgreSQL refuses to run as root: as root, its processes run as the `postgres` user.
+fn as_pg_user(cmd: &mut Command, dir: &std::path::Path) {
+    use std::os::unix::process::CommandExt;
+    if effective_uid() != 0 {
+        return;
+    }
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "no `postgres` user to run PostgreSQL as"
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let (uid, gid) = (id("-u"), id("-g"));
+    std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
+    cmd.uid(uid).gid(gid);
+}
+
+fn effective_uid() -> u32 {
+    let out = Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+pub fn postgres() -> Postgres {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut initdb = Command::new(pg_bin("initdb"));
+    initdb
+        .arg("-D")
+        .arg(&data)
+        .args(["-A", "trust", "-U", "sluice", "--no-sync", "-E", "UTF8"])
+        .args(["--locale", "C"]);
+    as_pg_user(&mut initdb, dir.path());
+    let out = initdb.output().expect("initdb runs");
+    assert!(
+        out.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port();
+    let mut cmd = Command::new(pg_bin("postgres"));
+    cmd.arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir.path())
+        .args([
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "wal_level=logical",
+        ])
+        .args(["-c", "max_replication_slots=4", "-c", "max_wal_senders=4"])
+        .args(["-c", "fsync=off", "-c", "TimeZone=UTC"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    as_pg_user(&mut cmd, dir.path());
+    let mut child = cmd.spawn().expect("postgres starts");
+    wait_listening(port, "postgres", &mut child);
+    let pg = Postgres {
+        child,
+        port,
+        _dir: dir,
+    };
+    // Listening comes before accepting connections: wait for a query to answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pg.try_sql("SELECT 1").is_err() {
+        assert!(Instant::now() < deadline, "postgres did not answer in 30 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    pg
+}
+
+impl Postgres {
+    fn try_sql(&self, sql: &str) -> Result<String, String> {
+        let out = Command::new(pg_bin("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-At",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+            ])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "sluice",
+                "-d",
+                "postgres",
+            ])
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                child.stdin.take().unwrap().write_all(sql.as_bytes())?;
+                child.wait_with_output()
+            })
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8(out.stdout).unwrap())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// Runs `sql` (any number of statements) with psql; what it printed, one row a line,
+    /// columns separated by `|`.
+    pub fn sql(&self, sql: &str) -> String {
+        self.try_sql(sql)
+            .unwrap_or_else(|e| panic!("psql failed: {e}\n{sql}"))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT: a fast shutdown, which ends the backends too.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
