@@ -192,6 +192,12 @@ pub struct RunArgs {
     /// [default: <table>_tombstones]
     #[arg(long)]
     pub tombstones: Option<String>,
+    /// With --mode merge --merge-scope table and one --sequence-field: 1 keeps each key's
+    /// latest change; 2 keeps every change as a version of its row, current from its
+    /// sequence (__start_at) until the key's next change or delete (__end_at; null while
+    /// current), whatever order the changes arrive in. [default: 1]
+    #[arg(long, value_parser = ["1", "2"])]
+    pub scd: Option<String>,
     /// How a sealed window is published: swap (replace the window's files) or merge (upsert
     /// on --key: a key's row is replaced only by a later event time, then a later source
     /// position). [default: swap]
@@ -375,6 +381,8 @@ pub struct RunSettings {
     pub dlq: String,
     /// `--delete-when`, checked against the record schema once the table is open.
     pub delete_when: Option<String>,
+    /// `--scd 2`: every change a version of its row.
+    pub history: bool,
     /// `--envelope`.
     pub envelope: Option<Envelope>,
     /// `--tombstones`: the tombstone table's location.
@@ -1003,6 +1011,15 @@ impl RunArgs {
                 ));
             }
         }
+        let history = a.scd.as_deref() == Some("2");
+        if history {
+            let sequences = key.as_ref().map_or(0, |k| k.sequence.len());
+            if !mirror || sequences != 1 {
+                return Err(usage(
+                    "--scd 2: needs --mode merge --merge-scope table and one --sequence-field (a version starts and ends at a sequence value of its key's changes)",
+                ));
+            }
+        }
         let late = LatePolicy::parse_name(a.late.as_deref().unwrap_or(defaults::LATE))
             .ok_or_else(|| usage("--late: use drop, rewrite or merge"))?;
         let max_rewrite_age_ms =
@@ -1086,6 +1103,7 @@ impl RunArgs {
             infer_lines: a.infer_lines.unwrap_or(defaults::INFER_LINES).max(1),
             dlq,
             delete_when,
+            history,
             envelope,
             tombstones,
             late,

@@ -8,7 +8,7 @@ use sluice_ingest::{Clock, Follow, Ingester};
 use sluice_publish::{DeadLetterTable, TableOptions};
 
 use crate::args::{RunArgs, RunSettings};
-use crate::open::{attempt, open_deriver, resolve, runner, wire, SystemClock};
+use crate::open::{attempt, open_deriver, resolve, wire, SystemClock};
 use crate::signals::{Signal, Stop};
 use crate::usage;
 use crate::words::{busy_seconds, counted};
@@ -215,7 +215,7 @@ async fn ingest_kafka(
     Option<u64>,
     Vec<sluice_notify::TargetReport>,
 )> {
-    let (decode, config) = runner(settings);
+    let (decode, config) = crate::open::runner(settings);
     let crate::open::ShardedRaw {
         mut table,
         decoder,

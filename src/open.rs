@@ -146,6 +146,7 @@ pub(crate) async fn open_raw(
         infer_from: infer_from.map(|source| (source, settings.infer_lines)),
         decode,
         deletes,
+        history: settings.history,
     };
     open_raw_table(spec).await.map_err(|e| match e {
         OpenRawError::Open(e) => open_error(e, &settings.table),
@@ -157,6 +158,7 @@ pub(crate) async fn open_raw(
             usage(format!("--schema: {e}"))
         }
         OpenRawError::Deletes(e) => usage(format!("{e}; nothing was written")),
+        e @ OpenRawError::VersionColumns(_) => usage(format!("{e}; nothing was written")),
         OpenRawError::Decode { source, fields } => match source {
             sluice_source::DecodeError::NoKeyField(_)
             | sluice_source::DecodeError::KeyFieldType { .. } => usage(format!(
@@ -309,6 +311,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
                 ..TableOptions::new(settings.tombstones.clone())
             },
         }),
+        history: settings.history,
         late_batch_ms: settings.late_batch_ms,
         late: settings.late,
         mode: settings.mode,
@@ -348,6 +351,7 @@ pub fn table_options(
 
 /// The run's contract: its decode and publish terms, and for a Kafka source the format of
 /// its messages (a topic's table is not fed another format unnoticed).
+#[cfg_attr(not(feature = "kafka"), allow(unused_variables))]
 fn contract(
     settings: &RunSettings,
     config: &IngestConfig,

@@ -275,6 +275,83 @@ fn delete_options_are_validated() {
     );
 }
 
+/// `--scd 2` keeps every change as a version, current from its sequence to its key's next
+/// change or delete, whatever the arrival order; the table records it, so a later run that
+/// leaves it out still keeps history, and one that asks for `--scd 1` is refused.
+#[test]
+fn history_keeps_every_version_in_sequence_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let table = dir.path().join("h");
+    let src = format!("ndjson:{}", input.display());
+    let t = table.display().to_string();
+    write_in(
+        &input,
+        "1.ndjson",
+        &(op("a1", "c", 1, "10:00:00", 1)
+            + &op("a1", "u", 4, "10:01:00", 4)
+            + &op("a2", "c", 2, "10:02:00", 2)
+            + &op("a2", "d", 5, "10:03:00", 2)
+            + &op("a3", "d", 9, "10:05:00", 3)),
+    );
+    let mut args = delete_args(&src, &t);
+    args.extend(["--scd", "2"]);
+    ok(&args);
+    let versions = || {
+        query_csv(
+            &[("t", &table)],
+            "SELECT id, balance, __start_at, __end_at FROM t ORDER BY id, __start_at",
+        )
+    };
+    assert_eq!(versions(), ["a1,1,1,4", "a1,4,4,", "a2,2,2,5"]);
+    // Late: a change of a1 between its versions, one of a2 between its create and delete,
+    // a3's create before its delete, a redelivery.
+    write_in(
+        &input,
+        "2.ndjson",
+        &(op("a1", "u", 3, "10:00:30", 3)
+            + &op("a2", "u", 3, "10:02:30", 7)
+            + &op("a3", "c", 8, "10:04:00", 8)
+            + &op("a1", "u", 4, "10:01:00", 4)),
+    );
+    ok(&["run", "--source", &src, "--table", &t]);
+    let all = [
+        "a1,1,1,3", "a1,3,3,4", "a1,4,4,", "a2,2,2,3", "a2,7,3,5", "a3,8,8,9",
+    ];
+    assert_eq!(versions(), all);
+    let v = version(&table);
+    ok(&["run", "--source", &src, "--table", &t]);
+    assert_eq!(version(&table), v, "a replay commits nothing");
+    let status = ok(&["status", "--table", &t]);
+    assert!(status.contains("scd=2"), "{status}");
+    assert_refused(
+        &["run", "--source", &src, "--table", &t, "--scd", "1"],
+        "scd is 2 in the table, (none) in this run",
+    );
+}
+
+/// `--scd 2` needs a mirror with one sequence field.
+#[test]
+fn history_options_are_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    write_in(dir.path(), "in.ndjson", &op("a1", "c", 1, "10:00:00", 1));
+    let src = format!("ndjson:{}", dir.path().join("in.ndjson").display());
+    let t = dir.path().join("t").display().to_string();
+    let needs = "--scd 2: needs --mode merge --merge-scope table and one --sequence-field";
+    let window = mirror_args(&src, &t, "window");
+    let unsequenced = merge_args(&src, &t, "id", "table");
+    let mut two = merge_args(&src, &t, "id", "table");
+    two.extend(["--sequence-field", "lsn,balance"]);
+    for mut args in [window, unsequenced, two] {
+        args.extend(["--scd", "2"]);
+        assert_refused(&args, needs);
+    }
+    assert!(
+        !dir.path().join("t").exists(),
+        "a refused run writes nothing"
+    );
+}
+
 /// `sluice expire` counts the tombstones of deletes older than its cutoff (a dry run), then
 /// removes them with --apply, leaving newer ones and the table's rows; with `--table`, the
 /// table's tombstones expire with its windows.

@@ -78,6 +78,7 @@ fn config(window: WindowSize) -> IngestConfig {
         compact: None,
         retain_ms: None,
         deletes: None,
+        history: false,
     }
 }
 

@@ -113,6 +113,7 @@ impl RunArgs {
             key,
             sequence_field,
             delete_when,
+            scd,
             envelope,
             tombstones,
             mode,
@@ -194,7 +195,7 @@ impl RunArgs {
         let window_given = self.window.is_some();
         // Likewise the merge scope follows the mode.
         let mode_given = self.mode.is_some();
-        let fields: [(&str, &mut Option<String>); 13] = [
+        let fields: [(&str, &mut Option<String>); 14] = [
             (terms::TIME_FIELD, &mut self.time_field),
             (terms::TIME_COLUMN, &mut self.time_column),
             (terms::TIME_FORMAT, &mut self.time_format),
@@ -204,6 +205,7 @@ impl RunArgs {
             (terms::KEY, &mut self.key),
             (terms::SEQUENCE_FIELD, &mut self.sequence_field),
             (terms::DELETE_WHEN, &mut self.delete_when),
+            (terms::SCD, &mut self.scd),
             (terms::ENVELOPE, &mut self.envelope),
             (terms::MODE, &mut self.mode),
             (terms::MERGE_SCOPE, &mut self.merge_scope),

@@ -1,13 +1,14 @@
 """Compares a sluice mirror with its PostgreSQL table, row for row, as Python delta-rs reads it.
 
-  compare_pg.py TABLE EXPECTED_JSON
+  compare_pg.py TABLE EXPECTED_JSON [--current]
 
 EXPECTED_JSON is {"key": [column, ...], "columns": [[name, PostgreSQL type], ...], "rows":
 [row_to_json of each row of `SELECT * FROM t`]}. Every PostgreSQL column must be a column of
 the Delta table (the table may have more: the envelope's `__op` and `__source`); the rows must
 be the same set, keyed by the key columns, each value equal under its PostgreSQL type: numbers
 exactly (numeric as decimals, a double by its value), timestamps as instants, dates and text as
-they are. Prints one summary line; exits 1 with the first differences."""
+they are. With --current (a history, `--scd 2`), only the current versions (`__end_at` null)
+are compared. Prints one summary line; exits 1 with the first differences."""
 import json
 import os
 import sys
@@ -74,7 +75,11 @@ def main():
     if missing:
         sys.exit(f"{table}: no column {missing} (it has {arrow.column_names})")
     pg = keyed(expected["rows"], key, columns, "postgres")
-    delta = keyed(arrow.to_pylist(), key, columns, "delta")
+    rows = arrow.to_pylist()
+    current = "--current" in sys.argv[3:]
+    if current:
+        rows = [r for r in rows if r["__end_at"] is None]
+    delta = keyed(rows, key, columns, "delta")
     lost = sorted(k for k in pg if k not in delta)
     extra = sorted(k for k in delta if k not in pg)
     differ = sorted(k for k in pg if k in delta and pg[k] != delta[k])
@@ -90,7 +95,8 @@ def main():
         return 1
     types = {f.name: str(f.type) for f in arrow.schema}
     described = ", ".join(f"{n} {types[n]}" for n, _ in columns)
-    print(f"{table.rsplit('/', 1)[-1]}: {len(pg)} rows equal to PostgreSQL ({described})")
+    what = "current versions" if current else "rows"
+    print(f"{table.rsplit('/', 1)[-1]}: {len(pg)} {what} equal to PostgreSQL ({described})")
     return 0
 
 

@@ -135,6 +135,10 @@ pub struct IngestConfig {
     /// Deletes (`--delete-when`; merge mode across the table, with a sequence): `None`, every
     /// change is an upsert.
     pub deletes: Option<DeleteRule>,
+    /// History (`--scd 2`; merge mode across the table, with one sequence field): every
+    /// change of a key is a version of its row ([`crate::history`]); false: the table holds
+    /// each key's latest change.
+    pub history: bool,
 }
 
 /// Which changes are deletes, and where their tombstones are kept.

@@ -60,6 +60,7 @@ mod deletes;
 mod derive;
 pub mod duplicates;
 mod follow;
+mod history;
 mod instruments;
 #[cfg(feature = "kafka")]
 mod kafka;

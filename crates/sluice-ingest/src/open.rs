@@ -45,6 +45,10 @@ pub enum OpenRawError {
     /// The `--delete-when` predicate does not fit the record schema. Nothing was written.
     #[error(transparent)]
     Deletes(#[from] crate::deletes::DeletePredicateError),
+    /// History's version columns do not fit the record schema (`--scd 2`). Nothing was
+    /// written.
+    #[error("--scd 2: {0}")]
+    VersionColumns(String),
 }
 
 /// How a run's raw table is opened.
@@ -62,6 +66,8 @@ pub struct RawTableSpec<'a> {
     pub decode: DecodeOptions,
     /// Which changes are deletes: checked likewise.
     pub deletes: Option<&'a crate::deletes::DeletePredicate>,
+    /// History (`--scd 2`): a new table gets the version columns, typed as the sequence.
+    pub history: bool,
 }
 
 /// Commit attempts of a shard's writer when another shard took the version first: the
@@ -101,6 +107,10 @@ pub async fn open_raw(
         spec.decode
             .reserved
             .extend(message_columns.parts.iter().map(|p| p.column()));
+        if spec.history {
+            let names = [crate::history::START_AT, crate::history::END_AT];
+            spec.decode.reserved.extend(names.map(String::from));
+        }
         let record = match spec.declared {
             Some(declared) => declared.clone(),
             None => match spec.infer_from {
@@ -132,6 +142,11 @@ pub async fn open_raw(
             .map_err(decode_error(&record))?;
         let record = with_message_columns(&record, &spec.decode.message_columns)
             .map_err(decode_error(&record))?;
+        let record = match spec.history {
+            true => with_version_columns(&record, &spec.decode.sequence)
+                .map_err(OpenRawError::VersionColumns)?,
+            false => record,
+        };
         let decoder =
             LineDecoder::new(record.clone(), spec.decode).map_err(decode_error(&record))?;
         if let Some(deletes) = spec.deletes {
@@ -216,6 +231,18 @@ fn with_message_columns(
     )))
 }
 
+/// `record` with history's version columns, of the type of its one sequence field.
+fn with_version_columns(record: &SchemaRef, sequence: &[String]) -> Result<SchemaRef, String> {
+    let [field] = sequence else {
+        return Err(
+            "needs one --sequence-field (a version starts and ends at a sequence value)".into(),
+        );
+    };
+    let types = crate::deletes::field_types(record, std::slice::from_ref(field))
+        .map_err(|e| e.to_string())?;
+    crate::history::with_version_columns(record, &types[0].1)
+}
+
 /// The JSON key the time column is read from: none a stream writes.
 const TIME_COLUMN_READ_NAME: &str = "\u{0}sluice.time_column";
 
@@ -290,6 +317,7 @@ pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
                 .map(|d| d.when.sql().to_string())
                 .unwrap_or_default(),
         )
+        .with(terms::SCD, if config.history { "2" } else { "" })
         .with(terms::MODE, mode)
         .with(terms::MERGE_SCOPE, scope)
         .with(terms::LATE, config.late.name())
@@ -310,6 +338,8 @@ pub mod terms {
     pub const ENVELOPE: &str = "envelope";
     /// Which changes are deletes (`--delete-when`, SQL); empty: none.
     pub const DELETE_WHEN: &str = "delete-when";
+    /// Whether the table keeps every version of a row (`--scd 2`); empty: the latest only.
+    pub const SCD: &str = "scd";
     pub const MODE: &str = "mode";
     pub const MERGE_SCOPE: &str = "merge-scope";
     pub const LATE: &str = "late";

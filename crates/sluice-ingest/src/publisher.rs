@@ -22,6 +22,7 @@ use sluice_stage::{Phase, StageError, StageOptions, StagedFile, Stager};
 use sluice_window::{Address, Window};
 
 mod dead_letters;
+mod history;
 mod merge;
 mod staging;
 mod tombstones;
@@ -44,6 +45,10 @@ pub(crate) struct Policy {
     pub group_windows_max: usize,
     /// Which changes are deletes ([`IngestConfig::deletes`]).
     pub deletes: Option<crate::config::DeleteRule>,
+    /// With history ([`IngestConfig::history`]), the natural key: [`Policy::key`] is then
+    /// the key and the sequence, so that dedupe keeps every change (one row per key and
+    /// sequence, a redelivery collapsing into its first delivery).
+    pub history_key: Option<Vec<String>>,
 }
 
 /// The most buffered bytes one group commit publishes: past it the group is committed
@@ -53,14 +58,26 @@ pub const GROUP_BYTES_MAX: usize = 256 << 20;
 
 impl Policy {
     pub fn of(config: &IngestConfig) -> Policy {
+        let history_key = config
+            .key
+            .as_ref()
+            .filter(|_| config.history)
+            .map(|k| k.columns.clone());
+        let key = config.key.clone().map(|mut k| {
+            if config.history {
+                k.columns.extend(k.sequence.iter().cloned());
+            }
+            k
+        });
         Policy {
             pipeline: config.pipeline.clone(),
             mode: config.mode,
-            key: config.key.clone(),
+            key,
             late: config.late,
             flush_bytes_max: config.flush_bytes_max,
             group_windows_max: config.group_windows_max.max(1),
             deletes: config.deletes.clone(),
+            history_key,
         }
     }
 
@@ -284,8 +301,16 @@ impl Publisher {
             self.finish_staging().await?;
             return match (self.policy.mode, self.policy.key.clone()) {
                 (PublishMode::Merge(MergeScope::Table), Some(key)) => {
-                    self.merge_table_scope(window, buffer, republish, meta, key)
-                        .await
+                    match self.policy.history_key.clone() {
+                        Some(natural) => {
+                            self.merge_history(window, buffer, republish, meta, key, natural)
+                                .await
+                        }
+                        None => {
+                            self.merge_table_scope(window, buffer, republish, meta, key)
+                                .await
+                        }
+                    }
                 }
                 (PublishMode::Merge(MergeScope::Window), Some(_)) => {
                     self.merge_by_swap(window, &address, buffer, republish, meta, MergeKind::Upsert)

@@ -40,6 +40,7 @@ fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
         compact: None,
         retain_ms: None,
         deletes: None,
+        history: false,
     }
 }
 
@@ -377,6 +378,7 @@ async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
         infer_from: Some((&source, 1000)),
         decode: sluice_source::DecodeOptions::new(time_field, sluice_window::TimeFormat::Rfc3339),
         deletes: None,
+        history: false,
     };
     let spec = |declared, evolution| spec_reading(declared, evolution, "ts");
     // A time field the records lack: refused before the table is created.

@@ -76,7 +76,9 @@ pub use table::commit::{
 pub use table::contract::{
     contract_key, recorded_contract, Contract, ContractDifference, CONTRACT_KEY_PREFIX,
 };
-pub use table::merge::{MergeAction, MergePublication, MergeScope};
+pub use table::merge::{
+    MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,
+};
 pub use table::{
     active_files, location_url, open_table, open_table_with, reserved_columns, source_store,
     table_id, OpenError, Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions,

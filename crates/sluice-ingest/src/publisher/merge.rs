@@ -31,7 +31,7 @@
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::error::ArrowError;
 use sluice_publish::{MergeAction, MergePublication, MergeScope, Published, Replace};
-use sluice_stage::Phase;
+use sluice_stage::{Phase, StagedFile};
 use sluice_window::{Address, Window};
 
 use super::{CommitMeta, Committed, Pending, Publisher};
@@ -150,7 +150,6 @@ impl Publisher {
         debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
         let schema = self.file_schema.clone();
         let parts = buffer.part_files();
-        let version_before = self.table.version();
         let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
         let rows = self.unique(&schema, &inputs)?;
         let scope = MergeScope::Table;
@@ -160,15 +159,37 @@ impl Publisher {
             .await?;
         let changing = drop_losers(&rows, &incumbents, &key)?;
         let (changing, deletes) = self.apply_tombstones(&key, changing).await?;
+        let merged = MergeRows {
+            action: MergeAction::Upsert,
+            rows: changing,
+            key_columns: self.policy.key_columns(),
+            deletes,
+        };
+        self.commit_merge(window, merged, parts, republish, meta)
+            .await
+    }
+
+    /// Commits `merged` into the table as `window`'s publication with `meta`'s offsets (one
+    /// MERGE across the table, timed as the commit), then deletes the window's intermediate
+    /// `parts`.
+    pub(super) async fn commit_merge(
+        &mut self,
+        window: Window,
+        merged: MergeRows,
+        parts: Vec<StagedFile>,
+        republish: bool,
+        meta: CommitMeta,
+    ) -> Result<Option<Committed>, IngestError> {
+        let version_before = self.table.version();
         let busy = self.stager.busy().clone();
         let merging = self.table.merge(MergePublication {
             pipeline: self.policy.pipeline.clone(),
             window,
-            action: MergeAction::Upsert,
-            scope,
-            rows: changing,
-            key_columns: self.policy.key_columns(),
-            deletes,
+            action: merged.action,
+            scope: MergeScope::Table,
+            rows: merged.rows,
+            key_columns: merged.key_columns,
+            deletes: merged.deletes,
             txns: meta.txns.clone(),
             position_ranges: meta.position_ranges.clone(),
             published_at_ms: meta.now_ms,
@@ -184,6 +205,15 @@ impl Publisher {
             merge: true,
         }))
     }
+}
+
+/// What a table-scope MERGE writes: its rows, keyed by `key_columns`.
+pub(super) struct MergeRows {
+    pub action: MergeAction,
+    pub rows: RecordBatch,
+    pub key_columns: Vec<String>,
+    /// Per row: whether it is a delete (see [`MergePublication::deletes`]).
+    pub deletes: Option<deltalake::arrow::array::BooleanArray>,
 }
 
 /// `batches` with only the columns named `columns` (top-level names), in that order.

@@ -48,7 +48,10 @@ impl Publisher {
     }
 
     /// The tombstone table of the run's [`DeleteRule`], opened (or created) on first use.
-    async fn tombstone_table(&mut self, key: &KeySpec) -> Result<&mut TombstoneTable, IngestError> {
+    pub(super) async fn tombstone_table(
+        &mut self,
+        key: &KeySpec,
+    ) -> Result<&mut TombstoneTable, IngestError> {
         let table = match (self.tombstones.take(), &self.policy.deletes) {
             (Some(table), _) => table,
             (None, Some(DeleteRule { tombstones, .. })) => {

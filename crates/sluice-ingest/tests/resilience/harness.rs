@@ -455,6 +455,7 @@ impl Run {
                 }),
             retain_ms: self.retain_ms,
             deletes: None,
+            history: false,
             late: self.policy.late(),
             mode: self.policy.mode(),
             max_rewrite_age_ms: None,

@@ -2,7 +2,8 @@
 //! log with inserts, updates, deletes, keys created again, duplicates and late changes older
 //! than a delete, run through a store that crashes after operation N, for every N, then
 //! restarted: the table always ends as the crash-free run left it, which is the log's final
-//! state per key (a deleted key absent, never brought back).
+//! state per key (a deleted key absent, never brought back); with history (`--scd 2`), the
+//! versions the log implies.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,7 +17,9 @@ use sluice_ingest::{
     DeletePredicate, DeleteRule, FixedClock, IngestConfig, Ingester, KeySpec, LatePolicy,
     PublishMode, RunSummary,
 };
-use sluice_publish::{DeadLetterTable, MergeScope, TableOptions, WindowTable};
+use sluice_publish::{
+    DeadLetterTable, MergeScope, TableOptions, WindowTable, HISTORY_END_AT, HISTORY_START_AT,
+};
 use sluice_source::{LineDecoder, NdjsonSource};
 use sluice_stage::StageOptions;
 use sluice_window::TimeFormat;
@@ -63,6 +66,28 @@ fn line((id, op, lsn, (minute, second)): &Change) -> String {
     )
 }
 
+/// The versions of the log (`--scd 2`): `id,lsn,balance,start,end` of each change that is
+/// not a delete, from its sequence to its key's next one (-1: current).
+fn model_history() -> Vec<String> {
+    let mut by_key: BTreeMap<&str, Vec<&Change>> = BTreeMap::new();
+    for c in LOG {
+        by_key.entry(c.0).or_default().push(c);
+    }
+    let mut out = Vec::new();
+    for (_, mut changes) in by_key {
+        changes.sort_by_key(|c| c.2);
+        changes.dedup_by_key(|c| c.2);
+        for (j, (id, op, lsn, _)) in changes.iter().enumerate() {
+            if *op != "d" {
+                let end = changes.get(j + 1).map_or(-1, |n| n.2);
+                out.push(format!("{id},{lsn},{},{lsn},{end}", lsn * 10));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// `id,lsn,balance` of each key whose change with the highest sequence is not a delete.
 fn model() -> Vec<String> {
     let mut last: BTreeMap<&str, &Change> = BTreeMap::new();
@@ -78,7 +103,7 @@ fn model() -> Vec<String> {
         .collect()
 }
 
-fn config(table_dir: &Path, store: Arc<dyn ObjectStore>) -> IngestConfig {
+fn config(table_dir: &Path, store: Arc<dyn ObjectStore>, history: bool) -> IngestConfig {
     IngestConfig {
         pipeline: "mirror".into(),
         window: window_size(),
@@ -111,6 +136,7 @@ fn config(table_dir: &Path, store: Arc<dyn ObjectStore>) -> IngestConfig {
                 ..TableOptions::new(format!("{}_tombstones", table_dir.display()))
             },
         }),
+        history,
     }
 }
 
@@ -120,19 +146,25 @@ async fn run(
     table_dir: &Path,
     store: Arc<dyn ObjectStore>,
     attempt: &str,
+    history: bool,
 ) -> Result<RunSummary, String> {
     let options = TableOptions {
         store: Some(store.clone()),
         ..TableOptions::new(table_dir.to_str().expect("utf-8 path"))
     };
     let field = |name: &str, t: DataType| Field::new(name, t, true);
-    let schema: SchemaRef = Arc::new(Schema::new(vec![
+    let mut fields = vec![
         field("id", DataType::Utf8),
         field("op", DataType::Utf8),
         field("lsn", DataType::Int64),
         field("ts", DataType::Utf8),
         field("balance", DataType::Int64),
-    ]));
+    ];
+    if history {
+        fields.push(field(HISTORY_START_AT, DataType::Int64));
+        fields.push(field(HISTORY_END_AT, DataType::Int64));
+    }
+    let schema: SchemaRef = Arc::new(Schema::new(fields));
     let table = WindowTable::open_or_create(&options, Some(&schema), layout(), window_size())
         .await
         .map_err(|e| format!("open: {e}"))?;
@@ -150,7 +182,7 @@ async fn run(
     .map_err(|e| e.to_string())?;
     let clock = FixedClock(1_800_000_000_000);
     let ingester = Ingester::recover(
-        config(table_dir, store),
+        config(table_dir, store, history),
         source,
         decoder,
         table,
@@ -164,16 +196,25 @@ async fn run(
     Ok(summary)
 }
 
-async fn rows(table_dir: &Path) -> Vec<String> {
-    sql_lines(
-        &[("t", table_dir.display().to_string())],
-        "SELECT id, lsn, balance FROM t",
-    )
-    .await
+async fn rows(table_dir: &Path, history: bool) -> Vec<String> {
+    let sql = match history {
+        true => "SELECT id, lsn, balance, __start_at, coalesce(__end_at, -1) FROM t",
+        false => "SELECT id, lsn, balance FROM t",
+    };
+    sql_lines(&[("t", table_dir.display().to_string())], sql).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_of_a_mirror_with_deletes_ends_as_the_clean_run() {
+    crash_points(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_crash_point_of_a_history_with_deletes_ends_as_the_clean_run() {
+    crash_points(true).await;
+}
+
+async fn crash_points(history: bool) {
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("log");
@@ -183,16 +224,19 @@ async fn every_crash_point_of_a_mirror_with_deletes_ends_as_the_clean_run() {
 
     let oracle_dir = tmp.path().join("oracle");
     let counting = FaultStore::new(local_root(), FaultPlan::PassThrough);
-    let summary = run(&input, &oracle_dir, Arc::new(counting.clone()), "oracle")
-        .await
-        .expect("the crash-free run succeeds");
+    let summary = run(
+        &input,
+        &oracle_dir,
+        Arc::new(counting.clone()),
+        "oracle",
+        history,
+    )
+    .await
+    .expect("the crash-free run succeeds");
     let k = counting.ops();
-    let oracle = rows(&oracle_dir).await;
-    assert_eq!(
-        oracle,
-        model(),
-        "the crash-free run is the log's final state"
-    );
+    let oracle = rows(&oracle_dir, history).await;
+    let model = if history { model_history() } else { model() };
+    assert_eq!(oracle, model, "the crash-free run is the log's final state");
     assert!(
         summary.late >= 2 && summary.windows_published >= 5,
         "{summary:?}"
@@ -204,10 +248,10 @@ async fn every_crash_point_of_a_mirror_with_deletes_ends_as_the_clean_run() {
     };
     let before = version(&oracle_dir);
     std::fs::write(input.join("replayed.ndjson"), &text).unwrap();
-    run(&input, &oracle_dir, local_root(), "replay")
+    run(&input, &oracle_dir, local_root(), "replay", history)
         .await
         .expect("the replay succeeds");
-    assert_eq!(rows(&oracle_dir).await, oracle);
+    assert_eq!(rows(&oracle_dir, history).await, oracle);
     assert_eq!(
         version(&oracle_dir),
         before,
@@ -219,11 +263,11 @@ async fn every_crash_point_of_a_mirror_with_deletes_ends_as_the_clean_run() {
     for n in 1..=k {
         let dir = tmp.path().join(format!("crash-{n}"));
         let crashing = FaultStore::new(local_root(), FaultPlan::CrashAfter { ops: n });
-        let first = run(&input, &dir, Arc::new(crashing.clone()), "a").await;
-        let outcome = match run(&input, &dir, local_root(), "b").await {
+        let first = run(&input, &dir, Arc::new(crashing.clone()), "a", history).await;
+        let outcome = match run(&input, &dir, local_root(), "b", history).await {
             Err(e) => Err(format!("the restarted run failed: {e}")),
             Ok(_) => {
-                let got = rows(&dir).await;
+                let got = rows(&dir, history).await;
                 match got == oracle {
                     true => Ok(()),
                     false => Err(format!("rows {got:?}, the clean run's {oracle:?}")),
@@ -240,7 +284,8 @@ async fn every_crash_point_of_a_mirror_with_deletes_ends_as_the_clean_run() {
         std::fs::remove_dir_all(&dir).ok();
     }
     println!(
-        "crash points (mirror with deletes): K = {k} object-store operations, {} of {k} points passed, {:.1} s",
+        "crash points ({} with deletes): K = {k} object-store operations, {} of {k} points passed, {:.1} s",
+        if history { "history" } else { "mirror" },
         k - failures.len() as u64,
         started.elapsed().as_secs_f64()
     );

@@ -32,7 +32,16 @@ pub enum MergeAction {
     InsertAbsent,
     /// Replace the present row (every column, address included); insert absent keys.
     Upsert,
+    /// Versions of a history (`--scd 2`), keyed by the row key and [`HISTORY_START_AT`]: a
+    /// present version takes the offered [`HISTORY_END_AT`] (a version's values never
+    /// change); an absent one is inserted.
+    Versions,
 }
+
+/// The column of a history version's first sequence.
+pub const HISTORY_START_AT: &str = "__start_at";
+/// The column of the sequence that ended a history version (null: current).
+pub const HISTORY_END_AT: &str = "__end_at";
 
 /// Where a row key must be unique.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -345,6 +354,7 @@ impl WindowTable {
             "mode": match m.action {
                 MergeAction::InsertAbsent => "merge_absent",
                 MergeAction::Upsert => "merge_upsert",
+                MergeAction::Versions => "merge_versions",
             },
             "scope": match m.scope {
                 MergeScope::Window => "window",
@@ -368,6 +378,12 @@ impl WindowTable {
         if deletes {
             builder = builder
                 .when_matched_delete(|delete| delete.predicate(is_delete()))
+                .map_err(delta)?;
+        }
+        if m.action == MergeAction::Versions {
+            let end = Column::new_unqualified(HISTORY_END_AT);
+            builder = builder
+                .when_matched_update(|update| update.update(end, source(HISTORY_END_AT)))
                 .map_err(delta)?;
         }
         if m.action == MergeAction::Upsert {

@@ -1,0 +1,234 @@
+//! History (`--scd 2`): every change of a key is a version of its row, current from the
+//! change's sequence ([`START_AT`]) until the sequence of the key's next change or delete
+//! ([`END_AT`]; null while current). Pure: no I/O.
+//!
+//! The versions a table holds say exactly which changes built them: each version is one
+//! change (its values, its sequence as its start), and each end that no version starts at
+//! is a delete. So the history of a key after offered changes is recomputed from what the
+//! table holds, the tombstones of the key's deletes, and the offered changes, in sequence
+//! order, whatever order they arrived in: a late change between two versions splits the
+//! earlier one, a late delete ends the version it falls in, a replay changes nothing. Only
+//! the versions that are new, or whose end moved, are written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use deltalake::arrow::compute::{cast, concat, concat_batches, take, take_record_batch};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::arrow::error::ArrowError;
+
+use crate::dedupe::{columns_named, sequence_converter};
+use crate::keys::KeyRows;
+
+/// The column of the sequence that ended a version (the key's next change or delete); null
+/// for the current version.
+pub use sluice_publish::HISTORY_END_AT as END_AT;
+/// The column of a version's first sequence (the change that made it).
+pub use sluice_publish::HISTORY_START_AT as START_AT;
+
+/// `record` with the two version columns, of the sequence field's type, last. A record
+/// field of either name is refused (the caller reserves the names for inferred fields).
+pub fn with_version_columns(record: &SchemaRef, sequence: &DataType) -> Result<SchemaRef, String> {
+    let mut fields: Vec<Field> = record.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for name in [START_AT, END_AT] {
+        match record.field_with_name(name) {
+            Ok(f) if f.data_type() == sequence => {}
+            Ok(f) => {
+                return Err(format!(
+                    "{name} is {}, the sequence field is {sequence}",
+                    f.data_type()
+                ))
+            }
+            Err(_) => fields.push(Field::new(name, sequence.clone(), true)),
+        }
+    }
+    Ok(Arc::new(Schema::new_with_metadata(
+        fields,
+        record.metadata().clone(),
+    )))
+}
+
+/// What history asks of a table for offered changes.
+#[derive(Debug)]
+pub(crate) struct Versions {
+    /// The versions to write, in the offered rows' schema: new ones (to insert) and held
+    /// ones whose end moved (to update), with their start and end set.
+    pub rows: RecordBatch,
+    /// Indices of the offered deletes that no tombstone of their key records yet.
+    pub new_tombstones: Vec<u32>,
+}
+
+/// One change of a key: its sequence (an index into the sequence values) and what it is.
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    at: usize,
+    what: What,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum What {
+    /// A version the table holds (row of the combined batch); ranks first among changes of
+    /// one sequence: what the table holds stays as it is.
+    Held(usize),
+    /// An offered upsert (row of the combined batch).
+    Offered(usize),
+    /// A delete: offered, a tombstone, or an end no version starts at.
+    Delete,
+}
+
+/// The versions of the keys of `offered` (unique by key and sequence; `deletes` flags the
+/// deletes) given `held` (the table's versions of those keys, in `offered`'s columns) and
+/// `tombstones` (batches of the key columns then the sequence column).
+pub(crate) fn versions(
+    offered: &RecordBatch,
+    deletes: &[bool],
+    held: &[RecordBatch],
+    tombstones: &[RecordBatch],
+    key: &[String],
+    sequence: &str,
+) -> Result<Versions, ArrowError> {
+    let schema = offered.schema();
+    let n_offered = offered.num_rows();
+    assert_eq!(deletes.len(), n_offered, "a delete flag per offered row");
+    let mut batches = vec![offered.clone()];
+    for h in held {
+        batches.push(conform(h, &schema)?);
+    }
+    let all = concat_batches(&schema, &batches)?;
+    let sequence_of = |b: &RecordBatch| columns_named(b, &[sequence.to_string()]);
+    let seq_type = sequence_of(&all)?[0].data_type().clone();
+    // Every sequence value a change can have, in one array: each row's sequence, each
+    // row's end, then each tombstone's; a change points into it.
+    let width = key.len();
+    let mut values: Vec<ArrayRef> = vec![
+        sequence_of(&all)?.remove(0),
+        cast(all.column(schema.index_of(END_AT)?), &seq_type)?,
+    ];
+    let mut tomb_keys: Vec<Vec<ArrayRef>> = Vec::new();
+    let all_keys = columns_named(&all, key)?;
+    for t in tombstones.iter().filter(|t| t.num_rows() > 0) {
+        let k = t.columns()[..width]
+            .iter()
+            .zip(&all_keys)
+            .map(|(c, like)| cast(c, like.data_type()))
+            .collect::<Result<Vec<_>, _>>()?;
+        tomb_keys.push(k);
+        values.push(cast(&t.columns()[width], &seq_type)?);
+    }
+    let refs: Vec<&dyn Array> = values.iter().map(|v| v.as_ref()).collect();
+    let values = concat(&refs)?;
+    let converter = sequence_converter(std::slice::from_ref(&values))?;
+    let ordered = converter.convert_columns(std::slice::from_ref(&values))?;
+    let rows = all.num_rows();
+
+    // The changes of each key, keys in the order they first appear.
+    let keys = KeyRows::of(&all_keys)?;
+    let mut slots: HashMap<Option<&[u8]>, usize> = HashMap::new();
+    let mut changes: Vec<Vec<Change>> = Vec::new();
+    for i in 0..rows {
+        let what = match deletes.get(i) {
+            _ if i >= n_offered => What::Held(i),
+            Some(true) => What::Delete,
+            _ => What::Offered(i),
+        };
+        let slot = *slots.entry(keys.key(i)).or_insert_with(|| {
+            changes.push(Vec::new());
+            changes.len() - 1
+        });
+        changes[slot].push(Change { at: i, what });
+        if i >= n_offered && !values.is_null(rows + i) {
+            changes[slot].push(Change {
+                at: rows + i,
+                what: What::Delete,
+            });
+        }
+    }
+    // The tombstones of these keys, as deletes.
+    let mut next_value = 2 * rows;
+    let mut recorded: HashMap<Option<&[u8]>, Vec<usize>> = HashMap::new();
+    let tomb_rows: Vec<KeyRows> = tomb_keys
+        .iter()
+        .map(|k| KeyRows::of(k))
+        .collect::<Result<_, _>>()?;
+    for t in &tomb_rows {
+        for j in 0..t.len() {
+            let at = next_value + j;
+            if let Some(slot) = slots.get(&t.key(j)) {
+                changes[*slot].push(Change {
+                    at,
+                    what: What::Delete,
+                });
+                recorded.entry(t.key(j)).or_default().push(at);
+            }
+        }
+        next_value += t.len();
+    }
+
+    let seq = |at: usize| ordered.row(at);
+    let mut take_rows: Vec<u32> = Vec::new();
+    let mut ends: Vec<Option<u32>> = Vec::new();
+    for list in &mut changes {
+        list.sort_by(|a, b| seq(a.at).cmp(&seq(b.at)).then(a.what.cmp(&b.what)));
+        list.dedup_by(|later, first| seq(later.at) == seq(first.at));
+        for (j, change) in list.iter().enumerate() {
+            let end = list.get(j + 1).map(|next| next.at as u32);
+            match change.what {
+                What::Offered(i) => {
+                    take_rows.push(i as u32);
+                    ends.push(end);
+                }
+                What::Held(i) => {
+                    let held_end = (!values.is_null(rows + i)).then_some(rows + i);
+                    let moved = match (held_end, end) {
+                        (None, None) => false,
+                        (Some(h), Some(e)) => seq(h) != seq(e as usize),
+                        _ => true,
+                    };
+                    if moved {
+                        take_rows.push(i as u32);
+                        ends.push(end);
+                    }
+                }
+                What::Delete => {}
+            }
+        }
+    }
+    // The offered deletes that no tombstone of their key records yet.
+    let new_tombstones: Vec<u32> = (0..n_offered)
+        .filter(|&i| deletes[i])
+        .filter(|&i| {
+            !recorded
+                .get(&keys.key(i))
+                .is_some_and(|at| at.iter().any(|a| seq(*a) == seq(i)))
+        })
+        .map(|i| i as u32)
+        .collect();
+    let picked = take_record_batch(&all, &UInt32Array::from(take_rows.clone()))?;
+    let starts = take(&values, &UInt32Array::from(take_rows), None)?;
+    let ends = take(&values, &UInt32Array::from(ends), None)?;
+    let mut columns = picked.columns().to_vec();
+    let start_type = schema.field_with_name(START_AT)?.data_type().clone();
+    columns[schema.index_of(START_AT)?] = cast(&starts, &start_type)?;
+    columns[schema.index_of(END_AT)?] = cast(&ends, &start_type)?;
+    Ok(Versions {
+        rows: RecordBatch::try_new(schema, columns)?,
+        new_tombstones,
+    })
+}
+
+/// `batch` (read back from the table) in `schema`: same columns by name, cast to its types.
+fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let c = batch.column(batch.schema().index_of(f.name())?);
+            cast(c, f.data_type())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,96 @@
+//! History publications (`--scd 2`): the offered changes of a window become versions of
+//! their keys' rows ([`crate::history`]), written by one MERGE on the key and the version's
+//! start that inserts new versions and moves the end of held ones.
+//!
+//! Deletes are recorded as tombstones before the MERGE, as in a mirror (see
+//! [`sluice_publish::TombstoneTable`]): a delete that ends no version (its key had none, or
+//! it follows another delete) is known only there. A crash between the two commits leaves
+//! tombstones whose deletes the table does not show yet; the resumed run offers the same
+//! changes again and the recomputed versions are the same.
+
+use sluice_publish::{MergeAction, MergeScope, Tombstones};
+use sluice_window::Window;
+
+use super::merge::MergeRows;
+use super::{CommitMeta, Committed, Publisher};
+use crate::buffer::{read_rows, WindowBuffer};
+use crate::config::IngestError;
+use crate::dedupe::{columns_named, KeySpec};
+use crate::deletes::{event_times_of, tombstone_values};
+use crate::history::{versions, START_AT};
+
+impl Publisher {
+    /// Publishes `window`'s changes in `buffer` as versions (see the module doc). `key` is
+    /// the row key of the run's dedupe (the natural key and the sequence); `natural` the
+    /// natural key.
+    pub(super) async fn merge_history(
+        &mut self,
+        window: Window,
+        buffer: WindowBuffer,
+        republish: bool,
+        meta: CommitMeta,
+        key: KeySpec,
+        natural: Vec<String>,
+    ) -> Result<Option<Committed>, IngestError> {
+        if self.table.schema_change_pending() {
+            return Err(IngestError::MergeCannotGrow {
+                added: self.table.pending_added().join(", "),
+            });
+        }
+        let schema = self.file_schema.clone();
+        let parts = buffer.part_files();
+        let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+        // One row per key and sequence: every change, a redelivery once.
+        let offered = self.unique(&schema, &inputs)?;
+        drop(inputs);
+        let natural_key = KeySpec {
+            columns: natural.clone(),
+            ..key.clone()
+        };
+        let deletes = match &self.policy.deletes {
+            Some(rule) if offered.num_rows() > 0 => rule.when.evaluate(&offered)?,
+            _ => vec![false; offered.num_rows()],
+        };
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let held = self
+            .table
+            .incumbents(window, MergeScope::Table, &natural, &offered, &columns)
+            .await?;
+        let tombstones = match self.policy.deletes.is_some() && offered.num_rows() > 0 {
+            true => {
+                let keys = columns_named(&offered, &natural)?;
+                self.tombstone_table(&natural_key)
+                    .await?
+                    .of_keys(&keys)
+                    .await?
+            }
+            false => Vec::new(),
+        };
+        let sequence = &natural_key.sequence[0];
+        let planned = versions(&offered, &deletes, &held, &tombstones, &natural, sequence)?;
+        if !planned.new_tombstones.is_empty() {
+            let rows = &planned.new_tombstones;
+            let pipeline = self.policy.pipeline.clone();
+            let values = tombstone_values(&offered, rows, &natural_key)?;
+            let deleted_at = event_times_of(&offered, rows, &natural_key)?;
+            self.tombstone_table(&natural_key)
+                .await?
+                .append(Tombstones {
+                    pipeline,
+                    values,
+                    deleted_at,
+                })
+                .await?;
+        }
+        let mut key_columns = natural;
+        key_columns.push(START_AT.to_string());
+        let merged = MergeRows {
+            action: MergeAction::Versions,
+            rows: planned.rows,
+            key_columns,
+            deletes: None,
+        };
+        self.commit_merge(window, merged, parts, republish, meta)
+            .await
+    }
+}
