@@ -138,8 +138,7 @@ pub struct RunArgs {
     pub time_jump_events: Option<u32>,
     /// What a field the table does not have does: add (a new nullable column, in the commit
     /// of the first window that carries it), reject (the record is a dead letter
-    /// unknown_field), ignore (left out, counted in the summary). [default: add; reject with
-    /// --merge-scope table, whose MERGE cannot add columns]
+    /// unknown_field), ignore (left out, counted in the summary). [default: add]
     #[arg(long, value_parser = ["add", "reject", "ignore"])]
     pub schema_evolution: Option<String>,
     /// The most columns (counting nested members) schema evolution grows a table to; past
@@ -932,17 +931,7 @@ impl RunArgs {
             "merge" => PublishMode::Merge(scope.unwrap_or_default()),
             _ => return Err(usage("--mode: use swap or merge")),
         };
-        // A MERGE across the table cannot add columns: there, new fields are dead letters
-        // unless asked otherwise.
-        let evolution = match (mode, evolution) {
-            (PublishMode::Merge(MergeScope::Table), Some(SchemaEvolution::Add)) => {
-                return Err(usage(
-                    "--schema-evolution add: a MERGE across the table (--merge-scope table) cannot add columns; use reject or ignore, or --merge-scope window",
-                ));
-            }
-            (PublishMode::Merge(MergeScope::Table), None) => SchemaEvolution::Reject,
-            (_, given) => given.unwrap_or_default(),
-        };
+        let evolution = evolution.unwrap_or_default();
         let flush_bytes_max = parse_bytes(
             a.flush_bytes_max
                 .as_deref()

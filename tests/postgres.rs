@@ -83,6 +83,8 @@ struct Script {
     live: [Vec<String>; 3],
     deleted: [Vec<String>; 3],
     next_id: i64,
+    /// Whether `orders` has its column added mid-script (`email`, after the others).
+    altered: bool,
 }
 
 impl Script {
@@ -92,6 +94,7 @@ impl Script {
             live: Default::default(),
             deleted: Default::default(),
             next_id: 1,
+            altered: false,
         }
     }
 
@@ -146,12 +149,17 @@ impl Script {
                     self.rng.below(60),
                     self.rng.below(1_000_000)
                 );
-                vec![
+                let mut values = vec![
                     self.maybe_null(account, nulls),
                     self.maybe_null(amount, nulls),
                     self.maybe_null(placed, nulls),
                     self.maybe_null(text(&name), nulls),
-                ]
+                ];
+                if self.altered {
+                    let email = text(&format!("{}@example.org", self.rng.below(1000)));
+                    values.push(self.maybe_null(email, nulls));
+                }
+                values
             }
             _ => {
                 let sku = text(&format!("SKU-{:03}", self.rng.below(1000)));
@@ -222,7 +230,11 @@ impl Script {
         }
         let s = &SOURCES[t];
         let values = self.values(t, true);
-        let sets: Vec<String> = s.columns[s.key.len()..]
+        let mut columns = s.columns[s.key.len()..].to_vec();
+        if t == 1 && self.altered {
+            columns.push("email");
+        }
+        let sets: Vec<String> = columns
             .iter()
             .zip(values)
             .filter(|_| self.rng.below(2) == 0)
@@ -402,6 +414,12 @@ fn capture(pg: &Postgres, seed: u64, statements: usize) -> Connector {
     let mut sql = String::new();
     let mut written = 0;
     while written < statements {
+        if !script.altered && written >= statements / 2 {
+            // The source's schema changes mid-stream: later changes of orders carry a column
+            // the mirror has not seen.
+            sql += "ALTER TABLE orders ADD COLUMN email text;\n";
+            script.altered = true;
+        }
         let n = 1 + script.pick(4);
         sql += "BEGIN;\n";
         for _ in 0..n {

@@ -207,8 +207,6 @@ pub enum IngestError {
     Registry(#[from] Box<sluice_source::registry::RegistryError>),
     #[error("merge mode needs a natural key (--key): rows keyed by position cannot be upserted")]
     MergeNeedsKey,
-    #[error("the records need new columns ({added}), but a MERGE across the table (--merge-scope table) cannot add columns; use --merge-scope window, or --schema-evolution reject or ignore")]
-    MergeCannotGrow { added: String },
     #[error("growing the table's columns failed: {0}")]
     Schema(Box<sluice_publish::OpenError>),
     #[error("re-reading the table failed: {0}")]

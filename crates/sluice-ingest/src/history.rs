@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deltalake::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use deltalake::arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, concat, concat_batches, take, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::error::ArrowError;
@@ -217,14 +217,15 @@ pub(crate) fn versions(
     })
 }
 
-/// `batch` (read back from the table) in `schema`: same columns by name, cast to its types.
+/// `batch` (read back from the table) in `schema`: same columns by name, cast to its types;
+/// a column the table does not have yet (schema evolution: its rows predate it) is null.
 fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     let columns = schema
         .fields()
         .iter()
-        .map(|f| {
-            let c = batch.column(batch.schema().index_of(f.name())?);
-            cast(c, f.data_type())
+        .map(|f| match batch.schema().index_of(f.name()) {
+            Ok(i) => cast(batch.column(i), f.data_type()),
+            Err(_) => Ok(new_null_array(f.data_type(), batch.num_rows())),
         })
         .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(schema.clone(), columns)

@@ -32,11 +32,6 @@ impl Publisher {
         key: KeySpec,
         natural: Vec<String>,
     ) -> Result<Option<Committed>, IngestError> {
-        if self.table.schema_change_pending() {
-            return Err(IngestError::MergeCannotGrow {
-                added: self.table.pending_added().join(", "),
-            });
-        }
         let schema = self.file_schema.clone();
         let parts = buffer.part_files();
         let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
@@ -51,7 +46,13 @@ impl Publisher {
             Some(rule) if offered.num_rows() > 0 => rule.when.evaluate(&offered)?,
             _ => vec![false; offered.num_rows()],
         };
-        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        // The columns the table has (a schema change may still wait for the MERGE's commit).
+        let held_schema = self.table.file_schema().clone();
+        let columns: Vec<String> = held_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         let held = self
             .table
             .incumbents(window, MergeScope::Table, &natural, &offered, &columns)

@@ -140,13 +140,6 @@ impl Publisher {
         meta: CommitMeta,
         key: KeySpec,
     ) -> Result<Option<Committed>, IngestError> {
-        if self.table.schema_change_pending() {
-            // deltalake's MERGE cannot carry the new columns (it would write metadata of its
-            // own, with a new table id).
-            return Err(IngestError::MergeCannotGrow {
-                added: self.table.pending_added().join(", "),
-            });
-        }
         debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
         let schema = self.file_schema.clone();
         let parts = buffer.part_files();

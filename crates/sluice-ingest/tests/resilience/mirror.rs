@@ -1,6 +1,6 @@
 //! Crash points of a mirror (`--merge-scope table --sequence-field --delete-when`): a change
-//! log with inserts, updates, deletes, keys created again, duplicates and late changes older
-//! than a delete, run through a store that crashes after operation N, for every N, then
+//! log with inserts, updates, deletes, keys created again, duplicates, late changes older
+//! than a delete and a field new to the table from some change on, run through a store that crashes after operation N, for every N, then
 //! restarted: the table always ends as the crash-free run left it, which is the log's final
 //! state per key (a deleted key absent, never brought back); with history (`--scd 2`), the
 //! versions the log implies.
@@ -59,14 +59,31 @@ const LOG: &[Change] = &[
     ("k7", "c", 18, (6, 0)),
 ];
 
+/// From this sequence on, changes carry a field the table does not have yet (`note`): the
+/// source's schema grew, and the mirror adds the column before the MERGE of its rows.
+const NOTE_FROM: i64 = 12;
+
+/// `note` of a change: its text from [`NOTE_FROM`] on, else empty (null).
+fn note(lsn: i64) -> String {
+    if lsn >= NOTE_FROM {
+        format!("n{lsn}")
+    } else {
+        String::new()
+    }
+}
+
 fn line((id, op, lsn, (minute, second)): &Change) -> String {
+    let note = match *lsn >= NOTE_FROM {
+        true => format!(",\"note\":\"{}\"", note(*lsn)),
+        false => String::new(),
+    };
     format!(
-        "{{\"id\":\"{id}\",\"op\":\"{op}\",\"lsn\":{lsn},\"ts\":\"2026-10-03T14:{minute:02}:{second:02}Z\",\"balance\":{}}}\n",
+        "{{\"id\":\"{id}\",\"op\":\"{op}\",\"lsn\":{lsn},\"ts\":\"2026-10-03T14:{minute:02}:{second:02}Z\",\"balance\":{}{note}}}\n",
         lsn * 10
     )
 }
 
-/// The versions of the log (`--scd 2`): `id,lsn,balance,start,end` of each change that is
+/// The versions of the log (`--scd 2`): `id,lsn,balance,note,start,end` of each change that is
 /// not a delete, from its sequence to its key's next one (-1: current).
 fn model_history() -> Vec<String> {
     let mut by_key: BTreeMap<&str, Vec<&Change>> = BTreeMap::new();
@@ -80,7 +97,11 @@ fn model_history() -> Vec<String> {
         for (j, (id, op, lsn, _)) in changes.iter().enumerate() {
             if *op != "d" {
                 let end = changes.get(j + 1).map_or(-1, |n| n.2);
-                out.push(format!("{id},{lsn},{},{lsn},{end}", lsn * 10));
+                out.push(format!(
+                    "{id},{lsn},{},{},{lsn},{end}",
+                    lsn * 10,
+                    note(*lsn)
+                ));
             }
         }
     }
@@ -88,7 +109,7 @@ fn model_history() -> Vec<String> {
     out
 }
 
-/// `id,lsn,balance` of each key whose change with the highest sequence is not a delete.
+/// `id,lsn,balance,note` of each key whose change with the highest sequence is not a delete.
 fn model() -> Vec<String> {
     let mut last: BTreeMap<&str, &Change> = BTreeMap::new();
     for c in LOG {
@@ -99,7 +120,7 @@ fn model() -> Vec<String> {
     }
     last.values()
         .filter(|(_, op, _, _)| *op != "d")
-        .map(|(id, _, lsn, _)| format!("{id},{lsn},{}", lsn * 10))
+        .map(|(id, _, lsn, _)| format!("{id},{lsn},{},{}", lsn * 10, note(*lsn)))
         .collect()
 }
 
@@ -198,8 +219,8 @@ async fn run(
 
 async fn rows(table_dir: &Path, history: bool) -> Vec<String> {
     let sql = match history {
-        true => "SELECT id, lsn, balance, __start_at, coalesce(__end_at, -1) FROM t",
-        false => "SELECT id, lsn, balance FROM t",
+        true => "SELECT id, lsn, balance, note, __start_at, coalesce(__end_at, -1) FROM t",
+        false => "SELECT id, lsn, balance, note FROM t",
     };
     sql_lines(&[("t", table_dir.display().to_string())], sql).await
 }

@@ -300,15 +300,12 @@ impl WindowTable {
                 reason: "a merge needs a row key".into(),
             });
         }
-        if self.schema_change_pending() {
-            // deltalake's MERGE writes its own metadata for new columns, with a new table id:
-            // a window whose rows grow the schema is published by swap (the caller's job).
-            return Err(PublishError::Invalid {
-                window: label,
-                reason: "a MERGE cannot carry a schema change; publish the window by swap".into(),
-            });
-        }
         let n = m.rows.num_rows();
+        if n > 0 && self.schema_change_pending() {
+            // deltalake's MERGE writes its own metadata for new columns, with a new table id:
+            // the new columns are committed first, by themselves.
+            self.commit_schema_change(&m.pipeline, &label).await?;
+        }
         if n == 0 {
             return Ok(Published {
                 version: self.version().unwrap_or_default(),

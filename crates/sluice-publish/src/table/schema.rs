@@ -1,15 +1,20 @@
 //! A table's columns: the file schema every staged file is written with (record fields, then
 //! the position columns), as Delta stores it, and its growth by schema evolution: new columns
 //! and struct members committed as a metadata action with the next commit of rows that need
-//! them, never a commit of their own.
+//! them; only before a MERGE across the table, which cannot carry one, as a commit of their
+//! own ([`WindowTable::commit_schema_change`]).
 
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
 use deltalake::kernel::{Action, MetadataExt, StructField, StructType};
+use deltalake::protocol::DeltaOperation;
 use deltalake::DeltaTableError;
+use serde_json::json;
 
+use crate::table::commit::PublishError;
+use crate::table::land::CommitRequest;
 use crate::table::{OpenError, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN};
 
 impl WindowTable {
@@ -65,6 +70,53 @@ impl WindowTable {
         );
         let schema = StructType::try_new(fields)?;
         Ok(Some(Action::Metadata(metadata.with_schema(&schema)?)))
+    }
+
+    /// Commits a waiting schema change by itself: a metadata action, no files, no `txn`
+    /// (Delta's ADD COLUMN). deltalake's MERGE cannot carry one (it would write metadata of
+    /// its own, with a new table id), so a MERGE of rows with new columns comes after this
+    /// commit. The new columns are nullable: until the MERGE lands, readers read them as
+    /// null, and a crash in between leaves the table so (the resumed run publishes the rows
+    /// again, under the grown schema). `label` names the publication in errors.
+    pub(crate) async fn commit_schema_change(
+        &mut self,
+        pipeline: &str,
+        label: &str,
+    ) -> Result<(), PublishError> {
+        let delta = |source| PublishError::Delta {
+            window: label.to_string(),
+            source,
+        };
+        let Some(metadata) = self.schema_action().map_err(delta)? else {
+            return Ok(());
+        };
+        let added = self.pending_added();
+        // The top-level columns added (informational: the metadata action is the change).
+        let fields: Vec<StructField> = match &self.schema_change {
+            Some(grown) => {
+                let new: Vec<Field> = grown
+                    .fields()
+                    .iter()
+                    .filter(|f| self.file_schema.field_with_name(f.name()).is_err())
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                let kernel: StructType = (&Schema::new(new))
+                    .try_into_kernel()
+                    .map_err(|e| delta(DeltaTableError::Generic(e.to_string())))?;
+                kernel.fields().cloned().collect()
+            }
+            None => Vec::new(),
+        };
+        self.land(CommitRequest {
+            actions: vec![metadata],
+            txns: Vec::new(),
+            info: Some(json!({"pipeline": pipeline, "schema_added": added})),
+            operation: DeltaOperation::AddColumn { fields },
+            label: label.to_string(),
+        })
+        .await?;
+        self.schema_committed();
+        Ok(())
     }
 
     /// Paths of the columns the waiting schema change adds.
