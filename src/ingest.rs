@@ -195,6 +195,7 @@ fn summary_json(
         "columns_added": s.fields_added,
         "events_far_ahead": s.ahead,
         "rows_with_ignored_fields": s.rows_with_ignored_fields,
+        "tombstones_skipped": s.tombstones_skipped,
         "ignored_fields": s.ignored_fields.named,
         "ignored_fields_others": s.ignored_fields.others,
         "bytes": s.bytes,

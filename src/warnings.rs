@@ -64,6 +64,12 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
             s.rows_with_ignored_fields
         ));
     }
+    if s.tombstones_skipped > 0 {
+        warn(&format!(
+            "sluice run: {} Kafka tombstones (messages without a value) left out: a change log writes one after each delete event, which carries the delete (--envelope)",
+            s.tombstones_skipped
+        ));
+    }
     let records = s.rows + s.rejected;
     let share = if records == 0 {
         0.0

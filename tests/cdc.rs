@@ -437,29 +437,16 @@ fn debezium_change_events_mirror_the_source_table() {
         + "{\"op\":\"u\",\"after\":{\"id\":3\n"
         + &debezium("u", &user(3, "cyd"), &user(3, "cyd k."), 230, 75);
     write_in(&input, "1.ndjson", &log);
-    let args = [
+    let mut args = vec![
         "run",
         "--source",
         &source,
         "--table",
         &t,
-        "--window",
-        "1h",
         "--lateness",
         "10m",
-        "--envelope",
-        "debezium",
-        "--key",
-        "id",
-        "--mode",
-        "merge",
-        "--merge-scope",
-        "table",
-        "--time-field",
-        "__source.ts_ms",
-        "--time-format",
-        "epoch_ms",
     ];
+    args.extend(debezium_mirror("id"));
     ok(&args);
     let rows = || {
         query_csv(
@@ -509,5 +496,78 @@ fn an_envelope_needs_json_records() {
             "debezium",
         ],
         "--envelope: JSON records only",
+    );
+}
+
+/// Debezium on Kafka writes a tombstone (a message without a value) after each delete event,
+/// for log compaction: under `--envelope debezium` each is left out and counted, neither a
+/// row nor a dead letter, and the delete event before it deletes the row.
+#[cfg(feature = "kafka")]
+#[test]
+fn kafka_tombstones_after_debezium_deletes_are_left_out_and_counted() {
+    use crate::servers::{create_topic, produce_values, tansu};
+    let broker = tansu();
+    create_topic(&broker, "users", 1);
+    let user = |id: i64, name: &str| format!("{{\"id\":{id},\"name\":\"{name}\",\"score\":1.50}}");
+    let key_only = |id: i64| format!("{{\"id\":{id},\"name\":null,\"score\":null}}");
+    let events = [
+        debezium("c", "null", &user(1, "ada"), 100, 0),
+        debezium("c", "null", &user(2, "bob"), 110, 1),
+        debezium("d", &key_only(2), "null", 120, 2),
+        debezium("u", &user(1, "ada"), &user(1, "ada l."), 130, 3),
+        debezium("d", &key_only(1), "null", 140, 4),
+        debezium("c", "null", &user(3, "cyd"), 150, 5),
+    ];
+    let mut messages: Vec<(&str, Option<&[u8]>)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let key = ["1", "2", "2", "1", "1", "3"][i];
+        messages.push((key, Some(e.trim_end().as_bytes())));
+        if e.contains("\"op\":\"d\"") {
+            messages.push((key, None));
+        }
+    }
+    produce_values(&broker, "users", messages);
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("users");
+    let t = table.display().to_string();
+    // A Kafka source has no file to infer from: the rows' schema, envelope fields included.
+    let fields = [
+        ("id", "long"),
+        ("name", "string"),
+        ("score", "double"),
+        ("__op", "string"),
+        (
+            "__source",
+            "struct<connector:string,table:string,lsn:long,txId:long,ts_ms:long>",
+        ),
+    ];
+    let schema: String = fields
+        .iter()
+        .map(|(n, t)| format!("[[fields]]\nname = \"{n}\"\ntype = \"{t}\"\n\n"))
+        .collect();
+    write_in(dir.path(), "schema.toml", &schema);
+    let schema = dir.path().join("schema.toml").display().to_string();
+    let mut args = vec![
+        "run",
+        "--source",
+        "kafka:users",
+        "--brokers",
+        &broker.address,
+    ];
+    args.extend(["--table", &t, "--until-idle", "3s", "--schema", &schema]);
+    args.extend(debezium_mirror("id"));
+    let out = sluice(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("2 Kafka tombstones (messages without a value) left out"),
+        "{stderr}"
+    );
+    let rows = query_csv(&[("t", &table)], "SELECT id, name FROM t ORDER BY id");
+    assert_eq!(rows, ["3,cyd"]);
+    assert!(
+        !dlq_of(&table).exists() || dead_letters(&table).is_empty(),
+        "no dead letter: {:?}",
+        dead_letters(&table)
     );
 }

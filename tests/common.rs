@@ -403,3 +403,24 @@ pub fn assert_refused(args: &[&str], says: &str) {
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
     assert!(stderr.contains(says), "{args:?}: {stderr}");
 }
+
+/// The options of a Debezium mirror on `key` (`--envelope debezium`), its events timed by
+/// their commit times (`source.ts_ms`) in 1h windows.
+pub fn debezium_mirror(key: &str) -> Vec<&str> {
+    vec![
+        "--envelope",
+        "debezium",
+        "--key",
+        key,
+        "--mode",
+        "merge",
+        "--merge-scope",
+        "table",
+        "--time-field",
+        "__source.ts_ms",
+        "--time-format",
+        "epoch_ms",
+        "--window",
+        "1h",
+    ]
+}

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::common::{dlq_of, interop, ok, query_csv, seed, version, write_in, Rng, BIN};
+use crate::common::{
+    debezium_mirror, dlq_of, interop, ok, query_csv, seed, version, write_in, Rng, BIN,
+};
 use crate::servers::{postgres, Postgres};
 
 /// A table of the script: its DDL, its key, its columns, and the query a snapshot reads it
@@ -570,31 +572,14 @@ impl Lane {
     }
 
     fn args(&self, follow: bool) -> Vec<String> {
-        let mut args: Vec<String> = [
-            "run",
-            "--source",
-            &format!("ndjson:{}", self.input.display()),
-            "--table",
-            &self.table.display().to_string(),
-            "--window",
-            "1h",
-            "--lateness",
-            "1h",
-            "--envelope",
-            "debezium",
-            "--key",
-            &self.source.key.join(","),
-            "--mode",
-            "merge",
-            "--merge-scope",
-            "table",
-            "--time-field",
-            "__source.ts_ms",
-            "--time-format",
-            "epoch_ms",
-        ]
-        .map(String::from)
-        .to_vec();
+        let source = format!("ndjson:{}", self.input.display());
+        let key = self.source.key.join(",");
+        let mut args: Vec<String> = ["run", "--source", &source, "--lateness", "1h"]
+            .into_iter()
+            .chain(["--table", self.table.to_str().unwrap()])
+            .chain(debezium_mirror(&key))
+            .map(String::from)
+            .collect();
         if self.history {
             args.extend(["--scd", "2"].map(String::from));
         }

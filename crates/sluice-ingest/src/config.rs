@@ -376,6 +376,9 @@ pub struct RunSummary {
     pub rows_with_ignored_fields: u64,
     /// Per such field, the rows that carried it.
     pub ignored_fields: FieldCounts,
+    /// Kafka tombstones (messages without a value) that `--envelope` left out: compaction
+    /// markers written after each delete event, which carries the delete.
+    pub tombstones_skipped: u64,
     /// Events far ahead of the stream (the clock-skew guard): they did not move the
     /// watermark, and their windows were published on their own.
     pub ahead: u64,
@@ -408,6 +411,7 @@ impl RunSummary {
             }
         }
         self.rows_with_ignored_fields += s.rows_with_ignored_fields;
+        self.tombstones_skipped += s.tombstones_skipped;
         self.ignored_fields.absorb(&s.ignored_fields);
         self.ahead += s.ahead;
         self.rejections.absorb(&s.rejections);

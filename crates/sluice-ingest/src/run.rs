@@ -456,6 +456,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     /// Counts a decoded chunk's records, bad lines and fields left out.
     fn count_read(&mut self, decoded: &Decoded) {
+        self.summary.tombstones_skipped += decoded.tombstones;
         if decoded.ignored_rows > 0 {
             self.summary.rows_with_ignored_fields += decoded.ignored_rows;
             for (f, n) in &decoded.ignored {

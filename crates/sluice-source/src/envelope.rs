@@ -59,8 +59,10 @@ impl Envelope {
     }
 
     /// `chunk` with each record replaced by its row, at the record's own offset; records
-    /// that are not changes are rejects of the chunk (`bad_envelope`). An empty message (a
-    /// Kafka tombstone) stays as it is, for decoding to reject. Rows that arrived as Arrow
+    /// that are not changes are rejects of the chunk (`bad_envelope`). A message without a
+    /// value (a Kafka tombstone) is neither: a change log writes one after each delete event
+    /// so that log compaction can drop the key, and the delete event before it carries the
+    /// delete; it is left out, and counted ([`tombstones_in`]). Rows that arrived as Arrow
     /// batches are left as they are.
     pub fn unwrap_chunk(self, chunk: &Chunk) -> Chunk {
         if !chunk.arrow.is_empty() {
@@ -68,12 +70,19 @@ impl Envelope {
         }
         let mut data = Vec::with_capacity(chunk.data.len());
         let mut offsets = Vec::new();
-        let mut bad = chunk.bad.clone();
+        // A registry format's tombstones are rejects of the chunk already (`null_value`).
+        let mut bad: Vec<Reject> = chunk
+            .bad
+            .iter()
+            .filter(|r| r.reason != RejectReason::NullValue)
+            .cloned()
+            .collect();
+        let messages = chunk.message_offsets.is_some();
         for (offset, line) in chunk.lines() {
-            let row = match line.is_empty() {
-                true => Ok(Vec::new()),
-                false => self.unwrap_line(line),
-            };
+            if messages && line.is_empty() {
+                continue;
+            }
+            let row = self.unwrap_line(line);
             match row {
                 Ok(row) => {
                     offsets.push(offset);
@@ -105,6 +114,9 @@ impl Envelope {
     }
 
     /// The row of one change record, as a JSON object's text (see the module doc).
+    ///
+    /// (An empty line, a Kafka tombstone, is no change: [`Envelope::unwrap_chunk`] leaves
+    /// tombstones out before it is called.)
     pub fn unwrap_line(self, line: &[u8]) -> Result<Vec<u8>, String> {
         let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
         let members = object(text, "the record")?;
@@ -174,6 +186,21 @@ fn push_member(out: &mut Vec<u8>, key: &str, value: &str) {
     out.extend_from_slice(serde_json::to_string(key).expect("a string").as_bytes());
     out.push(b':');
     out.extend_from_slice(value.as_bytes());
+}
+
+/// The Kafka tombstones of `chunk` (its messages without a value), which an envelope leaves
+/// out ([`Envelope::unwrap_chunk`]).
+pub fn tombstones_in(chunk: &Chunk) -> u64 {
+    if chunk.message_offsets.is_none() || !chunk.arrow.is_empty() {
+        return 0;
+    }
+    let empty = chunk.lines().filter(|(_, line)| line.is_empty()).count();
+    let rejected = chunk
+        .bad
+        .iter()
+        .filter(|r| r.reason == RejectReason::NullValue)
+        .count();
+    (empty + rejected) as u64
 }
 
 #[cfg(test)]

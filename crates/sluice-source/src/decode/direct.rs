@@ -58,6 +58,7 @@ impl LineDecoder {
             added: Vec::new(),
             ignored: BTreeMap::new(),
             ignored_rows: 0,
+            tombstones: 0,
         }))
     }
 

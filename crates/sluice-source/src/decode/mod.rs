@@ -127,6 +127,9 @@ pub struct Decoded {
     pub ignored: BTreeMap<String, u64>,
     /// Rows that had at least one field left out.
     pub ignored_rows: u64,
+    /// Kafka tombstones (messages without a value) that an envelope skipped: a change log's
+    /// compaction markers, neither rows nor dead letters ([`crate::envelope`]).
+    pub tombstones: u64,
 }
 
 /// How a [`LineDecoder`] reads records, besides the schema.
@@ -359,7 +362,11 @@ impl LineDecoder {
     /// always (invariant E8).
     pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
         match self.options.envelope {
-            Some(envelope) => self.decode_records(&envelope.unwrap_chunk(chunk)),
+            Some(envelope) => {
+                let mut decoded = self.decode_records(&envelope.unwrap_chunk(chunk))?;
+                decoded.tombstones = crate::envelope::tombstones_in(chunk);
+                Ok(decoded)
+            }
             None => self.decode_records(chunk),
         }
     }
@@ -900,6 +907,7 @@ impl LineDecoder {
                 added: Vec::new(),
                 ignored: BTreeMap::new(),
                 ignored_rows: 0,
+                tombstones: 0,
             });
         }
         let keep: Vec<bool> = failed.iter().map(Option::is_none).collect();
@@ -928,6 +936,7 @@ impl LineDecoder {
             added: Vec::new(),
             ignored: BTreeMap::new(),
             ignored_rows: 0,
+            tombstones: 0,
         })
     }
 }

@@ -99,3 +99,34 @@ fn a_chunk_keeps_each_record_at_its_offset() {
     assert_eq!(rows.end(), chunk.end());
     assert_eq!(rows.bytes_read(), chunk.bytes_read());
 }
+
+/// Kafka messages: a tombstone (a message without a value, or a registry format's
+/// `null_value` reject) is neither a row nor a reject of the unwrapped chunk, and is counted;
+/// the chunk still ends after the last message.
+#[test]
+fn kafka_tombstones_are_left_out_and_counted() {
+    let create = r#"{"op":"c","after":{"id":1}}"#.as_bytes();
+    let delete = r#"{"op":"d","before":{"id":1}}"#.as_bytes();
+    let mut chunk = Chunk::messages(
+        1,
+        [(10, create), (11, delete), (12, &b""[..]), (14, create)],
+    );
+    chunk.bad.push(Reject {
+        file: 1,
+        offset: 13,
+        reason: RejectReason::NullValue,
+        raw: String::new(),
+    });
+    assert_eq!(tombstones_in(&chunk), 2);
+    let rows = Envelope::Debezium.unwrap_chunk(&chunk);
+    let offsets: Vec<i64> = rows.lines().map(|(o, _)| o).collect();
+    assert_eq!(offsets, [10, 11, 14]);
+    assert!(rows.bad.is_empty(), "{:?}", rows.bad);
+    assert_eq!(rows.end(), 15);
+    // Files have no tombstones: an empty line is not a record.
+    let file = Chunk {
+        data: b"\n\n".to_vec(),
+        ..Chunk::default()
+    };
+    assert_eq!(tombstones_in(&file), 0);
+}
