@@ -17,6 +17,7 @@ use deltalake::arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, UInt
 use deltalake::arrow::compute::{cast, concat, concat_batches, take, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::row::Rows;
 
 use crate::dedupe::{columns_named, sequence_converter};
 use crate::keys::KeyRows;
@@ -96,28 +97,8 @@ pub(crate) fn versions(
         batches.push(conform(h, &schema)?);
     }
     let all = concat_batches(&schema, &batches)?;
-    let sequence_of = |b: &RecordBatch| columns_named(b, &[sequence.to_string()]);
-    let seq_type = sequence_of(&all)?[0].data_type().clone();
-    // Every sequence value a change can have, in one array: each row's sequence, each
-    // row's end, then each tombstone's; a change points into it.
-    let width = key.len();
-    let mut values: Vec<ArrayRef> = vec![
-        sequence_of(&all)?.remove(0),
-        cast(all.column(schema.index_of(END_AT)?), &seq_type)?,
-    ];
-    let mut tomb_keys: Vec<Vec<ArrayRef>> = Vec::new();
     let all_keys = columns_named(&all, key)?;
-    for t in tombstones.iter().filter(|t| t.num_rows() > 0) {
-        let k = t.columns()[..width]
-            .iter()
-            .zip(&all_keys)
-            .map(|(c, like)| cast(c, like.data_type()))
-            .collect::<Result<Vec<_>, _>>()?;
-        tomb_keys.push(k);
-        values.push(cast(&t.columns()[width], &seq_type)?);
-    }
-    let refs: Vec<&dyn Array> = values.iter().map(|v| v.as_ref()).collect();
-    let values = concat(&refs)?;
+    let (values, tomb_keys) = sequence_values(&all, &all_keys, tombstones, sequence)?;
     let converter = sequence_converter(std::slice::from_ref(&values))?;
     let ordered = converter.convert_columns(std::slice::from_ref(&values))?;
     let rows = all.num_rows();
@@ -165,35 +146,11 @@ pub(crate) fn versions(
         next_value += t.len();
     }
 
-    let seq = |at: usize| ordered.row(at);
-    let mut take_rows: Vec<u32> = Vec::new();
-    let mut ends: Vec<Option<u32>> = Vec::new();
+    let mut plan = Plan::default();
     for list in &mut changes {
-        list.sort_by(|a, b| seq(a.at).cmp(&seq(b.at)).then(a.what.cmp(&b.what)));
-        list.dedup_by(|later, first| seq(later.at) == seq(first.at));
-        for (j, change) in list.iter().enumerate() {
-            let end = list.get(j + 1).map(|next| next.at as u32);
-            match change.what {
-                What::Offered(i) => {
-                    take_rows.push(i as u32);
-                    ends.push(end);
-                }
-                What::Held(i) => {
-                    let held_end = (!values.is_null(rows + i)).then_some(rows + i);
-                    let moved = match (held_end, end) {
-                        (None, None) => false,
-                        (Some(h), Some(e)) => seq(h) != seq(e as usize),
-                        _ => true,
-                    };
-                    if moved {
-                        take_rows.push(i as u32);
-                        ends.push(end);
-                    }
-                }
-                What::Delete => {}
-            }
-        }
+        plan.key(list, &ordered, &values, rows);
     }
+    let seq = |at: usize| ordered.row(at);
     // The offered deletes that no tombstone of their key records yet.
     let new_tombstones: Vec<u32> = (0..n_offered)
         .filter(|&i| deletes[i])
@@ -204,17 +161,92 @@ pub(crate) fn versions(
         })
         .map(|i| i as u32)
         .collect();
-    let picked = take_record_batch(&all, &UInt32Array::from(take_rows.clone()))?;
-    let starts = take(&values, &UInt32Array::from(take_rows), None)?;
-    let ends = take(&values, &UInt32Array::from(ends), None)?;
-    let mut columns = picked.columns().to_vec();
-    let start_type = schema.field_with_name(START_AT)?.data_type().clone();
-    columns[schema.index_of(START_AT)?] = cast(&starts, &start_type)?;
-    columns[schema.index_of(END_AT)?] = cast(&ends, &start_type)?;
     Ok(Versions {
-        rows: RecordBatch::try_new(schema, columns)?,
+        rows: plan.versions(&all, &values)?,
         new_tombstones,
     })
+}
+
+/// Every sequence value a change of `all`'s keys can have, in one array that changes point
+/// into: each row's sequence, then each row's end ([`END_AT`]), then each tombstone's
+/// sequence; with the tombstones' key columns, cast to `all_keys`' types.
+fn sequence_values(
+    all: &RecordBatch,
+    all_keys: &[ArrayRef],
+    tombstones: &[RecordBatch],
+    sequence: &str,
+) -> Result<(ArrayRef, Vec<Vec<ArrayRef>>), ArrowError> {
+    let [sequence] = <[ArrayRef; 1]>::try_from(columns_named(all, &[sequence.to_string()])?)
+        .map_err(|_| ArrowError::SchemaError("one sequence field".into()))?;
+    let seq_type = sequence.data_type().clone();
+    let ends = cast(all.column(all.schema().index_of(END_AT)?), &seq_type)?;
+    let mut values: Vec<ArrayRef> = vec![sequence, ends];
+    let mut tomb_keys = Vec::new();
+    let width = all_keys.len();
+    for t in tombstones.iter().filter(|t| t.num_rows() > 0) {
+        let k = t.columns()[..width]
+            .iter()
+            .zip(all_keys)
+            .map(|(c, like)| cast(c, like.data_type()))
+            .collect::<Result<Vec<_>, _>>()?;
+        tomb_keys.push(k);
+        values.push(cast(&t.columns()[width], &seq_type)?);
+    }
+    let refs: Vec<&dyn Array> = values.iter().map(|v| v.as_ref()).collect();
+    Ok((concat(&refs)?, tomb_keys))
+}
+
+/// The versions to write: rows of the combined batch, each with its end (an index into the
+/// sequence values; `None`: current).
+#[derive(Default)]
+struct Plan {
+    rows: Vec<u32>,
+    ends: Vec<Option<u32>>,
+}
+
+impl Plan {
+    /// Plans one key's `changes` (`ordered`: the sequence values as comparable rows; `values`:
+    /// the sequence values; `rows`: the combined batch's rows, whose ends follow their
+    /// sequences in `values`). In sequence order, one change per sequence (what the table
+    /// holds first, then an upsert, then a delete): each upsert is a version until the next
+    /// change; an offered one is new, a held one is written only if its end moved.
+    fn key(&mut self, changes: &mut Vec<Change>, ordered: &Rows, values: &ArrayRef, rows: usize) {
+        let seq = |at: usize| ordered.row(at);
+        changes.sort_by(|a, b| seq(a.at).cmp(&seq(b.at)).then(a.what.cmp(&b.what)));
+        changes.dedup_by(|later, first| seq(later.at) == seq(first.at));
+        for (j, change) in changes.iter().enumerate() {
+            let end = changes.get(j + 1).map(|next| next.at as u32);
+            let moved = match change.what {
+                What::Offered(_) => true,
+                What::Held(i) => {
+                    let held_end = (!values.is_null(rows + i)).then_some(rows + i);
+                    match (held_end, end) {
+                        (None, None) => false,
+                        (Some(h), Some(e)) => seq(h) != seq(e as usize),
+                        _ => true,
+                    }
+                }
+                What::Delete => false,
+            };
+            if let (true, What::Offered(i) | What::Held(i)) = (moved, change.what) {
+                self.rows.push(i as u32);
+                self.ends.push(end);
+            }
+        }
+    }
+
+    /// The planned rows of `all`, with their start (their own sequence) and end set.
+    fn versions(self, all: &RecordBatch, values: &ArrayRef) -> Result<RecordBatch, ArrowError> {
+        let schema = all.schema();
+        let picked = take_record_batch(all, &UInt32Array::from(self.rows.clone()))?;
+        let starts = take(values, &UInt32Array::from(self.rows), None)?;
+        let ends = take(values, &UInt32Array::from(self.ends), None)?;
+        let mut columns = picked.columns().to_vec();
+        let start_type = schema.field_with_name(START_AT)?.data_type().clone();
+        columns[schema.index_of(START_AT)?] = cast(&starts, &start_type)?;
+        columns[schema.index_of(END_AT)?] = cast(&ends, &start_type)?;
+        RecordBatch::try_new(schema, columns)
+    }
 }
 
 /// `batch` (read back from the table) in `schema`: same columns by name, cast to its types;
