@@ -28,21 +28,18 @@ pub use sluice_publish::HISTORY_END_AT as END_AT;
 /// The column of a version's first sequence (the change that made it).
 pub use sluice_publish::HISTORY_START_AT as START_AT;
 
-/// `record` with the two version columns, of the sequence field's type, last. A record
-/// field of either name is refused (the caller reserves the names for inferred fields).
+/// `record` (a new table's) with the two version columns, of the sequence field's type,
+/// last. A record field of either name is refused: the versions would overwrite its values
+/// (the caller reserves the names, so an inferred field of either is stored under another).
 pub fn with_version_columns(record: &SchemaRef, sequence: &DataType) -> Result<SchemaRef, String> {
     let mut fields: Vec<Field> = record.fields().iter().map(|f| f.as_ref().clone()).collect();
     for name in [START_AT, END_AT] {
-        match record.field_with_name(name) {
-            Ok(f) if f.data_type() == sequence => {}
-            Ok(f) => {
-                return Err(format!(
-                    "{name} is {}, the sequence field is {sequence}",
-                    f.data_type()
-                ))
-            }
-            Err(_) => fields.push(Field::new(name, sequence.clone(), true)),
+        if record.field_with_name(name).is_ok() {
+            return Err(format!(
+                "the records have a field {name}, the column of a version's sequence"
+            ));
         }
+        fields.push(Field::new(name, sequence.clone(), true));
     }
     Ok(Arc::new(Schema::new_with_metadata(
         fields,

@@ -48,7 +48,7 @@ pub(crate) struct Policy {
     /// With history ([`IngestConfig::history`]), the natural key: [`Policy::key`] is then
     /// the key and the sequence, so that dedupe keeps every change (one row per key and
     /// sequence, a redelivery collapsing into its first delivery).
-    pub history_key: Option<Vec<String>>,
+    pub history_key: Option<KeySpec>,
 }
 
 /// The most buffered bytes one group commit publishes: past it the group is committed
@@ -58,11 +58,7 @@ pub const GROUP_BYTES_MAX: usize = 256 << 20;
 
 impl Policy {
     pub fn of(config: &IngestConfig) -> Policy {
-        let history_key = config
-            .key
-            .as_ref()
-            .filter(|_| config.history)
-            .map(|k| k.columns.clone());
+        let history_key = config.key.clone().filter(|_| config.history);
         let key = config.key.clone().map(|mut k| {
             if config.history {
                 k.columns.extend(k.sequence.iter().cloned());
@@ -303,7 +299,7 @@ impl Publisher {
                 (PublishMode::Merge(MergeScope::Table), Some(key)) => {
                     match self.policy.history_key.clone() {
                         Some(natural) => {
-                            self.merge_history(window, buffer, republish, meta, key, natural)
+                            self.merge_history(window, buffer, republish, meta, natural)
                                 .await
                         }
                         None => {

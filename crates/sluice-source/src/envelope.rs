@@ -62,24 +62,25 @@ impl Envelope {
     /// that are not changes are rejects of the chunk (`bad_envelope`). A message without a
     /// value (a Kafka tombstone) is neither: a change log writes one after each delete event
     /// so that log compaction can drop the key, and the delete event before it carries the
-    /// delete; it is left out, and counted ([`tombstones_in`]). Rows that arrived as Arrow
+    /// delete; it is left out, and counted (the second value). Rows that arrived as Arrow
     /// batches are left as they are.
-    pub fn unwrap_chunk(self, chunk: &Chunk) -> Chunk {
+    pub fn unwrap_chunk(self, chunk: &Chunk) -> (Chunk, u64) {
         if !chunk.arrow.is_empty() {
-            return chunk.clone();
+            return (chunk.clone(), 0);
         }
         let mut data = Vec::with_capacity(chunk.data.len());
         let mut offsets = Vec::new();
         // A registry format's tombstones are rejects of the chunk already (`null_value`).
-        let mut bad: Vec<Reject> = chunk
+        let (tombstones, mut bad): (Vec<Reject>, Vec<Reject>) = chunk
             .bad
             .iter()
-            .filter(|r| r.reason != RejectReason::NullValue)
             .cloned()
-            .collect();
+            .partition(|r| r.reason == RejectReason::NullValue);
+        let mut tombstones = tombstones.len() as u64;
         let messages = chunk.message_offsets.is_some();
         for (offset, line) in chunk.lines() {
             if messages && line.is_empty() {
+                tombstones += 1;
                 continue;
             }
             let row = self.unwrap_line(line);
@@ -99,7 +100,7 @@ impl Envelope {
             }
         }
         bad.sort_by_key(|r| r.offset);
-        Chunk {
+        let rows = Chunk {
             file: chunk.file,
             start: chunk.start,
             data,
@@ -110,7 +111,8 @@ impl Envelope {
             stored_bytes: Some(chunk.bytes_read()),
             meta: chunk.meta.clone(),
             arrow: Vec::new(),
-        }
+        };
+        (rows, tombstones)
     }
 
     /// The row of one change record, as a JSON object's text (see the module doc).
@@ -155,11 +157,7 @@ impl Envelope {
             }
             push_member(&mut out, key, value.get());
         }
-        push_member(
-            &mut out,
-            OP_FIELD,
-            &serde_json::to_string(&op).expect("a string"),
-        );
+        push_member(&mut out, OP_FIELD, &json_string(&op));
         let source = field(&change, "source").map_or("null", |s| s.get());
         push_member(&mut out, SOURCE_FIELD, source);
         out.push(b'}');
@@ -183,24 +181,14 @@ fn push_member(out: &mut Vec<u8>, key: &str, value: &str) {
     if out.len() > 1 {
         out.push(b',');
     }
-    out.extend_from_slice(serde_json::to_string(key).expect("a string").as_bytes());
+    out.extend_from_slice(json_string(key).as_bytes());
     out.push(b':');
     out.extend_from_slice(value.as_bytes());
 }
 
-/// The Kafka tombstones of `chunk` (its messages without a value), which an envelope leaves
-/// out ([`Envelope::unwrap_chunk`]).
-pub fn tombstones_in(chunk: &Chunk) -> u64 {
-    if chunk.message_offsets.is_none() || !chunk.arrow.is_empty() {
-        return 0;
-    }
-    let empty = chunk.lines().filter(|(_, line)| line.is_empty()).count();
-    let rejected = chunk
-        .bad
-        .iter()
-        .filter(|r| r.reason == RejectReason::NullValue)
-        .count();
-    (empty + rejected) as u64
+/// `text` as a JSON string.
+fn json_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
 }
 
 #[cfg(test)]

@@ -13,35 +13,25 @@ use sluice_window::Window;
 
 use super::merge::MergeRows;
 use super::{CommitMeta, Committed, Publisher};
-use crate::buffer::{read_rows, WindowBuffer};
+use crate::buffer::WindowBuffer;
 use crate::config::IngestError;
 use crate::dedupe::{columns_named, KeySpec};
 use crate::deletes::{event_times_of, tombstone_values};
 use crate::history::{versions, START_AT};
 
 impl Publisher {
-    /// Publishes `window`'s changes in `buffer` as versions (see the module doc). `key` is
-    /// the row key of the run's dedupe (the natural key and the sequence); `natural` the
-    /// natural key.
+    /// Publishes `window`'s changes in `buffer` as versions (see the module doc); `natural`
+    /// is the natural key (the run's dedupe keys rows by it and the sequence).
     pub(super) async fn merge_history(
         &mut self,
         window: Window,
         buffer: WindowBuffer,
         republish: bool,
         meta: CommitMeta,
-        key: KeySpec,
-        natural: Vec<String>,
+        natural: KeySpec,
     ) -> Result<Option<Committed>, IngestError> {
-        let schema = self.file_schema.clone();
-        let parts = buffer.part_files();
-        let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
         // One row per key and sequence: every change, a redelivery once.
-        let offered = self.unique(&schema, &inputs)?;
-        drop(inputs);
-        let natural_key = KeySpec {
-            columns: natural.clone(),
-            ..key.clone()
-        };
+        let (offered, parts) = self.offered_rows(buffer).await?;
         let deletes = match &self.policy.deletes {
             Some(rule) if offered.num_rows() > 0 => rule.when.evaluate(&offered)?,
             _ => vec![false; offered.num_rows()],
@@ -55,26 +45,29 @@ impl Publisher {
             .collect();
         let held = self
             .table
-            .incumbents(window, MergeScope::Table, &natural, &offered, &columns)
+            .incumbents(
+                window,
+                MergeScope::Table,
+                &natural.columns,
+                &offered,
+                &columns,
+            )
             .await?;
         let tombstones = match self.policy.deletes.is_some() && offered.num_rows() > 0 {
             true => {
-                let keys = columns_named(&offered, &natural)?;
-                self.tombstone_table(&natural_key)
-                    .await?
-                    .of_keys(&keys)
-                    .await?
+                let keys = columns_named(&offered, &natural.columns)?;
+                self.tombstone_table(&natural).await?.of_keys(&keys).await?
             }
             false => Vec::new(),
         };
-        let sequence = &natural_key.sequence[0];
-        let planned = versions(&offered, &deletes, &held, &tombstones, &natural, sequence)?;
+        let (key, sequence) = (&natural.columns, &natural.sequence[0]);
+        let planned = versions(&offered, &deletes, &held, &tombstones, key, sequence)?;
         if !planned.new_tombstones.is_empty() {
             let rows = &planned.new_tombstones;
             let pipeline = self.policy.pipeline.clone();
-            let values = tombstone_values(&offered, rows, &natural_key)?;
-            let deleted_at = event_times_of(&offered, rows, &natural_key)?;
-            self.tombstone_table(&natural_key)
+            let values = tombstone_values(&offered, rows, &natural)?;
+            let deleted_at = event_times_of(&offered, rows, &natural)?;
+            self.tombstone_table(&natural)
                 .await?
                 .append(Tombstones {
                     pipeline,
@@ -83,7 +76,7 @@ impl Publisher {
                 })
                 .await?;
         }
-        let mut key_columns = natural;
+        let mut key_columns = natural.columns;
         key_columns.push(START_AT.to_string());
         let merged = MergeRows {
             action: MergeAction::Versions,

@@ -69,10 +69,7 @@ impl Publisher {
             return Ok(None);
         }
         let schema = self.file_schema.clone();
-        let parts = buffer.part_files();
-        let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-        let offered = self.unique(&schema, &inputs)?;
-        drop(inputs);
+        let (offered, parts) = self.offered_rows(buffer).await?;
         if self.keys_absent(address, &offered).await? {
             // Every offered key is new to the window (late rows, most often): whether
             // upserted or inserted if absent, they are added as they are, and only the key
@@ -141,10 +138,7 @@ impl Publisher {
         key: KeySpec,
     ) -> Result<Option<Committed>, IngestError> {
         debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
-        let schema = self.file_schema.clone();
-        let parts = buffer.part_files();
-        let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
-        let rows = self.unique(&schema, &inputs)?;
+        let (rows, parts) = self.offered_rows(buffer).await?;
         let scope = MergeScope::Table;
         let incumbents = self
             .table
@@ -160,6 +154,17 @@ impl Publisher {
         };
         self.commit_merge(window, merged, parts, republish, meta)
             .await
+    }
+
+    /// The window's rows in `buffer` (read back from its part files, if any), unique by the
+    /// run's row key, with those part files (deleted once the window is published).
+    pub(super) async fn offered_rows(
+        &self,
+        buffer: WindowBuffer,
+    ) -> Result<(RecordBatch, Vec<StagedFile>), IngestError> {
+        let parts = buffer.part_files();
+        let inputs = read_rows(&self.stager, &buffer.parts, buffer.batches).await?;
+        Ok((self.unique(&self.file_schema, &inputs)?, parts))
     }
 
     /// Commits `merged` into the table as `window`'s publication with `meta`'s offsets (one

@@ -87,25 +87,23 @@ impl WindowTable {
             window: label.to_string(),
             source,
         };
-        let Some(metadata) = self.schema_action().map_err(delta)? else {
+        let Some(grown) = &self.schema_change else {
             return Ok(());
         };
-        let added = self.pending_added();
         // The top-level columns added (informational: the metadata action is the change).
-        let fields: Vec<StructField> = match &self.schema_change {
-            Some(grown) => {
-                let new: Vec<Field> = grown
-                    .fields()
-                    .iter()
-                    .filter(|f| self.file_schema.field_with_name(f.name()).is_err())
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                let kernel: StructType = (&Schema::new(new))
-                    .try_into_kernel()
-                    .map_err(|e| delta(DeltaTableError::Generic(e.to_string())))?;
-                kernel.fields().cloned().collect()
-            }
-            None => Vec::new(),
+        let new: Vec<Field> = grown
+            .fields()
+            .iter()
+            .filter(|f| self.file_schema.field_with_name(f.name()).is_err())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let kernel: StructType = (&Schema::new(new))
+            .try_into_kernel()
+            .map_err(|e| delta(DeltaTableError::Generic(e.to_string())))?;
+        let fields: Vec<StructField> = kernel.fields().cloned().collect();
+        let added = self.pending_added();
+        let Some(metadata) = self.schema_action().map_err(delta)? else {
+            return Ok(());
         };
         self.land(CommitRequest {
             actions: vec![metadata],

@@ -363,8 +363,9 @@ impl LineDecoder {
     pub fn decode(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
         match self.options.envelope {
             Some(envelope) => {
-                let mut decoded = self.decode_records(&envelope.unwrap_chunk(chunk))?;
-                decoded.tombstones = crate::envelope::tombstones_in(chunk);
+                let (rows, tombstones) = envelope.unwrap_chunk(chunk);
+                let mut decoded = self.decode_records(&rows)?;
+                decoded.tombstones = tombstones;
                 Ok(decoded)
             }
             None => self.decode_records(chunk),
