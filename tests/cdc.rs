@@ -241,6 +241,67 @@ fn deletes_remove_rows_and_tombstones_keep_them_removed() {
     );
 }
 
+/// A mirror's MERGE reads only the files whose key statistics admit a changed key: five
+/// hours of creates, a file each holding a run of keys, then an update in the third file, a
+/// delete in the fifth and a new key. The fourth file lies between the two changed keys and is
+/// left out too; the rows read back are the whole table's, changed.
+#[test]
+fn a_change_reads_only_the_files_that_may_hold_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let table = dir.path().join("t");
+    let source = format!("ndjson:{}", input.display());
+    let t = table.display().to_string();
+    let creates: String = (0..100)
+        .map(|i| {
+            let ts = format!("{}:{:02}:00", 10 + i / 20, i % 20);
+            op(&format!("k{i:04}"), "c", i + 1, &ts, i)
+        })
+        .collect();
+    write_in(&input, "1.ndjson", &creates);
+    ok(&delete_args(&source, &t));
+    let changes = op("k0050", "u", 200, "15:00:00", 5000)
+        + &op("k0090", "d", 201, "15:01:00", 0)
+        + &op("k0500", "c", 202, "15:02:00", 500);
+    write_in(&input, "2.ndjson", &changes);
+    ok(&delete_args(&source, &t));
+
+    let commits = commits(&table);
+    let info = commits
+        .values()
+        .next_back()
+        .and_then(|actions| actions.iter().find_map(|a| a.get("commitInfo")))
+        .expect("the MERGE's commitInfo");
+    assert_eq!(
+        (
+            info.pointer("/sluice/key_ranges/files")
+                .and_then(|v| v.as_u64()),
+            info.pointer("/sluice/key_ranges/files_pruned")
+                .and_then(|v| v.as_u64()),
+            info.pointer("/operationMetrics/num_target_files_scanned")
+                .and_then(|v| v.as_u64()),
+        ),
+        (Some(5), Some(3), Some(2)),
+        "5 files, 3 left out by the key ranges, 2 read: {info}"
+    );
+    let rows = accounts(&table);
+    assert_eq!(
+        rows.len(),
+        100,
+        "100 creates, a delete, a new key: {rows:?}"
+    );
+    assert!(rows.contains(&"k0050,200,5000".to_string()), "{rows:?}");
+    assert!(rows.contains(&"k0500,202,500".to_string()), "{rows:?}");
+    assert!(!rows.iter().any(|r| r.starts_with("k0090,")), "{rows:?}");
+    let untouched = (0..100).filter(|&i| i != 50 && i != 90);
+    for i in untouched {
+        assert!(
+            rows.contains(&format!("k{i:04},{},{i}", i + 1)),
+            "k{i:04}: {rows:?}"
+        );
+    }
+}
+
 /// Deletes need a mirror: merge mode across the table, ordered by a sequence; and a
 /// predicate that cannot fail on a value.
 #[test]

@@ -17,8 +17,10 @@
 //! a CSV export and as objects under an S3 prefix (moto), each against (c)'s rows/s;
 //! (k) is `sluice run` over the same events produced to a local Kafka-protocol topic (tansu),
 //! beside (p), a plain consumer reading that topic: the broker's ceiling; (kr) is (k) over the
-//! lines of (r), for the same memory check. (c) runs a few more
-//! times with `--format json`, whose `busy_seconds` say where its time goes.
+//! lines of (r), for the same memory check. (c) runs a few more times with `--format json`,
+//! whose `busy_seconds` say where its time goes. A batch of 100,000 changed keys is applied
+//! to mirrors of 1M and 10M rows (CDC, `--merge-scope table`), for the files it reads and
+//! rewrites and how its time grows with the table.
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
@@ -30,6 +32,7 @@ mod kafka;
 mod listing;
 mod log;
 mod measure;
+mod mirror;
 mod moto;
 mod protobuf;
 mod registry;
@@ -92,6 +95,21 @@ enum Command {
         objects: usize,
         #[arg(long, default_value_t = 10)]
         new: usize,
+        /// The sluice binary; default: next to this one.
+        #[arg(long)]
+        sluice: Option<PathBuf>,
+    },
+    /// Only the mirror measurement: a batch of `--changed` changed keys applied to mirrors of
+    /// each size in `--rows`.
+    Mirror {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+        rows: Vec<u64>,
+        #[arg(long, default_value_t = 100_000)]
+        changed: u64,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
         /// The sluice binary; default: next to this one.
         #[arg(long)]
         sluice: Option<PathBuf>,
@@ -163,6 +181,23 @@ fn listing_only(
     Ok(())
 }
 
+/// `sluice-bench mirror`: the mirror measurement alone, printed.
+fn mirror_only(
+    dir: &std::path::Path,
+    rows: &[u64],
+    changed: u64,
+    runs: usize,
+    sluice: Option<PathBuf>,
+) -> Result<(), alternatives::BenchError> {
+    let sluice = sluice_binary(sluice)?;
+    std::fs::create_dir_all(dir)?;
+    let cases = mirror::mirror_cost(&sluice, dir, rows, changed, runs)?;
+    let mut r = String::new();
+    mirror::report(&mut r, &cases);
+    println!("{r}");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     limit_malloc_arenas();
     let cli = Cli::parse();
@@ -192,6 +227,13 @@ fn main() -> ExitCode {
             new,
             sluice,
         } => listing_only(&dir, objects, new, sluice),
+        Command::Mirror {
+            dir,
+            rows,
+            changed,
+            runs,
+            sluice,
+        } => mirror_only(&dir, &rows, changed, runs, sluice),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

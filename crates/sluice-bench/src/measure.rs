@@ -50,6 +50,12 @@ pub struct CompareArgs {
     /// run picks 10 new ones up from; 0 skips it.
     #[arg(long, default_value_t = 100_000)]
     listing_objects: usize,
+    /// Sizes of the mirrors a batch of changed keys is applied to; `0` skips it.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    mirror_rows: Vec<u64>,
+    /// Keys changed in that batch (the same for every size): 1% of 10M rows.
+    #[arg(long, default_value_t = 100_000)]
+    mirror_changed: u64,
     /// The schema of the generated events, for the Kafka run (a topic has no file to infer
     /// it from); relative to the working directory.
     #[arg(long, default_value = "data/schema.toml")]
@@ -385,6 +391,16 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     } else {
         None
     };
+    let mirror = match args.mirror_rows.iter().any(|&n| n > 0) {
+        true => Some(crate::mirror::mirror_cost(
+            &sluice_bin,
+            &work,
+            &args.mirror_rows,
+            args.mirror_changed,
+            args.runs,
+        )?),
+        false => None,
+    };
     let mut report = report(
         &alternatives,
         &samples,
@@ -405,6 +421,9 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     }
     if let Some(listing) = &listing {
         crate::listing::report(&mut report, listing);
+    }
+    if let Some(mirror) = &mirror {
+        crate::mirror::report(&mut report, mirror);
     }
     println!("{report}");
     if let Some(parent) = args.results.parent() {

@@ -19,10 +19,12 @@ use deltalake::datafusion::prelude::{JoinType, SessionConfig, SessionContext};
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::merge::MergeBuilder;
 use deltalake::{DeltaTable, DeltaTableError};
+use futures::TryStreamExt;
 use serde_json::json;
 use sluice_window::Window;
 
 use crate::table::commit::{commit_error, commit_properties, PublishError, Published};
+use crate::table::key_ranges::KeyRanges;
 use crate::table::{app_id, WindowTable};
 
 /// What a MERGE does with an offered row whose key is present.
@@ -239,11 +241,24 @@ impl WindowTable {
         let ctx = plain_types_session();
         let provider = self.loaded.table_provider().await.map_err(df_error)?;
         let mut current = ctx.read_table(provider).map_err(df_error)?;
-        if scope == MergeScope::Window {
-            for (k, v) in address.pairs() {
-                current = current
-                    .filter(col_named(k).eq(lit(v.to_string())))
-                    .map_err(df_error)?;
+        match scope {
+            MergeScope::Window => {
+                for (k, v) in address.pairs() {
+                    current = current
+                        .filter(col_named(k).eq(lit(v.to_string())))
+                        .map_err(df_error)?;
+                }
+            }
+            MergeScope::Table => {
+                match self.key_ranges(offered, key_columns).await.map_err(delta)? {
+                    Some((_, ranges)) if ranges.excludes_every_file() => return Ok(Vec::new()),
+                    Some((column, ranges)) => {
+                        current = current
+                            .filter(ranges.predicate(col_named(&column)))
+                            .map_err(df_error)?;
+                    }
+                    None => {}
+                }
             }
         }
         // The key fields on both sides, renamed so the join sides cannot be confused (and a
@@ -363,6 +378,24 @@ impl WindowTable {
         // deltalake's MERGE reads and commits through its own snapshot: bring it to this
         // writer's head first.
         self.catch_up().await.map_err(delta)?;
+        let mut info = info;
+        let predicate = match m.scope {
+            MergeScope::Window => predicate,
+            MergeScope::Table => match self
+                .key_ranges(&m.rows, &m.key_columns)
+                .await
+                .map_err(delta)?
+            {
+                Some((column, ranges)) => {
+                    info["key_ranges"] = json!({
+                        "files": ranges.files,
+                        "files_pruned": ranges.files_pruned,
+                    });
+                    predicate.and(ranges.predicate(target(&column)))
+                }
+                None => predicate,
+            },
+        };
         let snapshot = self.loaded.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
@@ -430,5 +463,34 @@ impl WindowTable {
                 - metrics.num_target_rows_deleted as i64,
             bytes_added: 0,
         })
+    }
+}
+
+impl WindowTable {
+    /// The ranges of the offered values of the first key column over the files of this
+    /// writer's version ([`KeyRanges`]), with that column's name; `None` for a key whose
+    /// first column is nested or of a type that is not ranged.
+    async fn key_ranges(
+        &self,
+        offered: &RecordBatch,
+        key_columns: &[String],
+    ) -> Result<Option<(String, KeyRanges)>, DeltaTableError> {
+        let Some(first) = key_columns.first() else {
+            return Ok(None);
+        };
+        let Some(column) = offered.column_by_name(first) else {
+            return Ok(None);
+        };
+        let stats: Vec<Option<String>> = self
+            .loaded
+            .get_active_add_actions_by_partitions(&[])
+            .map_ok(|view| view.stats())
+            .try_collect()
+            .await?;
+        let ranges = KeyRanges::new(column.as_ref(), first, stats);
+        if let Some(r) = &ranges {
+            tracing::debug!(key = %first, files = r.files, files_pruned = r.files_pruned, "key ranges");
+        }
+        Ok(ranges.map(|r| (first.clone(), r)))
     }
 }

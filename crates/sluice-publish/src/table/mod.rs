@@ -11,6 +11,7 @@
 pub(crate) mod commit;
 pub(crate) mod contract;
 mod files;
+pub(crate) mod key_ranges;
 pub(crate) mod land;
 pub(crate) mod location;
 pub(crate) mod merge;
