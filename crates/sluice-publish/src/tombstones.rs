@@ -26,6 +26,7 @@ use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 use sluice_window::EventTime;
 
+use crate::table::key_ranges::{file_stats, KeyRanges};
 use crate::table::location::open_or_create_table;
 use crate::table::merge::plain_types_session;
 use crate::table::{OpenError, TableOptions};
@@ -144,7 +145,20 @@ impl TombstoneTable {
         self.table.update_state().await.map_err(read)?;
         let ctx = plain_types_session();
         let provider = self.table.table_provider().await.map_err(df_error)?;
-        let current = ctx.read_table(provider).map_err(df_error)?;
+        let mut current = ctx.read_table(provider).map_err(df_error)?;
+        // Only the files whose statistics admit an offered key are read (as a mirror's MERGE).
+        let first = (keys.first(), self.key_columns.first());
+        if let (Some(offered), Some(column)) = first {
+            let stats = file_stats(&self.table).await.map_err(read)?;
+            match KeyRanges::new(offered.as_ref(), column, stats) {
+                Some(ranges) if ranges.excludes_every_file() => return Ok(Vec::new()),
+                Some(ranges) => {
+                    let column = Expr::Column(Column::new_unqualified(column));
+                    current = current.filter(ranges.predicate(column)).map_err(df_error)?;
+                }
+                None => {}
+            }
+        }
         let renamed: Vec<String> = (0..keys.len()).map(|i| format!("__k{i}")).collect();
         let offered = RecordBatch::try_new(
             Arc::new(Schema::new(
@@ -272,3 +286,6 @@ fn check_columns<'a>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -23,6 +23,8 @@ use deltalake::arrow::datatypes::{
 };
 use deltalake::datafusion::common::ScalarValue;
 use deltalake::datafusion::logical_expr::{lit, Expr};
+use deltalake::{DeltaTable, DeltaTableError};
+use futures::TryStreamExt;
 
 /// The most ranges a predicate holds (each a disjunct of two comparisons).
 pub(crate) const RANGES_MAX: usize = 64;
@@ -182,6 +184,15 @@ impl KeyRanges {
     pub(crate) fn ranges(&self) -> &[(Bound, Bound)] {
         &self.ranges
     }
+}
+
+/// The JSON statistics (`add.stats`) of every file of `table`'s loaded version.
+pub(crate) async fn file_stats(table: &DeltaTable) -> Result<Vec<Option<String>>, DeltaTableError> {
+    table
+        .get_active_add_actions_by_partitions(&[])
+        .map_ok(|view| view.stats())
+        .try_collect()
+        .await
 }
 
 /// `exprs` or'ed as a balanced tree (depth log n, whatever the count); `false` if empty.

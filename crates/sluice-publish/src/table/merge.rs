@@ -19,12 +19,11 @@ use deltalake::datafusion::prelude::{JoinType, SessionConfig, SessionContext};
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::merge::MergeBuilder;
 use deltalake::{DeltaTable, DeltaTableError};
-use futures::TryStreamExt;
 use serde_json::json;
 use sluice_window::Window;
 
 use crate::table::commit::{commit_error, commit_properties, PublishError, Published};
-use crate::table::key_ranges::KeyRanges;
+use crate::table::key_ranges::{file_stats, KeyRanges};
 use crate::table::{app_id, WindowTable};
 
 /// What a MERGE does with an offered row whose key is present.
@@ -481,13 +480,7 @@ impl WindowTable {
         let Some(column) = offered.column_by_name(first) else {
             return Ok(None);
         };
-        let stats: Vec<Option<String>> = self
-            .loaded
-            .get_active_add_actions_by_partitions(&[])
-            .map_ok(|view| view.stats())
-            .try_collect()
-            .await?;
-        let ranges = KeyRanges::new(column.as_ref(), first, stats);
+        let ranges = KeyRanges::new(column.as_ref(), first, file_stats(&self.loaded).await?);
         if let Some(r) = &ranges {
             tracing::debug!(key = %first, files = r.files, files_pruned = r.files_pruned, "key ranges");
         }
