@@ -170,8 +170,8 @@ pub struct RunArgs {
     /// orders the changes of one key instead of the event time (a log sequence number; a
     /// binlog file, then position). The highest sequence wins, then the highest source
     /// position; a change at or below the sequence the table holds for its key changes
-    /// nothing. An integer, decimal, date, timestamp or string (compared byte by byte) field;
-    /// a record without it is a dead letter missing_sequence.
+    /// nothing. An integer, decimal, date, timestamp, string (compared byte by byte) or
+    /// boolean field; a record without it is a dead letter missing_sequence.
     #[arg(long)]
     pub sequence_field: Option<String>,
     /// With --mode merge --merge-scope table and --sequence-field: the changes that are
@@ -485,8 +485,13 @@ impl RunArgs {
     /// with an envelope, its log position).
     pub(crate) fn sequence_fields(&self) -> anyhow::Result<Vec<String>> {
         let Some(given) = self.sequence_field.as_deref().filter(|s| !s.is_empty()) else {
+            let history = self.scd.as_deref() == Some("2");
             return Ok(match self.envelope()? {
-                Some(e) => vec![e.default_sequence().to_string()],
+                Some(e) => e
+                    .default_sequence(history)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
                 None => Vec::new(),
             });
         };

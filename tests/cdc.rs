@@ -476,19 +476,88 @@ fn debezium(op: &str, before: &str, after: &str, lsn: i64, minute: u32) -> Strin
     )
 }
 
+/// A user row of the Debezium tests (`after`), and one with its key only (a delete's
+/// `before`).
+fn user(id: i64, name: &str) -> String {
+    format!("{{\"id\":{id},\"name\":\"{name}\",\"score\":1.50}}")
+}
+
+fn key_only(id: i64) -> String {
+    format!("{{\"id\":{id},\"name\":null,\"score\":null}}")
+}
+
+/// Where a Debezium test's change files and table go.
+struct Users {
+    _dir: tempfile::TempDir,
+    input: std::path::PathBuf,
+    table: std::path::PathBuf,
+    /// The `--source` and `--table` arguments.
+    source: String,
+    t: String,
+}
+
+impl Users {
+    fn new() -> Users {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        let table = dir.path().join("users");
+        let source = format!("ndjson:{}", input.display());
+        let t = table.display().to_string();
+        Users {
+            _dir: dir,
+            input,
+            table,
+            source,
+            t,
+        }
+    }
+}
+
+/// A snapshot's read and the first streamed change of its row at the same log position: the
+/// change wins, whichever arrives first and however often the read is delivered again (by
+/// `__streamed`, after the position in the default sequence).
+#[test]
+fn a_change_at_the_snapshot_position_wins_over_the_read() {
+    let users = Users::new();
+    let (input, table, source, t) = (&users.input, &users.table, &users.source, &users.t);
+    let snapshot = debezium("r", "null", &user(1, "ada"), 100, 0)
+        + &debezium("r", "null", &user(2, "bob"), 100, 0)
+        + &debezium("r", "null", &user(3, "cyd"), 100, 0);
+    write_in(input, "1.ndjson", &snapshot);
+    let mut args = vec!["run", "--source", &source, "--table", &t];
+    args.extend(debezium_mirror("id"));
+    ok(&args);
+    // Streamed at the snapshot's position: an update of ada, a delete of bob. In the same
+    // file, cyd's read delivered again after cyd's update.
+    let streamed = debezium("u", &user(1, "ada"), &user(1, "ada l."), 100, 1)
+        + &debezium("d", &key_only(2), "null", 100, 1)
+        + &debezium("u", &user(3, "cyd"), &user(3, "cyd k."), 100, 1)
+        + &debezium("r", "null", &user(3, "cyd"), 100, 0);
+    write_in(input, "2.ndjson", &streamed);
+    ok(&["run", "--source", source, "--table", t]);
+    let rows = || {
+        query_csv(
+            &[("t", table)],
+            "SELECT id, name, __op, __streamed FROM t ORDER BY id",
+        )
+    };
+    assert_eq!(rows(), ["1,ada l.,u,true", "3,cyd k.,u,true"]);
+    // The snapshot again (a connector that restarted its snapshot): nothing changes.
+    write_in(input, "3.ndjson", &snapshot);
+    let v = version(table);
+    ok(&["run", "--source", source, "--table", t]);
+    assert_eq!(rows(), ["1,ada l.,u,true", "3,cyd k.,u,true"]);
+    assert_eq!(version(table), v, "a read delivered again commits nothing");
+}
+
 /// `--envelope debezium`: each change's row lands (a delete's `before` names its key), the
 /// log position orders a key's changes and `__op = 'd'` deletes, by default; a snapshot read
 /// is an upsert; what is not a change (a truncate, a torn line) is a dead letter
 /// `bad_envelope`.
 #[test]
 fn debezium_change_events_mirror_the_source_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in");
-    let table = dir.path().join("users");
-    let source = format!("ndjson:{}", input.display());
-    let t = table.display().to_string();
-    let user = |id: i64, name: &str| format!("{{\"id\":{id},\"name\":\"{name}\",\"score\":1.50}}");
-    let key_only = |id: i64| format!("{{\"id\":{id},\"name\":null,\"score\":null}}");
+    let users = Users::new();
+    let (input, table, source, t) = (&users.input, &users.table, &users.source, &users.t);
     let log = debezium("r", "null", &user(1, "ada"), 100, 0)
         + &debezium("r", "null", &user(2, "bob"), 100, 0)
         + &debezium("c", "null", &user(3, "cyd"), 200, 5)
@@ -497,7 +566,7 @@ fn debezium_change_events_mirror_the_source_table() {
         + "{\"before\":null,\"after\":null,\"op\":\"t\",\"source\":{\"lsn\":225}}\n"
         + "{\"op\":\"u\",\"after\":{\"id\":3\n"
         + &debezium("u", &user(3, "cyd"), &user(3, "cyd k."), 230, 75);
-    write_in(&input, "1.ndjson", &log);
+    write_in(input, "1.ndjson", &log);
     let mut args = vec![
         "run",
         "--source",
@@ -511,16 +580,16 @@ fn debezium_change_events_mirror_the_source_table() {
     ok(&args);
     let rows = || {
         query_csv(
-            &[("t", &table)],
+            &[("t", table)],
             "SELECT id, name, score, __op FROM t ORDER BY id",
         )
     };
     assert_eq!(rows(), ["1,ada l.,1.5,u", "3,cyd k.,1.5,u"]);
-    assert_eq!(dead_letters(&table), ["bad_envelope,2"]);
-    let status = ok(&["status", "--table", &t]);
+    assert_eq!(dead_letters(table), ["bad_envelope,2"]);
+    let status = ok(&["status", "--table", t]);
     for term in [
         "envelope=debezium",
-        "sequence-field=__source.lsn",
+        "sequence-field=__source.lsn,__streamed",
         "delete-when=__op = 'd'",
     ] {
         assert!(status.contains(term), "{term}: {status}");
@@ -528,15 +597,15 @@ fn debezium_change_events_mirror_the_source_table() {
 
     // Late: an update of bob older than his delete, and a redelivery of ada's update.
     write_in(
-        &input,
+        input,
         "2.ndjson",
         &(debezium("u", &user(2, "bob"), &user(2, "bob m."), 215, 6)
             + &debezium("u", &user(1, "ada"), &user(1, "ada l."), 210, 6)),
     );
-    let v = version(&table);
-    ok(&["run", "--source", &source, "--table", &t]);
+    let v = version(table);
+    ok(&["run", "--source", source, "--table", t]);
     assert_eq!(rows(), ["1,ada l.,1.5,u", "3,cyd k.,1.5,u"]);
-    assert_eq!(version(&table), v, "nothing changed, nothing committed");
+    assert_eq!(version(table), v, "nothing changed, nothing committed");
 }
 
 /// An envelope reads JSON records; other formats are refused.
@@ -569,8 +638,6 @@ fn kafka_tombstones_after_debezium_deletes_are_left_out_and_counted() {
     use crate::servers::{create_topic, produce_values, tansu};
     let broker = tansu();
     create_topic(&broker, "users", 1);
-    let user = |id: i64, name: &str| format!("{{\"id\":{id},\"name\":\"{name}\",\"score\":1.50}}");
-    let key_only = |id: i64| format!("{{\"id\":{id},\"name\":null,\"score\":null}}");
     let events = [
         debezium("c", "null", &user(1, "ada"), 100, 0),
         debezium("c", "null", &user(2, "bob"), 110, 1),
@@ -601,6 +668,7 @@ fn kafka_tombstones_after_debezium_deletes_are_left_out_and_counted() {
             "__source",
             "struct<connector:string,table:string,lsn:long,txId:long,ts_ms:long>",
         ),
+        ("__streamed", "boolean"),
     ];
     let schema: String = fields
         .iter()

@@ -2,9 +2,9 @@
 //! `{"before": {...}, "after": {...}, "op": "u", "source": {...}, "ts_ms": ...}` (or that
 //! object under `"payload"`, beside its `"schema"`, as Debezium's JSON converter writes it
 //! with schemas enabled). Decoding reads the row instead: the fields of `after` (of `before`
-//! for a delete, which has no `after`), then [`OP_FIELD`] (the operation) and
+//! for a delete, which has no `after`), then [`OP_FIELD`] (the operation),
 //! [`SOURCE_FIELD`] (the `source` block, where the log position is: `lsn` for PostgreSQL,
-//! `file`, `pos` and `row` for MySQL). A row's values keep their text: a number is not read
+//! `file`, `pos` and `row` for MySQL) and [`STREAMED_FIELD`] (false for a snapshot's read). A row's values keep their text: a number is not read
 //! through a double on the way.
 //!
 //! A record that is a row already (it has [`OP_FIELD`] and no `op`: a dead letter of a decoded
@@ -26,6 +26,11 @@ use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 pub const OP_FIELD: &str = "__op";
 /// The field a row gets for the change's `source` block.
 pub const SOURCE_FIELD: &str = "__source";
+/// The field a row gets for where the change came from: `false` for a snapshot's read (`r`),
+/// `true` for a change streamed from the log. A snapshot's rows carry the log position the
+/// snapshot was taken at, which the first streamed change of a row can carry too; ordered
+/// after the position, this field makes that change win over the read.
+pub const STREAMED_FIELD: &str = "__streamed";
 
 /// How each record wraps its row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,9 +53,13 @@ impl Envelope {
     }
 
     /// The sequence fields of a row, unless the pipeline gives others: PostgreSQL's log
-    /// sequence number.
-    pub fn default_sequence(self) -> &'static str {
-        "__source.lsn"
+    /// sequence number, then [`STREAMED_FIELD`] (a streamed change after a snapshot's read
+    /// at one position). A history (`history`) is ordered by one field: the position alone.
+    pub fn default_sequence(self, history: bool) -> Vec<&'static str> {
+        match history {
+            true => vec!["__source.lsn"],
+            false => vec!["__source.lsn", STREAMED_FIELD],
+        }
     }
 
     /// The delete predicate of a row, unless the pipeline gives another.
@@ -150,7 +159,7 @@ impl Envelope {
         let mut out = Vec::with_capacity(line.len());
         out.push(b'{');
         for (key, value) in &row {
-            if key == OP_FIELD || key == SOURCE_FIELD {
+            if key == OP_FIELD || key == SOURCE_FIELD || key == STREAMED_FIELD {
                 return Err(format!(
                     "the row has a field {key:?}, which sluice adds for the change"
                 ));
@@ -160,6 +169,8 @@ impl Envelope {
         push_member(&mut out, OP_FIELD, &json_string(&op));
         let source = field(&change, "source").map_or("null", |s| s.get());
         push_member(&mut out, SOURCE_FIELD, source);
+        let streamed = if op == "r" { "false" } else { "true" };
+        push_member(&mut out, STREAMED_FIELD, streamed);
         out.push(b'}');
         Ok(out)
     }

@@ -58,7 +58,7 @@ pub enum DecodeError {
     KeyFieldType { field: String, kind: String },
     #[error("sequence field: {0}")]
     NoSequenceField(PathError),
-    #[error("sequence field {field:?} has type {kind}: a sequence is an integer, decimal, date, timestamp or string (compared byte by byte) field")]
+    #[error("sequence field {field:?} has type {kind}: a sequence is an integer, decimal, date, timestamp, string (compared byte by byte) or boolean (false first) field")]
     SequenceFieldType { field: String, kind: String },
     /// `--time-column NAME`: the record schema has no timestamp column NAME to fill (the
     /// opener adds it), or NAME is the time field itself.
@@ -1129,6 +1129,7 @@ fn sequence_field(schema: &SchemaRef, name: &str) -> Result<FieldPath, DecodeErr
                 | DataType::Timestamp(..)
                 | DataType::Utf8
                 | DataType::LargeUtf8
+                | DataType::Boolean
         );
     if !orderable {
         return Err(DecodeError::SequenceFieldType {

@@ -6,8 +6,9 @@ fn row(line: &str) -> Result<String, String> {
         .map(|r| String::from_utf8(r).unwrap())
 }
 
-/// A change's row: `after`'s fields (a delete's `before`), the operation, the source block;
-/// numbers keep their text; the converter's `schema`/`payload` form reads the same.
+/// A change's row: `after`'s fields (a delete's `before`), the operation, the source block,
+/// whether it was streamed (not a snapshot's read); numbers keep their text; the converter's
+/// `schema`/`payload` form reads the same.
 #[test]
 fn a_change_becomes_its_row() {
     let source = r#"{"lsn":24023128,"txId":555,"ts_ms":1791036000000}"#;
@@ -17,17 +18,20 @@ fn a_change_becomes_its_row() {
     assert_eq!(
         row(&update).unwrap(),
         format!(
-            r#"{{"id":1,"big":9007199254740993,"price":1.50,"name":"ad\u00e9","__op":"u","__source":{source}}}"#
+            r#"{{"id":1,"big":9007199254740993,"price":1.50,"name":"ad\u00e9","__op":"u","__source":{source},"__streamed":true}}"#
         )
     );
     let delete =
         format!(r#"{{"before":{{"id":7,"name":null}},"after":null,"op":"d","source":{source}}}"#);
     assert_eq!(
         row(&delete).unwrap(),
-        format!(r#"{{"id":7,"name":null,"__op":"d","__source":{source}}}"#)
+        format!(r#"{{"id":7,"name":null,"__op":"d","__source":{source},"__streamed":true}}"#)
     );
     let read = r#"{"after":{"id":2},"op":"r"}"#;
-    assert_eq!(row(read).unwrap(), r#"{"id":2,"__op":"r","__source":null}"#);
+    assert_eq!(
+        row(read).unwrap(),
+        r#"{"id":2,"__op":"r","__source":null,"__streamed":false}"#
+    );
     let wrapped = format!(r#"{{"schema":{{"type":"struct"}},"payload":{update}}}"#);
     assert_eq!(row(&wrapped).unwrap(), row(&update).unwrap());
     // A row already: as it is.
@@ -54,6 +58,7 @@ fn what_is_not_a_change_is_refused() {
         ),
         ("{\"op\":\"u\",\"after\":[1]}", "after is not a JSON object"),
         ("{\"op\":\"c\",\"after\":{\"__op\":1}}", "sluice adds"),
+        ("{\"op\":\"c\",\"after\":{\"__streamed\":1}}", "sluice adds"),
         (
             "{\"op\":\"c\",\"after\":{\"id\":1}",
             "the record is not a JSON object",
@@ -86,10 +91,13 @@ fn a_chunk_keeps_each_record_at_its_offset() {
     assert_eq!(
         got,
         [
-            (100, r#"{"id":1,"__op":"c","__source":null}"#.to_string()),
+            (
+                100,
+                r#"{"id":1,"__op":"c","__source":null,"__streamed":true}"#.to_string()
+            ),
             (
                 at("{\"op\":\"d\""),
-                r#"{"id":1,"__op":"d","__source":null}"#.to_string()
+                r#"{"id":1,"__op":"d","__source":null,"__streamed":true}"#.to_string()
             ),
         ]
     );
