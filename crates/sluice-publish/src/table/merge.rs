@@ -8,6 +8,8 @@
 //! offered rows that lose, and the MERGE then replaces matched rows unconditionally. Both
 //! read the same table version and the MERGE commits with no retries, so a concurrent writer
 //! makes the commit fail ([`PublishError::TableMoved`]) instead of slipping in between.
+//! Across the whole table, both reads skip the files whose key statistics admit no offered
+//! key ([`KeyRanges`]).
 
 use std::sync::Arc;
 
@@ -50,8 +52,9 @@ pub enum MergeScope {
     /// Within the window's address: the MERGE reads and rewrites only that partition.
     #[default]
     Window,
-    /// Across the table: the MERGE cannot prune by address and reads every file; a row whose
-    /// key arrives in another window moves there.
+    /// Across the table: the MERGE cannot prune by address, and prunes by the offered keys'
+    /// ranges instead ([`KeyRanges`]: only files whose key statistics admit an offered key
+    /// are read); a row whose key arrives in another window moves there.
     Table,
 }
 
@@ -336,109 +339,25 @@ impl WindowTable {
         };
         let (ctx, df, mut names) = merge_source(&rows, &address).map_err(delta)?;
         names.retain(|n| n != DELETE_FLAG);
-        let mut predicate: Option<Expr> = None;
-        let mut and = |e: Expr| {
-            predicate = Some(match predicate.take() {
-                Some(p) => p.and(e),
-                None => e,
-            })
-        };
-        if m.scope == MergeScope::Window {
-            for (k, v) in address.pairs() {
-                and(target(k).eq(lit(v.to_string())));
-            }
-        }
-        let schema = m.rows.schema();
-        for k in &m.key_columns {
-            and(field_expr(&schema, k, target).eq(field_expr(&schema, k, source)));
-        }
-        let Some(predicate) = predicate else {
-            unreachable!("the key is not empty (checked above)")
-        };
-
+        let predicate = join_predicate(&m, &address);
         let txns = self.txn_actions(&m.pipeline, &m.txns, m.published_at_ms)?;
-        let info = json!({
-            "pipeline": m.pipeline,
-            "window": address.hive_path(),
-            "window_start": m.window.start().to_rfc3339(),
-            "window_end": m.window.end().to_rfc3339(),
-            "mode": match m.action {
-                MergeAction::InsertAbsent => "merge_absent",
-                MergeAction::Upsert => "merge_upsert",
-                MergeAction::Versions => "merge_versions",
-            },
-            "scope": match m.scope {
-                MergeScope::Window => "window",
-                MergeScope::Table => "table",
-            },
-            "rows_offered": n,
-            "positions": m.position_ranges,
-        });
+        let mut info = commit_info(&m, &address);
         // deltalake's MERGE reads and commits through its own snapshot: bring it to this
         // writer's head first.
         self.catch_up().await.map_err(delta)?;
-        let mut info = info;
         let predicate = match m.scope {
             MergeScope::Window => predicate,
-            MergeScope::Table => match self
-                .key_ranges(&m.rows, &m.key_columns)
+            MergeScope::Table => self
+                .within_key_ranges(predicate, &m, &mut info)
                 .await
-                .map_err(delta)?
-            {
-                Some((column, ranges)) => {
-                    info["key_ranges"] = json!({
-                        "files": ranges.files,
-                        "files_pruned": ranges.files_pruned,
-                    });
-                    predicate.and(ranges.predicate(target(&column)))
-                }
-                None => predicate,
-            },
+                .map_err(delta)?,
         };
         let snapshot = self.loaded.snapshot().map_err(delta)?;
         let read_version = snapshot.version();
         let properties = commit_properties(snapshot, txns, Some(info), self.commit_retries);
-        let mut builder = merge_builder(&self.loaded, &ctx, df, predicate, properties);
-        // With deletes, the first clause that matches a row applies: a delete removes its
-        // key's row, and only the other rows update or insert.
+        let builder = merge_builder(&self.loaded, &ctx, df, predicate, properties);
         let deletes = m.deletes.is_some();
-        let is_delete = || source(DELETE_FLAG).eq(lit(true));
-        let is_upsert = || source(DELETE_FLAG).eq(lit(false));
-        if deletes {
-            builder = builder
-                .when_matched_delete(|delete| delete.predicate(is_delete()))
-                .map_err(delta)?;
-        }
-        if m.action == MergeAction::Versions {
-            let end = Column::new_unqualified(HISTORY_END_AT);
-            builder = builder
-                .when_matched_update(|update| update.update(end, source(HISTORY_END_AT)))
-                .map_err(delta)?;
-        }
-        if m.action == MergeAction::Upsert {
-            builder = builder
-                .when_matched_update(|update| {
-                    // Columns by name as they are: a name is never parsed (`a.b`, quotes).
-                    let update = names.iter().fold(update, |u, c| {
-                        u.update(Column::new_unqualified(c), source(c))
-                    });
-                    match deletes {
-                        true => update.predicate(is_upsert()),
-                        false => update,
-                    }
-                })
-                .map_err(delta)?;
-        }
-        let result = builder
-            .when_not_matched_insert(|insert| {
-                let insert = names
-                    .iter()
-                    .fold(insert, |i, c| i.set(Column::new_unqualified(c), source(c)));
-                match deletes {
-                    true => insert.predicate(is_upsert()),
-                    false => insert,
-                }
-            })
+        let result = with_clauses(builder, m.action, deletes, &names)
             .map_err(delta)?
             .await;
         let (table, metrics) = result.map_err(|e| commit_error(label.clone(), read_version, e))?;
@@ -465,7 +384,107 @@ impl WindowTable {
     }
 }
 
+/// The MERGE's join: the row key's fields equal on both sides and, in window scope, the
+/// target pinned to the window's address (typed literals).
+fn join_predicate(m: &MergePublication, address: &sluice_window::Address) -> Expr {
+    let schema = m.rows.schema();
+    let pins = match m.scope {
+        MergeScope::Window => address
+            .pairs()
+            .map(|(k, v)| target(k).eq(lit(v.to_string())))
+            .collect(),
+        MergeScope::Table => Vec::new(),
+    };
+    let keys = m
+        .key_columns
+        .iter()
+        .map(|k| field_expr(&schema, k, target).eq(field_expr(&schema, k, source)));
+    pins.into_iter()
+        .chain(keys)
+        .reduce(Expr::and)
+        .unwrap_or(lit(false))
+}
+
+/// sluice's part of the MERGE commit's `commitInfo`.
+fn commit_info(m: &MergePublication, address: &sluice_window::Address) -> serde_json::Value {
+    json!({
+        "pipeline": m.pipeline,
+        "window": address.hive_path(),
+        "window_start": m.window.start().to_rfc3339(),
+        "window_end": m.window.end().to_rfc3339(),
+        "mode": match m.action {
+            MergeAction::InsertAbsent => "merge_absent",
+            MergeAction::Upsert => "merge_upsert",
+            MergeAction::Versions => "merge_versions",
+        },
+        "scope": m.scope.name(),
+        "rows_offered": m.rows.num_rows(),
+        "positions": m.position_ranges,
+    })
+}
+
+/// `builder` with the clauses of `action`: a delete (with `deletes`, the first clause: a
+/// delete removes its key's row, and only the other rows update or insert), the update of a
+/// present row, and the insert of an absent one. Columns go by name as they are: a name is
+/// never parsed (`a.b`, quotes).
+fn with_clauses(
+    builder: MergeBuilder,
+    action: MergeAction,
+    deletes: bool,
+    names: &[String],
+) -> Result<MergeBuilder, DeltaTableError> {
+    let is_delete = || source(DELETE_FLAG).eq(lit(true));
+    let is_upsert = || source(DELETE_FLAG).eq(lit(false));
+    let mut builder = builder;
+    if deletes {
+        builder = builder.when_matched_delete(|delete| delete.predicate(is_delete()))?;
+    }
+    if action == MergeAction::Versions {
+        let end = Column::new_unqualified(HISTORY_END_AT);
+        builder =
+            builder.when_matched_update(|update| update.update(end, source(HISTORY_END_AT)))?;
+    }
+    if action == MergeAction::Upsert {
+        builder = builder.when_matched_update(|update| {
+            let update = names.iter().fold(update, |u, c| {
+                u.update(Column::new_unqualified(c), source(c))
+            });
+            match deletes {
+                true => update.predicate(is_upsert()),
+                false => update,
+            }
+        })?;
+    }
+    builder.when_not_matched_insert(|insert| {
+        let insert = names
+            .iter()
+            .fold(insert, |i, c| i.set(Column::new_unqualified(c), source(c)));
+        match deletes {
+            true => insert.predicate(is_upsert()),
+            false => insert,
+        }
+    })
+}
+
 impl WindowTable {
+    /// `predicate` within the key ranges of `m`'s rows (a table-scope MERGE's, see
+    /// [`KeyRanges`]), noted in `info`; as it is for a key that is not ranged.
+    async fn within_key_ranges(
+        &self,
+        predicate: Expr,
+        m: &MergePublication,
+        info: &mut serde_json::Value,
+    ) -> Result<Expr, DeltaTableError> {
+        let Some((column, ranges)) = self.key_ranges(&m.rows, &m.key_columns).await? else {
+            return Ok(predicate);
+        };
+        info["key_ranges"] = json!({
+            "files": ranges.files,
+            "files_pruned": ranges.files_pruned,
+        });
+        Ok(predicate.and(ranges.predicate(target(&column))))
+    }
+
     /// The ranges of the offered values of the first key column over the files of this
     /// writer's version ([`KeyRanges`]), with that column's name; `None` for a key whose
     /// first column is nested or of a type that is not ranged.
