@@ -174,12 +174,13 @@ pub fn mirror_cost(
     Ok(cases)
 }
 
-/// 2026-10-01T00:00:00Z plus `ms`, as RFC 3339 with milliseconds.
+/// 2026-10-01T00:00:00Z, in milliseconds since the epoch: the first create's time.
+const START_MS: i64 = 1_790_812_800_000;
+
+/// [`START_MS`] plus `ms`, as RFC 3339 with milliseconds.
 fn time_at(ms: u64) -> String {
-    let start = chrono::DateTime::parse_from_rfc3339("2026-10-01T00:00:00Z")
-        .map(|t| t.to_utc())
-        .unwrap_or_default();
-    (start + chrono::Duration::milliseconds(ms as i64))
+    chrono::DateTime::from_timestamp_millis(START_MS + ms as i64)
+        .unwrap_or_default()
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
         .to_string()
 }

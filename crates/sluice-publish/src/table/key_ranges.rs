@@ -48,21 +48,6 @@ pub(crate) struct KeyRanges {
     pub files_pruned: usize,
 }
 
-/// The kind of [`Bound`] a column of `data_type` holds, if it is ranged.
-fn is_int(data_type: &DataType) -> Option<bool> {
-    match data_type {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32 => Some(true),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(false),
-        _ => None,
-    }
-}
-
 /// The non-null values of a primitive integer `column` as bounds.
 fn int_bounds<T>(column: &dyn Array) -> Vec<Bound>
 where
@@ -129,8 +114,12 @@ impl KeyRanges {
         files: impl IntoIterator<Item = Option<String>>,
     ) -> Option<KeyRanges> {
         let data_type = column.data_type().clone();
-        let int = is_int(&data_type)?;
         let mut keys = offered_bounds(column)?;
+        // The statistics hold the kind of bound the column's values are.
+        let int = !matches!(
+            data_type,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
         keys.sort_unstable();
         keys.dedup();
         let bounds: Vec<Option<(Bound, Bound)>> = files
