@@ -40,6 +40,14 @@ fuzz rounds="20" scale="10":
 soak events="1000000" kills="200" slices="100":
     ./scripts/soak {{events}} {{kills}} {{slices}}
 
+# Every combination of table mode, writer, source and arrival (6 x 6 x 8 x 5 cells), each
+# the real binary SIGKILLed after a commit and run again, its table compared with a model of
+# the mode (tests/matrix.rs); prints the table of cells (held, refused, failed). CI runs a
+# pairwise cover of the same cells. `cells` narrows it: mode/writer/source/arrival, `*` any.
+matrix cells="full" jobs="3":
+    scripts/servers install
+    SLUICE_MATRIX={{cells}} SLUICE_MATRIX_JOBS={{jobs}} cargo test --workspace --all-targets --locked -- matrix_of_modes --nocapture
+
 # Benchmark (release build): sluice vs the floor and deltalake's write, merge mode, larger
 # windows; medians and same-run ratios written to bench/RESULTS.md.
 bench events="1000000" runs="3":

@@ -230,8 +230,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub late_batch: Option<String>,
     /// Keep reading: after the end of the input, wait for lines appended to the last file
-    /// and for new files (names sorting after the existing ones); stop with SIGINT/SIGTERM
-    /// or --until-idle.
+    /// and for new files (read after the others in the order they arrive, whatever their
+    /// names); stop with SIGINT/SIGTERM or --until-idle.
     #[arg(long)]
     #[serde(default)]
     pub follow: bool,
@@ -243,8 +243,8 @@ pub struct RunArgs {
     /// only]
     #[arg(long)]
     pub idle_timeout: Option<String>,
-    /// With --follow or a kafka: source: end the run after no input for this long, e.g. 30s.
-    /// [default: never]
+    /// With --follow or a kafka: source: end the run after no input for this long, e.g. 30s,
+    /// publishing every window it holds (as at the end of a bounded input). [default: never]
     #[arg(long)]
     pub until_idle: Option<String>,
     /// Memory budget for the rows of open windows, e.g. 16MiB: above it the largest window's

@@ -11,15 +11,15 @@ use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
 use deltalake::datafusion::prelude::{col, lit, DataFrame};
-use sluice_ingest::replay::{replay, Fate, Letter};
-use sluice_ingest::{defaults, Clock, KeySpec};
+use sluice_ingest::replay::{replay, Fate, Letter, Replayed, StoredTime};
+use sluice_ingest::{defaults, Clock};
 use sluice_publish::{
     recorded_contract, Contract, DeadLetter, DeadLetterOwner, DeadLetterTable, TableOptions,
     WindowTable, REPLAYED_REASON, TABLE_ID_COLUMN,
 };
-use sluice_source::{DecodeOptions, LineDecoder, SchemaEvolution};
+use sluice_source::{LineDecoder, SchemaEvolution};
 use sluice_stage::{StageOptions, Stager};
-use sluice_window::{AddressLayout, WindowSize};
+use sluice_window::Shard;
 
 use crate::args::{default_dlq_location, RunArgs};
 use crate::open::SystemClock;
@@ -27,7 +27,7 @@ use crate::report::parse_storage_options;
 use crate::usage;
 use crate::words::counted;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct DeadLettersArgs {
     /// The table the dead letters were meant for.
     #[arg(long)]
@@ -61,6 +61,10 @@ pub struct DeadLettersArgs {
     /// With --replay: the zone of event times without an offset. [default: the table's]
     #[arg(long, allow_hyphen_values = true)]
     pub time_zone: Option<String>,
+    /// With --replay into a table with deletes: its tombstone table. [default: the table's
+    /// location with _tombstones appended]
+    #[arg(long)]
+    pub tombstones: Option<String>,
     /// Object store option, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
@@ -312,59 +316,90 @@ fn stored_rows(b: &RecordBatch) -> anyhow::Result<Vec<Stored>> {
         .collect())
 }
 
-/// The table's options that decide how a replayed record is read and where it lands, from
-/// its contract, with the time options given overriding them.
-struct Reading {
-    window: WindowSize,
-    layout: AddressLayout,
-    decode: DecodeOptions,
-    key: Option<KeySpec>,
-}
-
-fn reading(args: &DeadLettersArgs, contract: &Contract) -> anyhow::Result<Reading> {
-    // Read as `run` reads its options: those given, then the table's for the rest.
+/// The run settings a replay publishes with: the table's recorded options (its contract),
+/// the time options given here overriding them if `given`.
+fn replay_settings(
+    args: &DeadLettersArgs,
+    pipeline: &str,
+    contract: &Contract,
+    given: bool,
+) -> anyhow::Result<crate::args::RunSettings> {
+    let args = &DeadLettersArgs {
+        time_field: args.time_field.clone().filter(|_| given),
+        time_format: args.time_format.clone().filter(|_| given),
+        time_zone: args.time_zone.clone().filter(|_| given),
+        ..args.clone()
+    };
     let mut run = RunArgs {
+        table: Some(args.table.clone()),
+        pipeline: Some(pipeline.to_string()),
+        dlq: args.dlq.clone(),
+        tombstones: args.tombstones.clone(),
+        storage_options: args.storage_options.clone(),
         time_field: args.time_field.clone(),
         time_format: args.time_format.clone(),
         time_zone: args.time_zone.clone(),
+        // The source is not read; a placeholder satisfies the run options' check.
+        source: Some("ndjson:-".into()),
         ..RunArgs::default()
     };
     run.adopt(contract);
-    let (time_field, time, _) = run.time_settings()?;
-    let window = run.window_size()?;
-    let layout = match run.address.as_deref() {
-        None => AddressLayout::default_for(window),
-        Some(name) => AddressLayout::parse_name(name)?,
+    run.settings()
+}
+
+/// The letters by the shard of the table they belong to: a Kafka table keeps each topic
+/// partition's rows in a shard of its own (`topic/3`: shard 3), where its replayed rows land;
+/// any other table is one.
+async fn by_shard(
+    options: &TableOptions,
+    letters: Vec<Letter>,
+) -> BTreeMap<Option<Shard>, Vec<Letter>> {
+    let mut groups: BTreeMap<Option<Shard>, Vec<Letter>> = BTreeMap::new();
+    if !crate::open::table_is_sharded(options).await {
+        groups.insert(None, letters);
+        return groups;
+    }
+    for letter in letters {
+        let partition = letter
+            .source
+            .rsplit_once('/')
+            .and_then(|(_, p)| p.parse().ok());
+        groups.entry(partition.map(Shard)).or_default().push(letter);
+    }
+    groups
+}
+
+/// Replays `letters` into `shard` of the table (the whole table for `None`) with the run
+/// settings of a replay.
+async fn replay_into(
+    settings: &crate::args::RunSettings,
+    stored: &StoredTime,
+    options: &TableOptions,
+    shard: Option<Shard>,
+    attempt: &str,
+    letters: Vec<Letter>,
+) -> anyhow::Result<(Replayed, WindowTable)> {
+    let (mut decode, config) = crate::open::runner(settings);
+    // A replay lands records in the table's columns; one with fields the table lacks stays a
+    // dead letter (`unknown_field`): the stream grows the table.
+    decode.evolution = SchemaEvolution::Reject;
+    let options = match shard {
+        Some(shard) => sluice_ingest::shard_writer_options(options, shard),
+        None => options.clone(),
     };
-    let key_columns: Vec<String> = run
-        .key
-        .as_deref()
-        .map(|k| k.split(',').map(|c| c.trim().to_string()).collect())
-        .unwrap_or_default();
-    let sequence = run.sequence_fields()?;
-    let key = (!key_columns.is_empty()).then(|| KeySpec {
-        columns: key_columns.clone(),
-        time_field: time_field.clone(),
-        time: time.clone(),
-        sequence: sequence.clone(),
-    });
-    let time_column = run.time_column.clone();
-    let decode = DecodeOptions {
-        key: key_columns,
-        sequence,
-        envelope: run.envelope()?,
-        // A replay lands records in the table's columns; one with fields the table lacks
-        // stays a dead letter (`unknown_field`): the stream grows the table.
-        evolution: SchemaEvolution::Reject,
-        time_column,
-        ..DecodeOptions::new(time_field, time)
-    };
-    Ok(Reading {
-        window,
-        layout,
-        decode,
-        key,
-    })
+    let table = WindowTable::open_existing(&options, None, settings.layout, settings.window)
+        .await
+        .with_context(|| format!("opening the table {}", options.location))?
+        .ok_or_else(|| usage(format!("--table {}: no table there", options.location)))?;
+    decode.reserved = table.reserved_columns();
+    let mut decoder = LineDecoder::new(table.record_schema(), decode).map_err(|e| {
+        usage(format!(
+            "decoding the dead letters with the table's options: {e}"
+        ))
+    })?;
+    let stager = Stager::new(table.store(), attempt.to_string(), StageOptions::default());
+    let now = SystemClock.now_ms();
+    Ok(replay(&config, stored, table, &mut decoder, stager, letters, now).await?)
 }
 
 async fn replay_letters(
@@ -385,32 +420,30 @@ async fn replay_letters(
                 args.table
             ))
         })?;
-    let mut r = reading(args, &contract)?;
-    let mut table = WindowTable::open_existing(&options, None, r.layout, r.window)
-        .await
-        .with_context(|| format!("opening the table {}", args.table))?
-        .ok_or_else(|| usage(format!("--table {}: no table there", args.table)))?;
-    r.decode.reserved = table.reserved_columns();
-    let mut decoder = LineDecoder::new(table.record_schema(), r.decode).map_err(|e| {
-        usage(format!(
-            "decoding the dead letters with the table's options: {e}"
-        ))
-    })?;
+    let settings = replay_settings(args, pipeline, &contract, true)?;
+    let table_settings = replay_settings(args, pipeline, &contract, false)?;
+    let stored = StoredTime {
+        field: table_settings.time_field.clone(),
+        time: table_settings.time.clone(),
+    };
     let clock = SystemClock;
     let attempt = format!("replay-{}", clock.now_ms());
-    let mut stager = Stager::new(table.store(), attempt.clone(), StageOptions::default());
     let offered = letters.len();
-    let outcome = replay(
-        &mut table,
-        &mut decoder,
-        &mut stager,
-        r.key.as_ref(),
-        pipeline,
-        letters,
-        clock.now_ms(),
-    )
-    .await
-    .context("replaying dead letters")?;
+    let mut outcome = Replayed::default();
+    let mut last_table = None;
+    for (shard, letters) in by_shard(&options, letters).await {
+        let (replayed, table) = replay_into(&settings, &stored, &options, shard, &attempt, letters)
+            .await
+            .context("replaying dead letters")?;
+        outcome.rows_changed += replayed.rows_changed;
+        outcome.windows += replayed.windows;
+        outcome.version = replayed.version.or(outcome.version);
+        outcome.fates.extend(replayed.fates);
+        last_table = Some(table);
+    }
+    let Some(table) = last_table else {
+        return Err(usage(format!("--table {}: no table there", args.table)));
+    };
     let version = outcome.version.or(table.version());
     let markers: Vec<DeadLetter> = outcome
         .fates

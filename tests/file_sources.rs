@@ -9,10 +9,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
-    compare_with_input, compare_with_oracle, ok, python, query_csv, run_args, seed, stream_slices,
-    version, Rng, BIN,
+    compare_with_input, compare_with_oracle, ok, query_csv, run_args, seed, stream_slices, version,
+    Rng, BIN,
 };
-use crate::servers::{moto, s3_env, Server};
+use crate::servers::{moto, put_objects, s3_env};
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -129,28 +129,6 @@ fn a_csv_export_lands_as_the_rows_of_its_json_lines() {
 }
 
 /// Puts files into a bucket with boto3 (a client of its own, as a producer would).
-fn put_objects(s3: &Server, bucket: &str, files: &[(String, PathBuf)]) {
-    let script = "import sys, boto3\n\
-                  s3 = boto3.client('s3')\n\
-                  b = sys.argv[1]\n\
-                  for key, path in zip(sys.argv[2::2], sys.argv[3::2]):\n    \
-                      s3.upload_file(path, b, key)\n";
-    let mut cmd = Command::new(python());
-    cmd.args(["-c", script, bucket]);
-    for (key, path) in files {
-        cmd.arg(key).arg(path);
-    }
-    for (k, v) in s3_env(s3) {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("python runs");
-    assert!(
-        out.status.success(),
-        "boto3 put: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The files of a landing zone, put into an S3 prefix (moto) by a boto3 client in shuffled
 /// name order while a followed run reads it, SIGKILLed 5 times and restarted; then the rest
 /// put and one last run to the end; the table must then equal one clean run over the same

@@ -23,6 +23,9 @@ mod kafka_formats;
 mod late;
 mod local_days;
 mod maintenance;
+#[cfg(feature = "kafka")]
+mod matrix;
+mod meeting;
 mod merge;
 mod metrics;
 mod notify;

@@ -266,6 +266,29 @@ pub fn moto(bucket: &str) -> Server {
     }
 }
 
+/// Puts `files` (key, local path) into `bucket` of `s3` with boto3, keys exactly as given.
+pub fn put_objects(s3: &Server, bucket: &str, files: &[(String, PathBuf)]) {
+    let script = "import sys, boto3\n\
+                  s3 = boto3.client('s3')\n\
+                  b = sys.argv[1]\n\
+                  for key, path in zip(sys.argv[2::2], sys.argv[3::2]):\n    \
+                      s3.upload_file(path, b, key)\n";
+    let mut cmd = Command::new(crate::common::python());
+    cmd.args(["-c", script, bucket]);
+    for (key, path) in files {
+        cmd.arg(key).arg(path);
+    }
+    for (k, v) in s3_env(s3) {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("python runs");
+    assert!(
+        out.status.success(),
+        "boto3 put: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The environment that points object_store and deltalake at a moto server.
 pub fn s3_env(moto: &Server) -> Vec<(&'static str, String)> {
     vec![

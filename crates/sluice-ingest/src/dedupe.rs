@@ -322,17 +322,15 @@ pub(crate) fn absent_rows(
 }
 
 /// The top-level columns [`drop_losers`] needs from the table's current rows (a nested key
-/// or time field needs its whole top-level struct).
+/// or time field needs its whole top-level struct), and the time field, which says the
+/// window each row is in ([`windows_of`]).
 pub fn incumbent_columns(key: &KeySpec) -> Vec<String> {
     let mut columns: Vec<String> = Vec::new();
-    let order = match key.sequence.is_empty() {
-        true => std::slice::from_ref(&key.time_field),
-        false => &key.sequence[..],
-    };
     let fields = key
         .columns
         .iter()
-        .chain(order)
+        .chain(std::iter::once(&key.time_field))
+        .chain(&key.sequence)
         .map(|c| root_of(c))
         .chain([SOURCE_COLUMN, OFFSET_COLUMN]);
     for c in fields {
@@ -341,6 +339,27 @@ pub fn incumbent_columns(key: &KeySpec) -> Vec<String> {
         }
     }
     columns
+}
+
+/// The windows (of `size`) the rows of `batches` are in, by their event times as `key`
+/// reads them: where a MERGE across the table changes rows besides its own window's.
+pub(crate) fn windows_of(
+    batches: &[RecordBatch],
+    key: &KeySpec,
+    size: sluice_window::WindowSize,
+) -> Result<std::collections::BTreeSet<sluice_window::Window>, ArrowError> {
+    let mut finder = sluice_window::WindowFinder::new(size);
+    let mut windows = std::collections::BTreeSet::new();
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        let time = event_time_reader(batch, key)?;
+        // A row whose time does not read (written by another tool) is in no window sluice
+        // can name: it is not one of its windows.
+        let times = (0..batch.num_rows())
+            .map(time)
+            .filter(|t| *t != EventTime::MIN);
+        windows.extend(times.map(|t| finder.find(t)));
+    }
+    Ok(windows)
 }
 
 /// The top-level column a field name starts in (`user` of `user.id`).
@@ -475,7 +494,10 @@ pub(crate) fn event_time_reader<'b>(
             return None;
         }
         match column.data_type() {
+            // (A table's rows read through DataFusion may come as views or large strings.)
             DataType::Utf8 => t.parse_text(column.as_string::<i32>().value(i)).ok(),
+            DataType::Utf8View => t.parse_text(column.as_string_view().value(i)).ok(),
+            DataType::LargeUtf8 => t.parse_text(column.as_string::<i64>().value(i)).ok(),
             DataType::Int64 => t
                 .from_integer(column.as_primitive::<Int64Type>().value(i))
                 .ok(),

@@ -407,6 +407,34 @@ impl Deriver {
         Ok(())
     }
 
+    /// After the raw table committed `raw_version` by a MERGE across the table (a mirror, a
+    /// history), which changes windows besides its own (`own`): a key's row moves to its
+    /// new window, a delete removes one, a version's end moves. Every window whose files the
+    /// commit added or removed is recomputed, as [`Deriver::published`] does for `own`.
+    pub async fn published_across(
+        &mut self,
+        raw: &mut WindowTable,
+        own: Window,
+        raw_version: u64,
+        at_ms: i64,
+    ) -> Result<(), DeriveError> {
+        let mut windows = std::collections::BTreeSet::from([own]);
+        let raw_table = raw
+            .delta_table()
+            .await
+            .map_err(|e| DeriveError::Raw(Box::new(e)))?;
+        let changed = addresses_changed(raw_table, raw_version.saturating_sub(1), raw_version)
+            .await?
+            .unwrap_or_default();
+        windows.extend(
+            changed
+                .iter()
+                .filter_map(|a| raw.layout().window_of(raw.size(), a).ok()),
+        );
+        let windows: Vec<Window> = windows.into_iter().collect();
+        self.published(raw, &windows, raw_version, at_ms).await
+    }
+
     /// Records each table's settled raw version where the table does not have it yet (the
     /// last windows recomputed needed no new rows). Commits nothing otherwise.
     pub async fn settle(&mut self, at_ms: i64) -> Result<(), DeriveError> {

@@ -21,7 +21,8 @@ pub struct Follow {
     /// Seal every open window after this long without new input (processing time);
     /// `None`: windows seal by event time only.
     pub idle_timeout_ms: Option<i64>,
-    /// End the run after this long without new input; `None`: run until `stop`.
+    /// End the run after this long without new input, publishing every window it holds (as
+    /// at the end of a bounded input); `None`: run until `stop`.
     pub until_idle_ms: Option<i64>,
     /// `true` ends the run gracefully: at the next chunk boundary, after committing the pending
     /// dead letters. Windows still open stay unpublished; the next run re-reads them from the

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use sluice_publish::RANK_TXN_PREFIX;
+use sluice_publish::{END_TXN_PREFIX, RANK_TXN_PREFIX};
 use sluice_source::{Position, ReplayLog};
 use sluice_window::{Shard, WatermarkState};
 
@@ -48,6 +48,9 @@ pub(crate) struct Ledger {
     /// Per source partition of a log that keeps its read order: its rank, as stored in the
     /// table ([`ReplayLog::keeps_ranks`]).
     ranks: HashMap<String, i64>,
+    /// Per source partition read to an end its offset does not measure: its stored size
+    /// then, as stored in the table ([`ReplayLog::ends_to_store`]).
+    ends: HashMap<String, i64>,
     /// Per source partition, where the next read of it starts (the end of the last chunk).
     cursors: HashMap<String, i64>,
 }
@@ -72,6 +75,7 @@ impl Ledger {
             sealed_us: None,
             dead_committed: HashMap::new(),
             ranks: HashMap::new(),
+            ends: HashMap::new(),
             cursors: HashMap::new(),
         }
     }
@@ -82,6 +86,7 @@ impl Ledger {
         let mut names: Vec<String> = log.partitions().iter().map(|p| p.to_string()).collect();
         if log.keeps_ranks() {
             names.extend(log.partitions().iter().map(|p| rank_txn(p)));
+            names.extend(log.partitions().iter().map(|p| end_txn(p)));
         }
         names.push(self.names.watermark.clone());
         names.push(self.names.ahead.clone());
@@ -98,7 +103,8 @@ impl Ledger {
             Some(name) => txns.remove(name),
             None => None,
         };
-        self.ranks = take_ranks(&mut txns);
+        self.ranks = take_prefixed(&mut txns, RANK_TXN_PREFIX);
+        self.ends = take_prefixed(&mut txns, END_TXN_PREFIX);
         self.cursors = txns.clone();
         self.committed = txns;
         self.dead_committed = dead;
@@ -107,6 +113,11 @@ impl Ledger {
     /// The ranks stored in the table, per source partition.
     pub fn ranks(&self) -> &HashMap<String, i64> {
         &self.ranks
+    }
+
+    /// The sizes stored in the table for partitions read to their end.
+    pub fn ends(&self) -> &HashMap<String, i64> {
+        &self.ends
     }
 
     /// The resume offsets in the table, per source partition.
@@ -161,6 +172,8 @@ impl Ledger {
         lateness_us: i64,
     ) -> Vec<(String, i64)> {
         let mut txns = log.advances(&self.committed, resume);
+        let ends = log.ends_to_store(&self.ends, &txns);
+        txns.extend(ends.into_iter().map(|(p, size)| (end_txn(&p), size)));
         txns.extend(
             log.ranks_to_store(&self.ranks, read)
                 .into_iter()
@@ -212,6 +225,8 @@ impl Ledger {
                 self.sealed_us = Some(offset);
             } else if let Some(partition) = name.strip_prefix(RANK_TXN_PREFIX) {
                 self.ranks.insert(partition.to_string(), offset);
+            } else if let Some(partition) = name.strip_prefix(END_TXN_PREFIX) {
+                self.ends.insert(partition.to_string(), offset);
             } else {
                 self.committed.insert(name, offset);
             }
@@ -224,9 +239,15 @@ fn rank_txn(partition: &str) -> String {
     format!("{RANK_TXN_PREFIX}{partition}")
 }
 
-/// Takes the ranks out of `txns` (as read from the table), by source partition.
-fn take_ranks(txns: &mut HashMap<String, i64>) -> HashMap<String, i64> {
-    txns.extract_if(|name, _| name.starts_with(RANK_TXN_PREFIX))
-        .map(|(name, rank)| (name[RANK_TXN_PREFIX.len()..].to_string(), rank))
+/// The `txn` partition name of `partition`'s stored size at its end.
+fn end_txn(partition: &str) -> String {
+    format!("{END_TXN_PREFIX}{partition}")
+}
+
+/// Takes the `txns` (as read from the table) named `prefix` + a source partition out, by
+/// source partition (ranks, ends).
+fn take_prefixed(txns: &mut HashMap<String, i64>, prefix: &str) -> HashMap<String, i64> {
+    txns.extract_if(|name, _| name.starts_with(prefix))
+        .map(|(name, value)| (name[prefix.len()..].to_string(), value))
         .collect()
 }

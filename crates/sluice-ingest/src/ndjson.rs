@@ -200,13 +200,16 @@ impl Ingester<'_, NdjsonSource> {
             }
             self.report_file_lag();
             if follow.until_idle_ms.is_some_and(|t| idle_ms >= t) {
-                return Ok(());
+                // Idle for --until-idle: the input ends here, as a bounded input ends (and a
+                // Kafka run's at idle): every window held is published.
+                return self.drain().await;
             }
             pause(follow).await;
             if *follow.stop.borrow() {
                 return Ok(());
             }
-            self.log_mut().refresh()?;
+            let read = self.cursors().clone();
+            self.log_mut().refresh_after(&read)?;
         }
     }
 }

@@ -161,6 +161,16 @@ impl Publisher {
         &self.table
     }
 
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Whether a republication is one MERGE across the table (a mirror, a history), which
+    /// decides by itself which offered rows change the table.
+    pub fn merges_across_table(&self) -> bool {
+        self.is_merge(true)
+    }
+
     pub fn table_mut(&mut self) -> &mut WindowTable {
         &mut self.table
     }
@@ -559,7 +569,10 @@ impl Publisher {
     }
 
     /// The rows the table holds at `address`.
-    async fn current_rows(&mut self, address: &Address) -> Result<Vec<RecordBatch>, IngestError> {
+    pub(crate) async fn current_rows(
+        &mut self,
+        address: &Address,
+    ) -> Result<Vec<RecordBatch>, IngestError> {
         let mut rows: Vec<RecordBatch> = Vec::new();
         for f in self.table.files_at(address).await? {
             rows.extend(self.stager.read(&f.path).await?);

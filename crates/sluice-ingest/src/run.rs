@@ -164,6 +164,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         self.ledger.restore(txns, dead);
         self.log
             .adopt_ranks(self.ledger.ranks(), self.ledger.committed())?;
+        self.log.adopt_ends(self.ledger.ends());
         self.log.check_resume(self.ledger.committed())?;
         let published = self
             .publisher
@@ -718,6 +719,8 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             return Ok(());
         }
         let windows: Vec<Window> = group.iter().map(|c| c.window).collect();
+        // A MERGE across the table changes windows besides its own.
+        let across = self.publisher.merges_across_table() && group.iter().any(|c| c.merge);
         let i = &self.instruments;
         let visible_ms = self.clock.now_ms();
         for c in &group {
@@ -745,8 +748,11 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             self.ledger.committed_txns(c.meta.txns);
         }
         if let Some(d) = self.deriver.as_mut() {
-            d.published(self.publisher.table_mut(), &windows, version, now_ms)
-                .await?;
+            let raw = self.publisher.table_mut();
+            match across {
+                true => d.published_across(raw, windows[0], version, now_ms).await?,
+                false => d.published(raw, &windows, version, now_ms).await?,
+            }
         }
         self.summary.windows_published += windows.len() as u64;
         self.summary.commits += 1;

@@ -482,3 +482,41 @@ fn counts_of_left_out_fields_are_bounded() {
     assert_eq!(total.others, 200);
     assert_eq!(total.named["user0"], 6);
 }
+
+/// A table's rows read through DataFusion come with string views: their times read as
+/// their text says (they read as the earliest time, so an older offered change beat a newer
+/// row in a MERGE ordered by time), and they name the windows the rows are in.
+#[test]
+fn incumbent_times_read_from_string_views() {
+    use deltalake::arrow::array::{ArrayRef, Int64Array, StringViewArray};
+    use std::sync::Arc;
+    let key = KeySpec {
+        columns: vec!["id".into()],
+        time_field: "ts".into(),
+        time: TimeFormat::Rfc3339.into(),
+        sequence: Vec::new(),
+    };
+    let rows = |id: i64, ts: &str, offset: i64| {
+        RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from(vec![id])) as ArrayRef),
+            ("ts", Arc::new(StringViewArray::from(vec![ts])) as ArrayRef),
+            (
+                sluice_publish::SOURCE_COLUMN,
+                Arc::new(deltalake::arrow::array::StringArray::from(vec!["a"])) as ArrayRef,
+            ),
+            (
+                sluice_publish::OFFSET_COLUMN,
+                Arc::new(Int64Array::from(vec![offset])) as ArrayRef,
+            ),
+        ])
+        .unwrap()
+    };
+    let held = rows(1, "2026-10-03T02:30:00Z", 1);
+    let older = rows(1, "2026-10-03T01:00:00Z", 9);
+    let kept = drop_losers(&older, std::slice::from_ref(&held), &key).unwrap();
+    assert_eq!(kept.num_rows(), 0, "the held row is newer");
+    let size = WindowSize::parse("1h").unwrap();
+    let windows = crate::dedupe::windows_of(&[held], &key, size).unwrap();
+    let starts: Vec<String> = windows.iter().map(|w| w.start().to_rfc3339()).collect();
+    assert_eq!(starts, ["2026-10-03T02:00:00Z"]);
+}

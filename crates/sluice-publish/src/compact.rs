@@ -36,7 +36,8 @@ use sluice_stage::{align_all, StageError, StagedFile, Stager};
 use sluice_window::{Address, AddressError, AddressLayout, EventTime, Shard};
 
 use crate::table::commit::{
-    address_predicate, commit_error, commit_properties, file_actions, FileChange, FileTags,
+    address_predicate, commit_error, commit_properties, file_actions, shard_fence_txn, FileChange,
+    FileTags,
 };
 use crate::table::{
     active_files, address_key, app_id, data_file_schema, open_table_if_exists, pipeline_of,
@@ -180,13 +181,6 @@ impl CompactError {
             _ => false,
         }
     }
-}
-
-/// The `txn` partition every commit of a sharded table's writer of `shard` carries, and every
-/// compaction of that shard's windows (see the module documentation): its version is the
-/// committer's clock, its only job is to make two such commits conflict.
-pub(crate) fn shard_fence_txn(shard: Shard) -> String {
-    format!(".shard/{shard}/{}fence", crate::STATE_TXN_PREFIX)
 }
 
 /// Compacts the windows of the table at `options.location` that `rule` selects, one commit

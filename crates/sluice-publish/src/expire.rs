@@ -22,9 +22,10 @@ use deltalake::{DeltaTable, DeltaTableError};
 use serde_json::json;
 use sluice_window::{Address, AddressLayout, EventTime, WindowSize};
 
-use crate::compact::{fence_of, files_by_address, shard_fence_txn, Fence, COMMIT_RETRIES};
+use crate::compact::{fence_of, files_by_address, Fence, COMMIT_RETRIES};
 use crate::table::commit::{
-    address_predicate, commit_error, commit_properties, file_actions, FileChange, FileTags,
+    address_predicate, commit_error, commit_properties, file_actions, shard_fence_txn, FileChange,
+    FileTags,
 };
 use crate::table::{
     address_key, app_id, open_table_if_exists, pipeline_of, PublishedFile, TableOptions,

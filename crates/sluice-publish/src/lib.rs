@@ -106,6 +106,11 @@ pub mod tags {
 /// source file is hidden, so no source partition has such a name.
 pub const RANK_TXN_PREFIX: &str = ".rank/";
 
+/// The `txn` partition names that store the stored size a file source's compressed or
+/// Parquet file had when it was read to its end: `.end/<file name>` (its offset then says
+/// only "at its end"; a later run refuses the file if its size changed).
+pub const END_TXN_PREFIX: &str = ".end/";
+
 /// The key under which sluice's commit metadata appears in `commitInfo`.
 pub const COMMIT_INFO_KEY: &str = "sluice";
 

@@ -334,7 +334,12 @@ impl ChangeFeed {
             if info.get("pipeline").and_then(|p| p.as_str()) != Some(self.pipeline.as_str()) {
                 continue;
             }
-            for w in crate::published_windows_of(info) {
+            // A MERGE across the table also names the other windows whose rows it changed.
+            let changed = info.get("windows_changed").and_then(|w| w.as_array());
+            let windows = crate::published_windows_of(info)
+                .into_iter()
+                .chain(changed.into_iter().flatten());
+            for w in windows {
                 let field = |k: &str| w.get(k).and_then(|v| v.as_str()).map(str::to_string);
                 let (Some(window), Some(start), Some(end)) =
                     (field("window"), field("window_start"), field("window_end"))
@@ -403,6 +408,14 @@ impl ChangeFeed {
             );
         }
         let files = &self.files;
+        // A window left without files (a MERGE moved its last rows out) is no longer held;
+        // had it been complete, its rows changed: it is rewritten, to nothing.
+        let emptied: BTreeSet<WindowKey> = seals
+            .windows
+            .keys()
+            .filter(|key| files.at(key).0 == 0 && seals.complete.contains(*key))
+            .cloned()
+            .collect();
         seals.windows.retain(|key, _| files.at(key).0 > 0);
         let threshold = seals.threshold(self.files.shards());
         let now: BTreeSet<WindowKey> = seals
@@ -414,7 +427,7 @@ impl ChangeFeed {
         let before = std::mem::replace(&mut seals.complete, now);
         let mut rewritten = Vec::new();
         for (key, (label, start, end)) in published {
-            if before.contains(&key) && seals.complete.contains(&key) {
+            if before.contains(&key) && (seals.complete.contains(&key) || emptied.contains(&key)) {
                 rewritten.push((key, label, start, end));
             }
         }

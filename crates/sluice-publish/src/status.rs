@@ -216,6 +216,7 @@ fn pipeline_status(
         } else if !last.starts_with('.')
             && !rest.starts_with(".shard/")
             && !rest.starts_with(crate::RANK_TXN_PREFIX)
+            && !rest.starts_with(crate::END_TXN_PREFIX)
         {
             positions.insert(rest.to_string(), txn.clone());
         }

@@ -12,6 +12,9 @@
 //!   is `_c<i>`, a repeated one `<name>_<i>` (i: the column's index from 0).
 //! - A record with more or fewer fields than the header is a dead letter
 //!   `wrong_field_count`; its raw text is the record as read.
+//! - A quote that never closes (the file ends inside a quoted field) makes its record a dead
+//!   letter `unterminated_quote`, read to the end of the line the quote opened on; the
+//!   records after that line are read (they were swallowed into the open field).
 
 use crate::reject::{Reject, RejectReason};
 
@@ -50,6 +53,19 @@ impl CsvOptions {
     /// The end of the first complete record in `data` (which starts at a record's start).
     pub fn first_record_end(&self, data: &[u8]) -> Option<usize> {
         self.record_end(data, true)
+    }
+
+    /// Whether `record` (one record without its line end) is whole: its quotes close, and
+    /// it has `fields` fields if that is known.
+    pub fn is_whole_record(&self, record: &[u8], fields: Option<usize>) -> bool {
+        if unterminated_quote_end(self, record).is_some() {
+            return false;
+        }
+        let mut parsed = csv::ByteRecord::new();
+        match self.reader(record).read_byte_record(&mut parsed) {
+            Ok(true) => fields.is_none_or(|n| parsed.len() == n),
+            _ => false,
+        }
     }
 
     /// The record parser of these options.
@@ -210,6 +226,29 @@ pub(crate) fn convert_records(
             csv_core::ReadRecordResult::OutputFull => fields.resize(fields.len() * 2, 0),
             csv_core::ReadRecordResult::OutputEndsFull => ends.resize(ends.len() * 2, 0),
             csv_core::ReadRecordResult::Record => {
+                // A record that runs to the end of the data may be one whose quote never
+                // closes: it ends with the line its quote opened on, and parsing starts
+                // again after it (the records it would swallow are read).
+                let unterminated = (eof && at == data.len())
+                    .then(|| unterminated_quote_end(options, &data[record_at..at]))
+                    .flatten();
+                if let Some(cut) = unterminated {
+                    let why = RejectReason::UnterminatedQuote(format!(
+                        "a quoted field is never closed (the file ends inside it); the record is read to the end of the line the quote opened on ({cut} bytes), and the records after it are read"
+                    ));
+                    let end = record_at + cut;
+                    out.bad.push(bad_record(
+                        file,
+                        start,
+                        data,
+                        first_byte(data, record_at, end),
+                        end,
+                        why,
+                    ));
+                    parser.reset();
+                    (at, record_at, consumed, written, n_ends) = (end, end, end, 0, 0);
+                    continue;
+                }
                 let record = Fields {
                     bytes: &fields[..written],
                     ends: &ends[..n_ends],
@@ -255,6 +294,54 @@ impl Fields<'_> {
     }
 }
 
+/// Where the bad record of `record` (one record's bytes, blank lines before it included,
+/// read to the end of the data) ends if it ends inside a quoted field: after the line end of
+/// the line that field's quote opened on, or at the end of `record` if no line end follows
+/// it. `None` if every quote it opens closes. The quoting rules are csv_core's (a quote
+/// opens a field only as its first byte; doubled or escaped quotes inside one).
+fn unterminated_quote_end(options: &CsvOptions, record: &[u8]) -> Option<usize> {
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum At {
+        FieldStart,
+        Unquoted,
+        Quoted,
+        Escaped,
+        QuoteInQuoted,
+    }
+    let (mut at, mut opened) = (At::FieldStart, 0);
+    for (i, &b) in record.iter().enumerate() {
+        let line_end = b == b'\n' || b == b'\r';
+        at = match at {
+            At::FieldStart if b == options.quote => {
+                opened = i;
+                At::Quoted
+            }
+            At::Quoted if b == options.quote => At::QuoteInQuoted,
+            At::Quoted if options.escape == Some(b) => At::Escaped,
+            At::Quoted => At::Quoted,
+            At::Escaped => At::Quoted,
+            At::QuoteInQuoted if b == options.quote && options.escape.is_none() => At::Quoted,
+            // A delimiter or a line end (blank lines before the record) starts a field.
+            _ if b == options.delimiter || line_end => At::FieldStart,
+            _ => At::Unquoted,
+        };
+    }
+    if !matches!(at, At::Quoted | At::Escaped) {
+        return None;
+    }
+    Some(memchr::memchr(b'\n', &record[opened..]).map_or(record.len(), |i| opened + i + 1))
+}
+
+/// The first byte of the record spanning `data[from..end]`: blank lines before it are not
+/// part of it.
+fn first_byte(data: &[u8], from: usize, end: usize) -> usize {
+    let mut from = from;
+    while from < end && matches!(data[from], b'\n' | b'\r') {
+        from += 1;
+    }
+    from
+}
+
 /// One parsed record (`span`: its bytes in `data`, blank lines before it included) as a JSON
 /// line, or a dead letter `wrong_field_count`.
 fn take_record(
@@ -264,11 +351,7 @@ fn take_record(
     (from, end): (usize, usize),
     record: &Fields,
 ) {
-    // The record's first byte: blank lines before it are not part of it.
-    let mut from = from;
-    while from < end && matches!(data[from], b'\n' | b'\r') {
-        from += 1;
-    }
+    let from = first_byte(data, from, end);
     if from == end {
         return; // blank lines at the end of the data: no record
     }
@@ -448,6 +531,54 @@ mod tests {
                 (8, "wrong_field_count", "1,2,3"),
                 (14, "wrong_field_count", "9")
             ]
+        );
+    }
+
+    /// A quote that never closes swallowed every record after it into one field: its record
+    /// is a dead letter to the end of the quote's line, and the records after it are rows.
+    #[test]
+    fn an_unterminated_quote_is_a_dead_letter_and_the_records_after_it_are_read() {
+        let o = CsvOptions::default();
+        let mut header = Some(o.header(b"id,note\n"));
+        let data = b"1,\"ok\nquoted\"\n2,\"open\n3,x\n4,y\n";
+        let (c, used) = convert_records(&o, &mut header, 1, 8, data, true);
+        assert_eq!(used, data.len());
+        assert_eq!(
+            lines(&c),
+            [
+                r#"{"id":1,"note":"ok\nquoted"}"#,
+                r#"{"id":3,"note":"x"}"#,
+                r#"{"id":4,"note":"y"}"#
+            ]
+        );
+        let bad: Vec<_> = c
+            .bad
+            .iter()
+            .map(|r| (r.offset, r.reason.as_str(), r.raw.as_str()))
+            .collect();
+        assert_eq!(bad, [(8 + 14, "unterminated_quote", "2,\"open")]);
+        assert_eq!(c.offsets, [8, 8 + 22, 8 + 26]);
+        // Not at the end of the data (more may come): the record waits.
+        let (c, used) = convert_records(&o, &mut header, 1, 8, data, false);
+        assert_eq!((lines(&c).len(), used), (1, 14));
+        // On a line before the last, which has no line end; a later quote would close it
+        // (`5,"a` then `6,"b` is one record, whose field holds `a\n6,` and `b`).
+        let (c, _) = convert_records(&o, &mut header, 1, 0, b"5,\"a\n6,b", true);
+        assert_eq!(c.bad.len(), 1);
+        assert_eq!(lines(&c), [r#"{"id":6,"note":"b"}"#]);
+        let (c, _) = convert_records(&o, &mut header, 1, 0, b"5,\"a\n6,\"b", true);
+        assert_eq!((c.bad.len(), lines(&c).len()), (0, 1));
+        let escaped = CsvOptions {
+            escape: Some(b'\\'),
+            ..CsvOptions::default()
+        };
+        assert_eq!(unterminated_quote_end(&escaped, b"7,\"a\\\"\n"), Some(7));
+        assert_eq!(unterminated_quote_end(&escaped, b"7,\"a\\\"\""), None);
+        assert_eq!(unterminated_quote_end(&o, b"7,\"a\"\"\n8"), Some(7));
+        assert_eq!(
+            unterminated_quote_end(&o, b"7,a\"b\n"),
+            None,
+            "not a quoted field"
         );
     }
 

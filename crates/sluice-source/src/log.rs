@@ -66,6 +66,20 @@ pub trait ReplayLog: Send + Sync {
     ) -> Vec<(String, i64)> {
         Vec::new()
     }
+
+    /// Takes the sizes the table stores for partitions read to their end (by partition).
+    fn adopt_ends(&mut self, _ends: &HashMap<String, i64>) {}
+
+    /// The sizes a commit moving the offsets `advanced` stores: those of the partitions it
+    /// moves to an end their offset does not measure (a compressed or Parquet file), so a
+    /// later run sees them change ([`NdjsonSource::ends_to_store`]).
+    fn ends_to_store(
+        &self,
+        _stored: &HashMap<String, i64>,
+        _advanced: &[(String, i64)],
+    ) -> Vec<(String, i64)> {
+        Vec::new()
+    }
 }
 
 impl ReplayLog for NdjsonSource {
@@ -132,6 +146,18 @@ impl ReplayLog for NdjsonSource {
 
     fn ranks_to_store(&self, stored: &HashMap<String, i64>, read: Position) -> Vec<(String, i64)> {
         NdjsonSource::ranks_to_store(self, stored, read)
+    }
+
+    fn adopt_ends(&mut self, ends: &HashMap<String, i64>) {
+        NdjsonSource::adopt_ends(self, ends)
+    }
+
+    fn ends_to_store(
+        &self,
+        stored: &HashMap<String, i64>,
+        advanced: &[(String, i64)],
+    ) -> Vec<(String, i64)> {
+        NdjsonSource::ends_to_store(self, stored, advanced)
     }
 }
 

@@ -27,6 +27,10 @@ pub struct NdjsonSource {
     /// Followed: the last file may still be written, so it is read only up to its last
     /// newline (a line is an event once it is complete); see [`NdjsonSource::refresh`].
     following: bool,
+    /// The stored size each compressed or Parquet file had when it was read to its end, as
+    /// the table stores it ([`NdjsonSource::adopt_ends`]): its offset then says "at its end"
+    /// whatever its size, so a change of size is the only sign it changed.
+    ends: HashMap<String, i64>,
 }
 
 impl NdjsonSource {
@@ -60,6 +64,7 @@ impl NdjsonSource {
             files: Vec::new(),
             arrival,
             following,
+            ends: HashMap::new(),
         };
         source.settle(files, None)?;
         Ok(source)
@@ -87,6 +92,14 @@ impl NdjsonSource {
     /// ([`crate::arrival`]); a file may only grow while it is the last one (see
     /// [`SourceError::NotAppendOnly`]), so the ordinals of existing files do not change.
     pub fn refresh(&mut self) -> Result<bool, SourceError> {
+        self.refresh_after(&HashMap::new())
+    }
+
+    /// [`NdjsonSource::refresh`] for a reader whose next read of each file starts at
+    /// `read[name]` (0 if absent): a compressed or Parquet file that is not the last may
+    /// change while no file after it was read (the reader waits for a file still being
+    /// written, and reads the files after it only once it is complete).
+    pub fn refresh_after(&mut self, read: &HashMap<String, i64>) -> Result<bool, SourceError> {
         let mut now: HashMap<Arc<str>, SourceFile> = self
             .store
             .list()?
@@ -109,7 +122,19 @@ impl NdjsonSource {
                     offset: old.size as i64,
                 });
             }
-            if i < last && new.size != old.size {
+            let at_end = read.get(old.name.as_ref()) == Some(&(COMPRESSED_LEN as i64))
+                || self.ends.contains_key(old.name.as_ref());
+            if at_end && new.size != old.size {
+                return Err(SourceError::NotAppendOnly {
+                    path: old.path.clone(),
+                    what: CHANGED_AT_END,
+                });
+            }
+            let waited_for = full_len(&self.format, old) == COMPRESSED_LEN
+                && self.files[i + 1..]
+                    .iter()
+                    .all(|later| read.get(later.name.as_ref()).is_none_or(|at| *at == 0));
+            if i < last && new.size != old.size && !waited_for {
                 return Err(SourceError::NotAppendOnly {
                     path: old.path.clone(),
                     what: "changed after later files were read",
@@ -186,9 +211,34 @@ impl NdjsonSource {
             .collect()
     }
 
+    /// Takes the stored sizes the table records for files read to their end (compressed
+    /// and Parquet files; see [`NdjsonSource::ends_to_store`]).
+    pub fn adopt_ends(&mut self, ends: &HashMap<String, i64>) {
+        self.ends = ends.clone();
+    }
+
+    /// The stored sizes to record with a commit whose offsets are `advanced`: those of the
+    /// compressed and Parquet files it moves to their end (whose offset then no longer tells
+    /// how much of them was read) that `stored` lacks at that size.
+    pub fn ends_to_store(
+        &self,
+        stored: &HashMap<String, i64>,
+        advanced: &[(String, i64)],
+    ) -> Vec<(String, i64)> {
+        advanced
+            .iter()
+            .filter(|(_, offset)| *offset as u64 == COMPRESSED_LEN)
+            .filter_map(|(name, _)| self.files.iter().find(|f| f.name.as_ref() == name))
+            .filter(|f| stored.get(f.name.as_ref()) != Some(&(f.size as i64)))
+            .map(|f| (f.name.to_string(), f.size as i64))
+            .collect()
+    }
+
     /// Checks that the source only grew at its end since `committed` (resume offsets per file
     /// name) was written: no file before the last one with a committed offset has unread
-    /// bytes. (Such bytes would sort before published positions and pass for replays.)
+    /// bytes, and no file read to its end changed since (its stored size, [`Self::ends`]).
+    /// (Such bytes would sort before published positions and pass for replays, or be
+    /// passed over.)
     pub fn check_append_only(&self, committed: &HashMap<String, i64>) -> Result<(), SourceError> {
         let Some(last_started) = self
             .files
@@ -197,6 +247,20 @@ impl NdjsonSource {
         else {
             return Ok(());
         };
+        for f in &self.files {
+            let at_end = committed.get(f.name.as_ref()).copied().unwrap_or(0) as u64 >= f.len;
+            if at_end
+                && self
+                    .ends
+                    .get(f.name.as_ref())
+                    .is_some_and(|s| *s != f.size as i64)
+            {
+                return Err(SourceError::NotAppendOnly {
+                    path: f.path.clone(),
+                    what: CHANGED_AT_END,
+                });
+            }
+        }
         for f in &self.files[..last_started] {
             let offset = committed.get(f.name.as_ref()).copied().unwrap_or(0);
             if (offset as u64) < f.len {
@@ -339,6 +403,10 @@ impl NdjsonSource {
         ))
     }
 }
+
+/// What a compressed or Parquet file did that its offset cannot place: read to its end
+/// (gzip members appended, a damaged file rewritten), its new records would be passed over.
+const CHANGED_AT_END: &str = "changed after it was read to its end (its new records cannot be placed after the ones already published: give it a new name to read it as a new file, or move it out of the source)";
 
 /// A file's readable length in positions, read whole: a Parquet file (positions are rows)
 /// and a compressed one (decompressed offsets) are read to their ends ([`COMPRESSED_LEN`]),

@@ -78,13 +78,18 @@ pub struct ObjectFiles {
 }
 
 impl ObjectFiles {
-    /// The objects of `store` (rooted at the bucket) under `prefix`, which `url` names.
+    /// The objects of `store` (rooted at the bucket) under `prefix` (the store's own key
+    /// text, not percent-encoded), which `url` names.
     pub fn new(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
         url: &str,
         listing: Listing,
     ) -> Result<Self, SourceError> {
+        let prefix = key_path(prefix.trim_matches('/')).map_err(|e| SourceError::Io {
+            path: PathBuf::from(url),
+            source: std::io::Error::other(e),
+        })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sluice-source-store")
@@ -96,7 +101,7 @@ impl ObjectFiles {
             })?;
         Ok(ObjectFiles {
             store,
-            prefix: ObjectPath::from(prefix.trim_matches('/')),
+            prefix,
             url: url.to_string(),
             listing,
             only: None,
@@ -106,21 +111,27 @@ impl ObjectFiles {
         })
     }
 
-    /// The source `url` names in `store` (rooted at its bucket), at `path` in it: the
-    /// objects under `path` as a prefix, or the one object at `path` when the URL does not
-    /// end in `/` and an object is there.
+    /// The source `url` names in `store` (rooted at its bucket), at `url_path` in it (the
+    /// URL's path, percent-encoded as a URL holds it): the objects under it as a prefix, or
+    /// the one object there when the URL does not end in `/` and an object is there.
     pub fn at(
         store: Arc<dyn ObjectStore>,
         url: &str,
-        path: &str,
+        url_path: &str,
         listing: Listing,
     ) -> Result<Self, SourceError> {
-        let path = path.trim_start_matches('/');
+        let io = |e: object_store::path::Error| SourceError::Io {
+            path: PathBuf::from(url),
+            source: std::io::Error::other(e),
+        };
+        let key = ObjectPath::from_url_path(url_path).map_err(io)?;
+        let path = key.as_ref();
+        let is_prefix = path.is_empty() || url_path.ends_with('/');
         let prefix = ObjectFiles::new(store.clone(), path, &with_slash(url), listing)?;
-        if path.is_empty() || path.ends_with('/') {
+        if is_prefix {
             return Ok(prefix);
         }
-        let location = ObjectPath::from(path);
+        let location = key.clone();
         let head = store.clone();
         prefix.requests.fetch_add(1, Ordering::Relaxed);
         if prefix
@@ -130,8 +141,8 @@ impl ObjectFiles {
             return Ok(prefix);
         }
         let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
-        let parent_url = &url[..url.len() - name.len()];
-        let one = ObjectFiles::new(store, parent, parent_url, listing)?.only(name);
+        let parent_url = url.rsplit_once('/').map_or(url, |(parent, _)| parent);
+        let one = ObjectFiles::new(store, parent, &with_slash(parent_url), listing)?.only(name);
         one.requests.fetch_add(prefix.requests(), Ordering::Relaxed);
         Ok(one)
     }
@@ -166,12 +177,16 @@ impl ObjectFiles {
             .expect("the store's runtime runs every task to its end")
     }
 
-    fn location(&self, name: &str) -> ObjectPath {
-        if self.prefix.as_ref().is_empty() {
-            ObjectPath::from(name)
+    /// The store's key of the object `name` (a name as listed: the key's own text after the
+    /// prefix). Never percent-encoded again: `dü.ndjson` and `100%.ndjson` are the keys the
+    /// store listed, not `d%C3%BC.ndjson` or `100%25.ndjson`.
+    fn location(&self, name: &str) -> Result<ObjectPath, SourceError> {
+        let key = if self.prefix.as_ref().is_empty() {
+            name.to_string()
         } else {
-            ObjectPath::from(format!("{}/{name}", self.prefix))
-        }
+            format!("{}/{name}", self.prefix)
+        };
+        key_path(&key).map_err(|e| self.error(name, e.into()))
     }
 
     fn error(&self, name: &str, e: object_store::Error) -> SourceError {
@@ -186,7 +201,7 @@ impl ObjectFiles {
     fn list_after(&self, after: Option<&str>) -> Result<Vec<(String, u64)>, SourceError> {
         let store = self.store.clone();
         let prefix = self.prefix.clone();
-        let offset = after.map(|a| self.location(a));
+        let offset = after.map(|a| self.location(a)).transpose()?;
         let objects = self
             .wait(async move {
                 let mut stream = match &offset {
@@ -222,7 +237,9 @@ impl ObjectFiles {
             return Vec::new();
         }
         let store = self.store.clone();
-        let location = self.location(name);
+        let Ok(location) = self.location(name) else {
+            return Vec::new();
+        };
         let to = size.min(Compression::MAGIC_BYTES as u64);
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.wait(async move { store.get_range(&location, 0..to).await })
@@ -270,7 +287,7 @@ impl FileStore for ObjectFiles {
             return Ok(Box::new(std::io::empty()));
         }
         let store = self.store.clone();
-        let location = self.location(&file.name);
+        let location = self.location(&file.name)?;
         let range = from..file.size;
         let (tx, rx) = mpsc::sync_channel::<std::io::Result<bytes::Bytes>>(4);
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -307,7 +324,7 @@ impl FileStore for ObjectFiles {
             return Ok(Vec::new());
         }
         let store = self.store.clone();
-        let location = self.location(&file.name);
+        let location = self.location(&file.name)?;
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.wait(async move { store.get_range(&location, from..to).await })
             .map(|b| b.to_vec())
@@ -326,6 +343,14 @@ impl Drop for ObjectFiles {
             runtime.shutdown_background();
         }
     }
+}
+
+/// An object key as the store's path: its text as it is (`ObjectPath::from` would
+/// percent-encode `%`, non-ASCII letters and other characters a second time, naming another
+/// object). Refused: empty parts (`a//b`), `.` and `..` parts and control characters, which
+/// object_store's paths cannot hold.
+fn key_path(key: &str) -> Result<ObjectPath, object_store::path::Error> {
+    ObjectPath::parse(key)
 }
 
 fn with_slash(url: &str) -> String {
@@ -427,6 +452,44 @@ mod tests {
         assert_eq!(listed[0].path, PathBuf::from("memory:///other/x.ndjson"));
         let prefix = ObjectFiles::at(store, "memory:///in", "/in", Listing::Full).unwrap();
         assert_eq!(prefix.list().unwrap().len(), 2);
+    }
+
+    /// Keys are used as the store lists them: a `%` or a non-ASCII letter is not encoded a
+    /// second time (which named an object that is not there), in listings, reads and the
+    /// incremental listing's offset; a URL's percent-encoded path names the key it encodes.
+    #[test]
+    fn keys_with_any_character_are_read_by_their_own_names() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let memory = Arc::new(InMemory::new());
+        let names = ["dü.ndjson", "100%.ndjson", "a b+c.ndjson", "日本.ndjson"];
+        for n in names {
+            let key = ObjectPath::parse(format!("in/{n}")).unwrap();
+            rt.block_on(memory.put(&key, PutPayload::from(format!("{n}\n").into_bytes())))
+                .unwrap();
+        }
+        let store: Arc<dyn ObjectStore> = memory.clone();
+        let files =
+            ObjectFiles::at(store.clone(), "memory:///in/", "/in/", Listing::Incremental).unwrap();
+        for _ in 0..2 {
+            let listed = files.list().unwrap();
+            assert_eq!(listed.len(), names.len());
+            for f in &listed {
+                let mut text = String::new();
+                files.open(f, 0).unwrap().read_to_string(&mut text).unwrap();
+                assert_eq!(text, format!("{}\n", f.name));
+            }
+        }
+        let one = ObjectFiles::at(
+            store,
+            "memory:///in/d%C3%BC.ndjson",
+            "/in/d%C3%BC.ndjson",
+            Listing::Full,
+        )
+        .unwrap();
+        let listed = one.list().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].name.as_ref(), "dü.ndjson");
+        assert_eq!(one.read_range(&listed[0], 0, 3).unwrap(), "dü".as_bytes());
     }
 
     /// A followed source over a prefix listed incrementally: objects whose names sort after

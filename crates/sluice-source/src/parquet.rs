@@ -7,8 +7,9 @@
 //! the first file's footer ([`footer_types`]) rather than from values. A file is read by
 //! ranges: its footer, then the column chunks of each row group from the resume row's on
 //! (a restart skips the row groups before it). A file that cannot be read as Parquet (the
-//! reader fails, or panics on it) is one dead letter `unreadable` and the run goes on; the last file of a followed source that
-//! has no footer yet is waited for (a Parquet file is complete once its footer is written).
+//! reader fails, or panics on it) is one dead letter `unreadable` and the run goes on; the
+//! source's last file, in any run, if it starts as Parquet and has no footer yet, is waited
+//! for (a Parquet file is complete once its footer is written; [`still_written`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,6 +200,19 @@ impl Rows {
 
 /// The chunk that ends a Parquet file (`ordinal`) at row `start`, with the dead letters
 /// `bad`: its offset then says the file was read to its end.
+/// Whether `file`, which cannot be read as Parquet, may be a Parquet file still being
+/// written: it is empty or starts as one (`PAR1`) but does not end as one yet (its footer is
+/// written last). A file that does not start as Parquet never becomes one.
+pub(crate) fn still_written(store: &dyn FileStore, file: &SourceFile) -> bool {
+    const MAGIC: &[u8] = b"PAR1";
+    if file.size < MAGIC.len() as u64 {
+        return true;
+    }
+    let starts = store.read_range(file, 0, MAGIC.len() as u64);
+    let ends = store.read_range(file, file.size - MAGIC.len() as u64, file.size);
+    matches!((starts, ends), (Ok(s), Ok(e)) if s == MAGIC && (e != MAGIC || file.size < 12))
+}
+
 pub(crate) fn end_chunk(ordinal: u32, start: i64, bad: Vec<Reject>) -> Chunk {
     Chunk {
         file: ordinal,

@@ -42,6 +42,16 @@ impl FileFormat {
             FileFormat::Parquet => None,
         }
     }
+
+    /// Whether `tail`, a file's last record without its line end, is whole: a complete JSON
+    /// value, or a CSV record whose quotes close with as many fields as `header` names.
+    fn is_whole_record(&self, tail: &[u8], header: Option<&Header>) -> bool {
+        match self {
+            FileFormat::Ndjson => serde_json::from_slice::<serde::de::IgnoredAny>(tail).is_ok(),
+            FileFormat::Csv(o) => o.is_whole_record(tail, header.map(|h| h.names().len())),
+            FileFormat::Parquet => true,
+        }
+    }
 }
 
 /// The file being read: its stream, and the bytes read past the last chunk.
@@ -151,8 +161,10 @@ impl FileReader {
                     }
                     match crate::parquet::Rows::open(self.store.clone(), self.file(), start) {
                         Ok(rows) => rows,
-                        Err(_) if self.is_last_followed() => {
-                            self.index = self.files.len();
+                        Err(_)
+                            if crate::parquet::still_written(self.store.as_ref(), self.file()) =>
+                        {
+                            self.wait_for_file("it has no Parquet footer yet");
                             return None;
                         }
                         Err(why) => {
@@ -180,8 +192,36 @@ impl FileReader {
         ordinal(self.index)
     }
 
+    /// The file being read is incomplete (`why`): still being written. It is read no
+    /// further in this pass, nor are the files after it (files are read in the order they
+    /// arrived, and a file's records come before the next file's): the next pass, or the
+    /// next run, reads on from its last whole record once it is complete. Never a dead
+    /// letter: an incomplete file is not a damaged one.
+    /// A bounded run warns (the next run reads on); a followed one, which looks again every
+    /// poll interval, says so at info level.
+    fn wait_for_file(&mut self, why: &str) {
+        let later = self.files.len() - self.index - 1;
+        let file = self.file().path.display();
+        let never = match later {
+            0 => "",
+            _ => " (move it out of the source if it never will be)",
+        };
+        if self.following {
+            tracing::info!(%file, later_files = later, "waiting for a file still being written: {why}");
+        } else {
+            tracing::warn!(%file, later_files = later, "waiting for a file still being written: {why}; the next run reads it (and the files after it) once it is complete{never}");
+        }
+        self.index = self.files.len();
+    }
+
+    /// Whether the file being read is the source's last: it may still be written, in any
+    /// run (a file is read to its end only once it is complete).
+    fn is_last(&self) -> bool {
+        self.index + 1 == self.files.len()
+    }
+
     fn is_last_followed(&self) -> bool {
-        self.following && self.index + 1 == self.files.len()
+        self.following && self.is_last()
     }
 
     fn io(&self, source: std::io::Error) -> SourceError {
@@ -192,8 +232,8 @@ impl FileReader {
     }
 
     /// Opens the current file at `start`; `None` if it is a compressed file still being
-    /// written (the last one of a followed source, cut short before `start`).
-    fn open_file(&self, start: i64) -> Result<Option<Open>, SourceError> {
+    /// written (cut short before `start`).
+    fn open_file(&mut self, start: i64) -> Result<Option<Open>, SourceError> {
         let file = self.file();
         let csv = match &self.format {
             FileFormat::Csv(o) if o.header => Some(o),
@@ -219,10 +259,8 @@ impl FileReader {
             Err(SourceError::Io { source, .. })
                 if file.compression.is_compressed() && is_cut_short(&source) =>
             {
-                if self.is_last_followed() {
-                    return Ok(None);
-                }
-                return Err(self.io(source));
+                self.wait_for_file("its compressed stream ends before it is complete");
+                return Ok(None);
             }
             Err(e) => return Err(e),
         };
@@ -276,6 +314,9 @@ impl FileReader {
             let full = open.carry.len() >= self.chunk_bytes;
             if full || open.eof {
                 let eof = open.eof;
+                if eof && !to_whole_records {
+                    self.leave_incomplete_tail();
+                }
                 if let Some(chunk) = self.take_records(eof && !to_whole_records) {
                     return Ok(Some(chunk));
                 }
@@ -304,6 +345,40 @@ impl FileReader {
                 Err(e) => return self.damaged(e),
             }
         }
+    }
+
+    /// At the end of the data of a bounded run's last plain file: a last record that does
+    /// not end with a line end and is not whole (a JSON value cut short, a CSV record with
+    /// fewer fields than its header or a quote still open) is being written. It is left
+    /// unread: the run's position stays at its start, and the next run reads it once it is
+    /// complete. (A compressed file's data ends where its stream does: complete.)
+    fn leave_incomplete_tail(&mut self) {
+        if !self.is_last() || self.file().compression.is_compressed() {
+            return;
+        }
+        let format = self.format.clone();
+        let open = self.open.as_mut().expect("a file is open");
+        if open.carry.last().is_none_or(|b| matches!(b, b'\n' | b'\r')) {
+            return;
+        }
+        let end = format.last_record_end(&open.carry).unwrap_or(0);
+        let tail = &open.carry[end..];
+        let tail = match open.at + end as i64 {
+            0 => tail.strip_prefix(crate::schema::BOM).unwrap_or(tail),
+            _ => tail,
+        };
+        if tail.iter().all(u8::is_ascii_whitespace)
+            || format.is_whole_record(tail, open.header.as_ref())
+        {
+            return;
+        }
+        tracing::warn!(
+            file = %self.files[self.index].path.display(),
+            offset = open.at + end as i64,
+            bytes = tail.len(),
+            "the last record of the last file is incomplete (still being written?): left for the next run"
+        );
+        open.carry.truncate(end);
     }
 
     /// A chunk of the carried bytes' whole records, if they hold one; at the end of the file
@@ -410,15 +485,16 @@ impl FileReader {
         })
     }
 
-    /// A read error of the open file. A compressed stream cut short at the end of a followed
-    /// source is waited for (the chunk of its whole records now, the rest on a later read);
+    /// A read error of the open file. A compressed stream cut short, in any run, is waited
+    /// for (the chunk of its whole records now, the rest on a later read: it is still being
+    /// written; see [`FileReader::wait_for_file`]);
     /// any other damage to a compressed stream ends the file: its whole records, then the
     /// rest as one dead letter `unreadable`. A plain file's read error is the run's.
     fn damaged(&mut self, e: std::io::Error) -> Result<Option<Chunk>, SourceError> {
         if !self.file().compression.is_compressed() {
             return Err(self.io(e));
         }
-        let wait = is_cut_short(&e) && self.is_last_followed();
+        let wait = is_cut_short(&e);
         let open = self.open.as_mut().expect("a file is open");
         if wait {
             let end = self.format.last_record_end(&open.carry);
@@ -426,7 +502,7 @@ impl FileReader {
             // Nothing after this chunk is read in this pass: the file is read again, from
             // the chunk's end, once it has grown.
             self.open = None;
-            self.index = self.files.len();
+            self.wait_for_file("its compressed stream ends before it is complete");
             return Ok(chunk);
         }
         if let Some(end) = self.format.last_record_end(&open.carry) {

@@ -125,15 +125,49 @@ fn compressed_files_read_as_their_lines_at_decompressed_offsets() {
     assert_eq!(moved, [("c.ndjson.zst".to_string(), COMPRESSED_LEN as i64)]);
 }
 
-/// A damaged compressed file that is not being written: its lines before the damage are
+/// A compressed file cut short is still being written, wherever it is in the source and in
+/// any run: its whole lines are read, no dead letter, and nothing after it (the next file's
+/// records come after its); once complete, it is read on from there, then the next file.
+#[test]
+fn a_compressed_file_cut_short_is_waited_for_in_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = lines_text(0..2000);
+    let full = gzip(text.as_bytes());
+    for following in [false, true] {
+        write(dir.path(), "a.gz", &full[..full.len() / 2]);
+        write(dir.path(), "b.ndjson", b"{\"i\":1}\n");
+        let open = |dir: &Path| match following {
+            true => NdjsonSource::open_following(dir).unwrap(),
+            false => NdjsonSource::open(dir).unwrap(),
+        };
+        let source = open(dir.path());
+        let (first, ends, bad) = read_all(&source, &HashMap::new(), 4096);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert!(first.iter().all(|(f, _, _)| *f == 1), "b waits");
+        let (_, end) = ends[0];
+        assert!(end > 0 && end < text.len() as i64, "{end}");
+        write(dir.path(), "a.gz", &full);
+        let source = open(dir.path());
+        let resume = HashMap::from([("a.gz".to_string(), end)]);
+        let (rest, _, bad) = read_all(&source, &resume, 4096);
+        assert!(bad.is_empty());
+        assert_eq!(first.len() + rest.len(), 2001);
+        assert_eq!(rest[0].1, end);
+        assert_eq!(rest.last().unwrap().2, "{\"i\":1}");
+    }
+}
+
+/// A damaged compressed file (corrupt data, not cut short): its lines before the damage are
 /// read, the rest is one dead letter `unreadable` at the offset it starts, and the next
 /// file is read. Nothing stops the run.
 #[test]
 fn a_damaged_compressed_file_is_read_to_the_damage_then_a_dead_letter() {
     let dir = tempfile::tempdir().unwrap();
     let text = lines_text(0..2000);
-    let full = gzip(text.as_bytes());
-    write(dir.path(), "a.gz", &full[..full.len() / 2]);
+    // A whole gzip member of half the lines, then a second member that is no gzip at all.
+    let mut corrupt = gzip(lines_text(0..1000).as_bytes());
+    corrupt.extend_from_slice(b"\x1f\x8b\x08\xffthis is no gzip member at all, and never will be");
+    write(dir.path(), "a.gz", &corrupt);
     write(dir.path(), "b.ndjson", b"{\"i\":1}\n");
     for following in [false, true] {
         let source = if following {
@@ -278,4 +312,50 @@ fn csv_rows_decode_with_inferred_types_and_bad_records_are_dead_letters() {
         [(third, "wrong_field_count", "3,2026-10-03T14:00:02Z,4")]
     );
     assert_eq!(chunk.end(), text.len() as i64);
+}
+
+/// A compressed file read to its end records its stored size with the commit that moves its
+/// offset there; a later change of that size (gzip members appended, a damaged file
+/// rewritten whole) is refused, never passed over (its offset only says "at its end").
+#[test]
+fn a_compressed_file_that_changes_after_its_end_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = lines_text(0..100);
+    let first = gzip(text.as_bytes());
+    write(dir.path(), "a.gz", &first);
+    write(dir.path(), "b.ndjson", b"{\"i\":1}\n");
+    let source = NdjsonSource::open(dir.path()).unwrap();
+    let advanced = source.advances(&HashMap::new(), source.end());
+    let ends = source.ends_to_store(&HashMap::new(), &advanced);
+    assert_eq!(ends, [("a.gz".to_string(), first.len() as i64)]);
+    let committed: HashMap<String, i64> = advanced.into_iter().collect();
+    let stored: HashMap<String, i64> = ends.into_iter().collect();
+    assert!(source
+        .ends_to_store(&stored, &[("a.gz".into(), COMPRESSED_LEN as i64)])
+        .is_empty());
+    let mut again = NdjsonSource::open(dir.path()).unwrap();
+    again.adopt_ends(&stored);
+    assert!(again.check_resume(&committed).is_ok(), "unchanged");
+    let mut grown = first.clone();
+    grown.extend(gzip(lines_text(100..110).as_bytes()));
+    write(dir.path(), "a.gz", &grown);
+    let mut changed = NdjsonSource::open(dir.path()).unwrap();
+    changed.adopt_ends(&stored);
+    let err = changed.check_resume(&committed).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("changed after it was read to its end"),
+        "{err}"
+    );
+    // Followed: a file read to its end in this run that changes is refused at the refresh.
+    write(dir.path(), "a.gz", &first);
+    let mut followed = NdjsonSource::open_following(dir.path()).unwrap();
+    write(dir.path(), "a.gz", &grown);
+    let read = HashMap::from([("a.gz".to_string(), COMPRESSED_LEN as i64)]);
+    let err = followed.refresh_after(&read).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("changed after it was read to its end"),
+        "{err}"
+    );
 }

@@ -42,6 +42,8 @@ pub enum RejectReason {
     LineTooLong(u64),
     /// A CSV record with more or fewer fields than its file's header.
     WrongFieldCount(String),
+    /// A CSV record whose quoted field never closes (the file ends inside it).
+    UnterminatedQuote(String),
     /// Bytes that cannot be read as records: the rest of a compressed file that is corrupt
     /// or cut short (its earlier lines are rows).
     Unreadable(String),
@@ -75,6 +77,7 @@ impl RejectReason {
             RejectReason::Internal(_) => "internal_error",
             RejectReason::LineTooLong(_) => "line_too_long",
             RejectReason::WrongFieldCount(_) => "wrong_field_count",
+            RejectReason::UnterminatedQuote(_) => "unterminated_quote",
             RejectReason::Unreadable(_) => "unreadable",
             RejectReason::NullValue => "null_value",
             RejectReason::NoMagicByte(_) => "no_magic_byte",
@@ -100,6 +103,7 @@ impl RejectReason {
             RejectReason::UnknownField(m)
             | RejectReason::FieldNameClash(m)
             | RejectReason::WrongFieldCount(m)
+            | RejectReason::UnterminatedQuote(m)
             | RejectReason::Unreadable(m)
             | RejectReason::NoMagicByte(m)
             | RejectReason::UnknownSchema(m)

@@ -10,9 +10,10 @@ pub struct Decimal {
     exponent: i32,
 }
 
-/// Significant digits kept: more than any i64 or microsecond count needs, far below u128's
-/// 38 digits, so `digits * 10` never overflows while parsing.
-const DIGITS_MAX: usize = 36;
+/// Significant digits kept: a decimal(38, s) column's every value. u128 holds any 38-digit
+/// integer (below 3.4e38), and `digits * 10 + 9` is taken only while fewer than 38 digits
+/// are held (below 1e37), so it never overflows.
+const DIGITS_MAX: usize = 38;
 
 impl Decimal {
     /// Parses `[-+]digits[.digits][(e|E)[-+]digits]` (surrounding whitespace allowed); `None`
@@ -474,5 +475,33 @@ mod tests {
         assert_eq!(d("12.345").scaled_exact(2, 10), None);
         assert_eq!(d("123.45").scaled_exact(2, 4), None);
         assert_eq!(d("1e2").scaled_exact(0, 3), Some(100));
+    }
+
+    /// A decimal(38, s) column holds 38 digits: every such value parses exactly (the parser
+    /// stopped at 36, so a Parquet decimal(38,10) of 37 or 38 digits was a dead letter).
+    #[test]
+    fn thirty_eight_digits_are_read_exactly() {
+        let max = "9".repeat(38);
+        let d = |t: &str| Decimal::parse(t);
+        assert_eq!(
+            d(&max).unwrap().scaled_exact(0, 38),
+            Some(10i128.pow(38) - 1)
+        );
+        let scaled = format!("-{}.{}", &max[..28], &max[28..]);
+        assert_eq!(
+            d(&scaled).unwrap().scaled_exact(10, 38),
+            Some(-(10i128.pow(38) - 1))
+        );
+        let digits37 = "1234567890123456789012345678901234567";
+        assert_eq!(d(digits37).unwrap().integer_and_fraction_digits(), (37, 0));
+        assert_eq!(
+            d(&format!("{max}00"))
+                .unwrap()
+                .integer_and_fraction_digits(),
+            (40, 0)
+        );
+        // 39 significant digits would round: not a value of any decimal column.
+        assert_eq!(d(&format!("1{max}")), None);
+        assert_eq!(d(&format!("0.{max}1")), None);
     }
 }

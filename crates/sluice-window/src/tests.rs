@@ -248,6 +248,66 @@ fn epoch_counts_from_number_text() {
     ));
 }
 
+/// Any instant written in a format reads back as itself, or is refused where the format
+/// cannot hold it (a pattern coarser than the time).
+#[test]
+fn times_are_written_in_a_format_that_reads_them_back() {
+    let t = EventTime::from_micros(1_791_037_500_123_456);
+    let spec = |f: &str, zone: Zone| TimeSpec::new(TimeFormat::parse_name(f).unwrap(), zone);
+    let written = |f: &str, zone: Zone| spec(f, zone).write(t);
+    assert_eq!(
+        written("rfc3339", Zone::Utc).as_deref(),
+        Some("2026-10-03T14:25:00.123456Z")
+    );
+    assert_eq!(
+        written("epoch_s", Zone::Utc).as_deref(),
+        Some("1791037500.123456")
+    );
+    assert_eq!(
+        written("epoch_ms", Zone::Utc).as_deref(),
+        Some("1791037500123.456")
+    );
+    assert_eq!(
+        written("epoch_us", Zone::Utc).as_deref(),
+        Some("1791037500123456")
+    );
+    assert_eq!(
+        written("epoch_ns", Zone::Utc).as_deref(),
+        Some("1791037500123456000")
+    );
+    let berlin = Zone::parse("Europe/Berlin").unwrap();
+    assert_eq!(
+        written("%Y/%m/%d %H:%M:%S%.6f", berlin).as_deref(),
+        Some("2026/10/03 16:25:00.123456")
+    );
+    assert_eq!(written("%Y/%m/%d %H:%M", Zone::Utc), None, "no seconds");
+    let whole = EventTime::from_micros(1_791_037_500_000_000);
+    assert_eq!(
+        spec("%Y/%m/%d %H:%M:%S", Zone::Fixed(-8 * 3600))
+            .write(whole)
+            .as_deref(),
+        Some("2026/10/03 06:25:00")
+    );
+    assert_eq!(
+        spec("epoch_s", Zone::Utc)
+            .write(EventTime::from_micros(-1_500_000))
+            .as_deref(),
+        Some("-1.5")
+    );
+}
+
+proptest! {
+    #[test]
+    fn every_instant_is_written_exactly_in_rfc3339_and_epoch_formats(t in event_times()) {
+        for f in ["rfc3339", "epoch_s", "epoch_ms", "epoch_us", "%Y-%m-%d %H:%M:%S%.6f"] {
+            let spec = TimeSpec::new(TimeFormat::parse_name(f).unwrap(), Zone::Utc);
+            let text = spec.write(t);
+            prop_assert!(text.is_some(), "{f}: {t:?}");
+            prop_assert_eq!(spec.parse_text(&text.unwrap()), Ok(t));
+        }
+    }
+}
+
 #[test]
 fn instants_typed_by_people_parse_as_utc() {
     let at = |t: &str| parse_instant(t).unwrap().to_rfc3339();

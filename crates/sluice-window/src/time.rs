@@ -225,11 +225,57 @@ impl TimeSpec {
         self.format.from_integer(value)
     }
 
+    /// `t` written in this format, as [`TimeSpec::parse_text`] reads back as `t` itself;
+    /// `None` where the format cannot hold it exactly (a pattern without seconds for a time
+    /// with seconds, say). RFC 3339 is written in UTC, a pattern in the zone.
+    pub fn write(&self, t: EventTime) -> Option<String> {
+        use std::fmt::Write;
+        let text = match &self.format {
+            TimeFormat::Rfc3339 => t
+                .to_datetime()?
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            TimeFormat::Pattern(pattern) => {
+                let utc = t.to_datetime()?;
+                let mut text = String::new();
+                // A pattern chrono cannot write is an error of the formatter, not a panic.
+                let written = match self.zone {
+                    Zone::Utc => write!(text, "{}", utc.format(pattern)),
+                    Zone::Fixed(s) => {
+                        let zone = FixedOffset::east_opt(s)?;
+                        write!(text, "{}", utc.with_timezone(&zone).format(pattern))
+                    }
+                    Zone::Named(tz) => write!(text, "{}", utc.with_timezone(&tz).format(pattern)),
+                };
+                written.ok()?;
+                text
+            }
+            epoch => scaled_text(t.as_micros(), epoch.epoch_scale()?),
+        };
+        (self.parse_text(&text).ok()? == t).then_some(text)
+    }
+
     /// Reads a float-valued event time (a `double` column of an epoch format).
     pub fn from_float(&self, value: f64) -> Result<EventTime, TimeError> {
         // Through its shortest exact text: the same instant `parse_text` gives the JSON.
         self.parse_text(&value.to_string())
     }
+}
+
+/// `micros` as a count of `10^scale` microseconds (seconds: 6, nanoseconds: -3), exactly: an
+/// integer, or a decimal fraction without trailing zeros.
+fn scaled_text(micros: i64, scale: i32) -> String {
+    let v = i128::from(micros);
+    if scale <= 0 {
+        return (v * 10i128.pow(scale.unsigned_abs())).to_string();
+    }
+    let unit = 10i128.pow(scale as u32);
+    let (whole, fraction) = (v.abs() / unit, v.abs() % unit);
+    let sign = if v < 0 { "-" } else { "" };
+    if fraction == 0 {
+        return format!("{sign}{whole}");
+    }
+    let digits = format!("{fraction:0width$}", width = scale as usize);
+    format!("{sign}{whole}.{}", digits.trim_end_matches('0'))
 }
 
 /// The event time of one record could not be read.

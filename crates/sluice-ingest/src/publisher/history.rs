@@ -15,7 +15,7 @@ use super::merge::MergeRows;
 use super::{CommitMeta, Committed, Publisher};
 use crate::buffer::WindowBuffer;
 use crate::config::IngestError;
-use crate::dedupe::{columns_named, KeySpec};
+use crate::dedupe::{columns_named, windows_of, KeySpec};
 use crate::deletes::{event_times_of, tombstone_values};
 use crate::history::{versions, START_AT};
 
@@ -76,6 +76,7 @@ impl Publisher {
                 })
                 .await?;
         }
+        let windows_changed = windows_of(&held, &natural, self.table.size())?;
         let mut key_columns = natural.columns;
         key_columns.push(START_AT.to_string());
         let merged = MergeRows {
@@ -83,6 +84,7 @@ impl Publisher {
             rows: planned.rows,
             key_columns,
             deletes: None,
+            windows_changed,
         };
         self.commit_merge(window, merged, parts, republish, meta)
             .await

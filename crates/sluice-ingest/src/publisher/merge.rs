@@ -37,7 +37,7 @@ use sluice_window::{Address, Window};
 use super::{CommitMeta, Committed, Pending, Publisher};
 use crate::buffer::{read_rows, WindowBuffer};
 use crate::config::IngestError;
-use crate::dedupe::{absent_rows, any_key_in, drop_losers, incumbent_columns, KeySpec};
+use crate::dedupe::{absent_rows, any_key_in, drop_losers, incumbent_columns, windows_of, KeySpec};
 
 /// How a window-scope merge is published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,12 +145,14 @@ impl Publisher {
             .incumbents(window, scope, &key.columns, &rows, &incumbent_columns(&key))
             .await?;
         let changing = drop_losers(&rows, &incumbents, &key)?;
+        let windows_changed = windows_of(&incumbents, &key, self.table.size())?;
         let (changing, deletes) = self.apply_tombstones(&key, changing).await?;
         let merged = MergeRows {
             action: MergeAction::Upsert,
             rows: changing,
             key_columns: self.policy.key_columns(),
             deletes,
+            windows_changed,
         };
         self.commit_merge(window, merged, parts, republish, meta)
             .await
@@ -191,6 +193,7 @@ impl Publisher {
             txns: meta.txns.clone(),
             position_ranges: meta.position_ranges.clone(),
             published_at_ms: meta.now_ms,
+            windows_changed: merged.windows_changed.into_iter().collect(),
         });
         let published = busy.time_async(Phase::Commit, merging).await?;
         self.delete_intermediates(parts).await;
@@ -212,6 +215,8 @@ pub(super) struct MergeRows {
     pub key_columns: Vec<String>,
     /// Per row: whether it is a delete (see [`MergePublication::deletes`]).
     pub deletes: Option<deltalake::arrow::array::BooleanArray>,
+    /// The windows the keys' current rows are in ([`MergePublication::windows_changed`]).
+    pub windows_changed: std::collections::BTreeSet<Window>,
 }
 
 /// `batches` with only the columns named `columns` (top-level names), in that order.

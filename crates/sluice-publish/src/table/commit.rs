@@ -13,7 +13,7 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::DeltaTableError;
 use serde_json::json;
 use sluice_stage::StagedFile;
-use sluice_window::Window;
+use sluice_window::{Shard, Window};
 
 use crate::table::land::{checkpoint_at, CommitRequest};
 use crate::table::{address_key, app_id, PublishedFile, WindowTable};
@@ -466,7 +466,7 @@ impl WindowTable {
         if let Some(shard) = self.share.shard {
             // Makes this commit conflict with a compaction of the shard's windows, which the
             // conflict checker would otherwise retry over (see `crate::compact`).
-            let fence = app_id(pipeline, &crate::compact::shard_fence_txn(shard));
+            let fence = app_id(pipeline, &shard_fence_txn(shard));
             actions.push(Transaction::new_with_last_update(
                 &fence,
                 at_ms,
@@ -687,4 +687,11 @@ pub(crate) fn latest_offsets<'a>(
         }
     }
     out
+}
+
+/// The `txn` partition every commit of a sharded table's writer of `shard` carries, and every
+/// compaction of that shard's windows (see `compact`'s module documentation): its version is
+/// the committer's clock, its only job is to make two such commits conflict.
+pub(crate) fn shard_fence_txn(shard: Shard) -> String {
+    format!(".shard/{shard}/{}fence", crate::STATE_TXN_PREFIX)
 }

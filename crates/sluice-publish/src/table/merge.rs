@@ -93,6 +93,11 @@ pub struct MergePublication {
     pub txns: Vec<(String, i64)>,
     pub position_ranges: serde_json::Value,
     pub published_at_ms: i64,
+    /// Other windows whose rows the MERGE may change (table scope: the windows the offered
+    /// keys' current rows are in, which a key's new row leaves, a delete empties, a version's
+    /// end moves in). The commitInfo names them (`windows_changed`), so whatever follows the
+    /// table's changes by window (derived tables, notifications) finds them.
+    pub windows_changed: Vec<Window>,
 }
 
 /// The source column of a MERGE with deletes that marks the deletes (not a table column).
@@ -341,7 +346,12 @@ impl WindowTable {
         names.retain(|n| n != DELETE_FLAG);
         let predicate = join_predicate(&m, &address);
         let txns = self.txn_actions(&m.pipeline, &m.txns, m.published_at_ms)?;
-        let mut info = commit_info(&m, &address);
+        let changed = m
+            .windows_changed
+            .iter()
+            .map(|w| (*w, self.address(*w)))
+            .collect();
+        let mut info = commit_info(&m, &address, changed);
         // deltalake's MERGE reads and commits through its own snapshot: bring it to this
         // writer's head first.
         self.catch_up().await.map_err(delta)?;
@@ -406,8 +416,24 @@ fn join_predicate(m: &MergePublication, address: &sluice_window::Address) -> Exp
 }
 
 /// sluice's part of the MERGE commit's `commitInfo`.
-fn commit_info(m: &MergePublication, address: &sluice_window::Address) -> serde_json::Value {
+fn commit_info(
+    m: &MergePublication,
+    address: &sluice_window::Address,
+    changed: Vec<(Window, sluice_window::Address)>,
+) -> serde_json::Value {
+    let changed: Vec<serde_json::Value> = changed
+        .into_iter()
+        .filter(|(w, _)| *w != m.window)
+        .map(|(w, a)| {
+            json!({
+                "window": a.hive_path(),
+                "window_start": w.start().to_rfc3339(),
+                "window_end": w.end().to_rfc3339(),
+            })
+        })
+        .collect();
     json!({
+        "windows_changed": changed,
         "pipeline": m.pipeline,
         "window": address.hive_path(),
         "window_start": m.window.start().to_rfc3339(),

@@ -157,10 +157,32 @@ fn rows_are_records_at_their_row_numbers_from_any_resume_row() {
     assert!(read_all(&source, &done).rows.is_empty());
 }
 
+/// A file without its footer yet (it starts as Parquet does) is still being written, in any
+/// run and wherever it is: nothing of it is read, nor of the files after it, and it is no
+/// dead letter; once its footer is written it is read, then the files after it.
+#[test]
+fn a_parquet_file_without_its_footer_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.parquet.tmp");
+    write_parquet(&whole, 0, 40, 10);
+    let bytes = std::fs::read(&whole).unwrap();
+    std::fs::remove_file(&whole).unwrap();
+    std::fs::write(dir.path().join("a.parquet"), &bytes[..bytes.len() * 3 / 4]).unwrap();
+    write_parquet(&dir.path().join("b.parquet"), 0, 3, 10);
+    for following in [false, true] {
+        let Read { rows, bad, .. } =
+            read_all(&parquet_files(dir.path(), following), &HashMap::new());
+        assert_eq!((rows.len(), bad.len()), (0, 0), "following: {following}");
+    }
+    std::fs::write(dir.path().join("a.parquet"), &bytes).unwrap();
+    let Read { rows, bad, .. } = read_all(&parquet_files(dir.path(), false), &HashMap::new());
+    assert_eq!((rows.len(), bad.len()), (43, 0));
+}
+
 #[test]
 fn a_file_that_is_not_parquet_is_one_dead_letter_and_the_next_file_is_read() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.parquet"), b"PAR1 this is not a footer").unwrap();
+    std::fs::write(dir.path().join("a.parquet"), b"this is no Parquet at all").unwrap();
     write_parquet(&dir.path().join("b.parquet"), 0, 3, 10);
     let source = parquet_files(dir.path(), false);
     let Read { rows, bad, .. } = read_all(&source, &HashMap::new());

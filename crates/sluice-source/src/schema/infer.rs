@@ -268,6 +268,19 @@ mod tests {
         );
     }
 
+    /// Up to 38 digits in all make a decimal(38, s); past them no decimal holds every value.
+    #[test]
+    fn numbers_of_up_to_38_digits_make_a_decimal() {
+        let digits37 = "1234567890123456789012345678901234567";
+        let digits38 = "12345678901234567890123456789012345678";
+        let one = |a: &str, b: &str| {
+            describe(&[&format!(r#"{{"n": {a}}}"#), &format!(r#"{{"n": {b}}}"#)])
+        };
+        assert_eq!(one(digits37, "1.5"), ["n:decimal(38,1)"]);
+        assert_eq!(one(digits38, "1"), ["n:decimal(38,0)"]);
+        assert_eq!(one(digits38, "1.5"), ["n:string"], "39 digits together");
+    }
+
     #[test]
     fn values_of_two_kinds_make_a_text_column_instead_of_failing() {
         assert_eq!(
