@@ -347,6 +347,23 @@ fn replay_settings(
     run.settings()
 }
 
+/// The summary line of a replay.
+fn print_replayed(
+    offered: usize,
+    landed: usize,
+    outcome: &Replayed,
+    failing: usize,
+    version: Option<u64>,
+) {
+    println!(
+        "sluice dead-letters: {} replayed: {landed} landed ({} changed in {}), {failing} still failing; table version {}",
+        counted(offered as u64, "dead letter"),
+        counted(outcome.rows_changed, "row"),
+        counted(outcome.windows, "window"),
+        version.map_or("-".into(), |v| v.to_string()),
+    );
+}
+
 /// The letters by the shard of the table they belong to: a Kafka table keeps each topic
 /// partition's rows in a shard of its own (`topic/3`: shard 3), where its replayed rows land;
 /// any other table is one.
@@ -420,6 +437,15 @@ async fn replay_letters(
                 args.table
             ))
         })?;
+    if letters.is_empty() {
+        // Nothing pending: nothing to open a writer for.
+        let table = sluice_publish::open_table(&args.table, &storage, None)
+            .await
+            .with_context(|| format!("opening the table {}", args.table))?;
+        let version = table.version();
+        print_replayed(0, 0, &Replayed::default(), 0, version);
+        return Ok(());
+    }
     let settings = replay_settings(args, pipeline, &contract, true)?;
     let table_settings = replay_settings(args, pipeline, &contract, false)?;
     let stored = StoredTime {
@@ -441,9 +467,7 @@ async fn replay_letters(
         outcome.fates.extend(replayed.fates);
         last_table = Some(table);
     }
-    let Some(table) = last_table else {
-        return Err(usage(format!("--table {}: no table there", args.table)));
-    };
+    let table = last_table.expect("a letter is in some shard's group");
     let version = outcome.version.or(table.version());
     let markers: Vec<DeadLetter> = outcome
         .fates
@@ -489,15 +513,7 @@ async fn replay_letters(
             Fate::Landed { .. } => None,
         })
         .collect();
-    println!(
-        "sluice dead-letters: {} replayed: {} landed ({} changed in {}), {} still failing; table version {}",
-        counted(offered as u64, "dead letter"),
-        markers.len(),
-        counted(outcome.rows_changed, "row"),
-        counted(outcome.windows, "window"),
-        failing.len(),
-        version.map_or("-".into(), |v| v.to_string()),
-    );
+    print_replayed(offered, markers.len(), &outcome, failing.len(), version);
     for f in failing.iter().take(5) {
         eprintln!("  still failing: {f}");
     }

@@ -535,3 +535,67 @@ fn a_merge_across_the_table_keeps_the_newer_row_against_a_late_older_change() {
         ["1,new"]
     );
 }
+
+/// A mirror's MERGE moves a key's row to the window of its new change: the window it left
+/// changed too (it is emptied here), and a notify target hears of it (only the published
+/// window was notified, so a downstream copy of the old window kept the moved row).
+#[test]
+fn a_mirror_notifies_the_window_a_key_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let change = |seq: u32, ts: &str| {
+        format!("{{\"id\":1,\"seq\":{seq},\"v\":\"v{seq}\",\"ts\":\"2026-10-03T{ts}Z\"}}\n")
+    };
+    write_in(&input, "a.ndjson", &change(1, "00:30:00"));
+    let table = dir.path().join("t");
+    let heard = dir.path().join("heard.ndjson");
+    let notify = format!(
+        "log=cat >> {}; echo >> {}",
+        heard.display(),
+        heard.display()
+    );
+    let run = run_args(
+        "ndjson",
+        &input,
+        &table,
+        &[
+            "--window",
+            "1h",
+            "--key",
+            "id",
+            "--sequence-field",
+            "seq",
+            "--mode",
+            "merge",
+            "--merge-scope",
+            "table",
+            "--notify-command",
+            &notify,
+        ],
+    );
+    ok_args(&run);
+    write_in(&input, "b.ndjson", &change(2, "02:30:00"));
+    ok_args(&run);
+    assert_eq!(
+        query_csv(&[("t", &table)], "SELECT hour, seq FROM t"),
+        ["02,2"]
+    );
+    let heard: Vec<(String, i64, String)> = std::fs::read_to_string(&heard)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let n: serde_json::Value = serde_json::from_str(l).unwrap();
+            let text = |k: &str| n[k].as_str().unwrap_or_default().to_string();
+            (text("address"), n["rows"].as_i64().unwrap(), text("reason"))
+        })
+        .collect();
+    assert!(
+        heard.contains(&("dt=2026-10-03/hour=00".into(), 0, "rewritten".into())),
+        "{heard:?}"
+    );
+    assert!(
+        heard.contains(&("dt=2026-10-03/hour=02".into(), 1, "complete".into())),
+        "{heard:?}"
+    );
+}
