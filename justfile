@@ -44,6 +44,7 @@ soak events="1000000" kills="200" slices="100":
 # the real binary SIGKILLed after a commit and run again, its table compared with a model of
 # the mode (tests/matrix.rs); prints the table of cells (held, refused, failed). CI runs a
 # pairwise cover of the same cells. `cells` narrows it: mode/writer/source/arrival, `*` any.
+# Needs the test servers (installed here) and the Python readers `just test` installs.
 matrix cells="full" jobs="3":
     scripts/servers install
     SLUICE_MATRIX={{cells}} SLUICE_MATRIX_JOBS={{jobs}} cargo test --workspace --all-targets --locked -- matrix_of_modes --nocapture

@@ -56,14 +56,15 @@ impl CsvOptions {
     }
 
     /// Whether `record` (one record without its line end) is whole: its quotes close, and
-    /// it has `fields` fields if that is known.
+    /// it has at least `fields` fields if that is known (more is a dead letter
+    /// `wrong_field_count` however it goes on; fewer may be a record still being written).
     pub fn is_whole_record(&self, record: &[u8], fields: Option<usize>) -> bool {
         if unterminated_quote_end(self, record).is_some() {
             return false;
         }
         let mut parsed = csv::ByteRecord::new();
         match self.reader(record).read_byte_record(&mut parsed) {
-            Ok(true) => fields.is_none_or(|n| parsed.len() == n),
+            Ok(true) => fields.is_none_or(|n| parsed.len() >= n),
             _ => false,
         }
     }

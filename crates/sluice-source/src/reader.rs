@@ -44,7 +44,8 @@ impl FileFormat {
     }
 
     /// Whether `tail`, a file's last record without its line end, is whole: a complete JSON
-    /// value, or a CSV record whose quotes close with as many fields as `header` names.
+    /// value, or a CSV record whose quotes close with at least as many fields as `header`
+    /// names.
     fn is_whole_record(&self, tail: &[u8], header: Option<&Header>) -> bool {
         match self {
             FileFormat::Ndjson => serde_json::from_slice::<serde::de::IgnoredAny>(tail).is_ok(),

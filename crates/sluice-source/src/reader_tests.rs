@@ -359,3 +359,40 @@ fn a_compressed_file_that_changes_after_its_end_is_refused() {
         "{err}"
     );
 }
+
+/// A bounded run's last file may still be written: its last record without a line end is
+/// read only if it is whole (a complete JSON value; a CSV record with its quotes closed and
+/// at least the header's fields); otherwise it is left, and the run's position stays at its
+/// start. A file that is not the last is read whole.
+#[test]
+fn the_last_files_incomplete_last_record_is_left_for_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = |source: &NdjsonSource| {
+        let (lines, ends, bad) = read_all(source, &HashMap::new(), 4096);
+        let lines: Vec<String> = lines.into_iter().map(|(_, _, l)| l).collect();
+        (lines, ends.last().map(|e| e.1), bad.len())
+    };
+    write(dir.path(), "a.ndjson", b"{\"i\":1}\n{\"i\":2}\n{\"i\":");
+    let (lines, end, _) = read(&NdjsonSource::open(dir.path()).unwrap());
+    assert_eq!((lines.len(), end), (2, Some(16)), "the torn line waits");
+    write(dir.path(), "a.ndjson", b"{\"i\":1}\n{\"i\":2}\n{\"i\":3}");
+    let (lines, end, _) = read(&NdjsonSource::open(dir.path()).unwrap());
+    assert_eq!(
+        (lines.len(), end),
+        (3, Some(23)),
+        "a whole value is a record"
+    );
+    write(dir.path(), "b.ndjson", b"{\"j\":1}\n");
+    let (lines, _, _) = read(&NdjsonSource::open(dir.path()).unwrap());
+    assert_eq!(lines.len(), 4, "not the last: read whole");
+    let csv = tempfile::tempdir().unwrap();
+    for (tail, records) in [("3,x", 3), ("3", 2), ("3,\"x", 2), ("3,x,y", 3)] {
+        write(
+            csv.path(),
+            "a.csv",
+            format!("id,v\n1,a\n2,b\n{tail}").as_bytes(),
+        );
+        let (lines, _, bad) = read(&csv_source(csv.path()));
+        assert_eq!(lines.len() + bad, records, "{tail}");
+    }
+}
