@@ -8,10 +8,10 @@
 //! [`COMPRESSED_LEN`], and the last chunk of it ends there (see [`crate::Chunk::end`]), so
 //! the table's offset of a compressed file read to its end is [`COMPRESSED_LEN`].
 //!
-//! A compressed file is read once it is complete: a followed source reads its last file up
-//! to the end of the stream and waits while the stream is cut short; a compressed file that
-//! is cut short or corrupt and is not the last one is read up to the damage, and the rest is
-//! a dead letter `unreadable` (its good lines are rows).
+//! A compressed file is read once it is complete: wherever it is in the source and in any
+//! run, a stream cut short ([`is_cut_short`]) is still being written, so its whole records
+//! are read and the rest waits, as do the files after it; a corrupt stream is read up to the
+//! damage, and the rest is a dead letter `unreadable` (its good lines are rows).
 
 use std::io::{self, Read};
 

@@ -81,7 +81,8 @@ pub struct FileReader {
     chunk_bytes: usize,
     line_bytes_max: usize,
     format: FileFormat,
-    /// The last file may still be written: a compressed one cut short is waited for.
+    /// A followed run: it looks again every poll interval, so a wait is said at info level
+    /// (a bounded run warns), and the last file's torn last line waits for its line end.
     following: bool,
 }
 

@@ -45,7 +45,7 @@ pub enum RejectReason {
     /// A CSV record whose quoted field never closes (the file ends inside it).
     UnterminatedQuote(String),
     /// Bytes that cannot be read as records: the rest of a compressed file that is corrupt
-    /// or cut short (its earlier lines are rows).
+    /// (its earlier lines are rows; one cut short is still being written, and waited for).
     Unreadable(String),
     /// A message with no value (a Kafka tombstone) where a record is expected.
     NullValue,
