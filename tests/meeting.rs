@@ -494,10 +494,10 @@ fn a_damaged_file_rewritten_later_is_refused_not_passed_over() {
     assert!(count(&table) > landed && lines > 0);
 }
 
-/// A MERGE across the table ordered by event time (no sequence field) compared an offered
-/// change with the table's current row as if the row's time were the earliest (the table's
-/// strings came back from DataFusion as views, which the time reader did not read): an
-/// older change delivered late replaced a newer row.
+/// A MERGE across the table ordered by event time (no sequence field) keeps the newer row
+/// against an older change delivered late: the table's current rows are read back with their
+/// times, whatever string type DataFusion hands them in (views, large strings; the unit test
+/// `incumbent_times_read_from_string_views` checks each), and compared with the change's.
 #[test]
 fn a_merge_across_the_table_keeps_the_newer_row_against_a_late_older_change() {
     let dir = tempfile::tempdir().unwrap();
