@@ -377,11 +377,9 @@ async fn by_shard(
         return groups;
     }
     for letter in letters {
-        let partition = letter
-            .source
-            .rsplit_once('/')
-            .and_then(|(_, p)| p.parse().ok());
-        groups.entry(partition.map(Shard)).or_default().push(letter);
+        let partition = sluice_source::kafka::partition_of_name(&letter.source);
+        let shard = partition.and_then(|p| u32::try_from(p).ok()).map(Shard);
+        groups.entry(shard).or_default().push(letter);
     }
     groups
 }

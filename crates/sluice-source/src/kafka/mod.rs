@@ -124,6 +124,12 @@ pub fn partition_name(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
 }
 
+/// The partition a [`partition_name`] names (`3` of `events/3`); `None` for a name that is
+/// not one (a file source's).
+pub fn partition_of_name(name: &str) -> Option<i32> {
+    name.rsplit_once('/').and_then(|(_, p)| p.parse().ok())
+}
+
 /// Reads the resume offsets of `partitions` from the table (blocking; called on the
 /// consumer thread whenever partitions are assigned). A partition absent from the answer has
 /// no position in the table.
