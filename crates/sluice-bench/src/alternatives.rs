@@ -23,7 +23,7 @@ const BATCH_ROWS: usize = 8192;
 const READ_BYTES: usize = 4 << 20;
 
 /// The input's files, in name order.
-fn input_files(dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+pub(crate) fn input_files(dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
@@ -33,7 +33,7 @@ fn input_files(dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
 }
 
 /// The record schema, inferred from the first lines as `sluice run` does.
-fn schema_of(files: &[PathBuf]) -> Result<SchemaRef, BenchError> {
+pub(crate) fn schema_of(files: &[PathBuf]) -> Result<SchemaRef, BenchError> {
     let first = files.first().ok_or("the input has no files")?;
     let mut head = vec![0u8; 1 << 20];
     let n = File::open(first)?.read(&mut head)?;
@@ -43,7 +43,7 @@ fn schema_of(files: &[PathBuf]) -> Result<SchemaRef, BenchError> {
 }
 
 /// Decodes every file in `READ_BYTES` reads, handing each batch to `each`.
-fn decode_all(
+pub(crate) fn decode_all(
     files: &[PathBuf],
     schema: &SchemaRef,
     mut each: impl FnMut(RecordBatch) -> Result<(), BenchError>,

@@ -1,6 +1,6 @@
-//! The benchmark's events as files land in production: gzipped NDJSON, a CSV export, and
-//! NDJSON objects under an S3 prefix (moto). Same rows as the plain input, so the rows/s of
-//! each compare with (c)'s in one run.
+//! The benchmark's events as files land in production: gzipped NDJSON, a CSV export, a
+//! Parquet export, and NDJSON objects under an S3 prefix (moto). Same rows as the plain
+//! input, so the rows/s of each compare with (c)'s in one run.
 
 use std::io::Write;
 use std::path::Path;
@@ -49,6 +49,54 @@ pub fn write_csv(input: &Path, out: &Path) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// Each file of `input` as a Parquet file of its events into `out`, as an export writes one:
+/// the columns typed (`ts` a UTC timestamp in microseconds, numbers as the lines infer),
+/// snappy, the writer's default row groups (up to 1M rows).
+pub fn write_parquet(input: &Path, out: &Path) -> Result<(), BenchError> {
+    use deltalake::arrow::compute::cast;
+    use deltalake::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use deltalake::parquet::arrow::ArrowWriter;
+    use deltalake::parquet::basic::Compression;
+    use deltalake::parquet::file::properties::WriterProperties;
+    fresh_dir(out)?;
+    let files = crate::alternatives::input_files(input)?;
+    let schema = crate::alternatives::schema_of(&files)?;
+    let ts_type = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    let ts = schema.index_of("ts")?;
+    let typed: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match i == ts {
+            true => f.as_ref().clone().with_data_type(ts_type.clone()),
+            false => f.as_ref().clone(),
+        })
+        .collect();
+    let typed = Arc::new(Schema::new(typed));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    for path in &files {
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let stem = name.trim_end_matches(".ndjson");
+        let file = std::fs::File::create(out.join(format!("{stem}.parquet")))?;
+        let mut writer = ArrowWriter::try_new(file, typed.clone(), Some(props.clone()))?;
+        crate::alternatives::decode_all(std::slice::from_ref(path), &schema, |batch| {
+            let mut columns = batch.columns().to_vec();
+            columns[ts] = cast(&columns[ts], &ts_type)?;
+            writer.write(&deltalake::arrow::array::RecordBatch::try_new(
+                typed.clone(),
+                columns,
+            )?)?;
+            Ok(())
+        })?;
+        writer.close()?;
+    }
+    Ok(())
+}
+
 /// Puts each file of `input` under `prefix` in the moto bucket; the source URL.
 pub fn upload(moto: &Moto, input: &Path, prefix: &str) -> Result<String, BenchError> {
     let url = url::Url::parse(&format!("s3://{}/{prefix}/", moto.bucket))?;
@@ -85,4 +133,20 @@ fn fresh_dir(dir: &Path) -> Result<(), BenchError> {
     }
     std::fs::create_dir_all(dir)?;
     Ok(())
+}
+
+/// The script of case (y): Polars `read_parquet` + `write_delta`.
+pub const POLARS_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/py/polars_delta.py");
+
+/// A Python that imports Polars and deltalake: `python`, else the venv `just test` installs
+/// (`~/.cache/sluice/venv`); `None` if neither does.
+pub fn polars(python: Option<&Path>) -> Option<std::path::PathBuf> {
+    let venv =
+        std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/sluice/venv/bin/python"));
+    let python = python.map(Path::to_path_buf).or(venv)?;
+    let imports = std::process::Command::new(&python)
+        .args(["-c", "import polars, deltalake"])
+        .output()
+        .ok()?;
+    imports.status.success().then_some(python)
 }

@@ -14,18 +14,23 @@
 //! (m) is (c) with the Prometheus recorder installed (`--metrics-addr`), for metrics' overhead;
 //! (r) is (c) over the same lines with 30% of them bad (dead letters), whose memory must stay
 //! within 1.2x of (c)'s; (z), (v) and (s) are (c) over the same events as gzipped files, as
-//! a CSV export and as objects under an S3 prefix (moto), each against (c)'s rows/s;
+//! a CSV export and as objects under an S3 prefix (moto), each against (c)'s rows/s; (q) is
+//! (c) over the same events as a Parquet export (`ts` a timestamp), against (c) and against
+//! (y), Polars `read_parquet` + `write_delta` of the same files (the Python venv `just test`
+//! installs; left out without it);
 //! (k) is `sluice run` over the same events produced to a local Kafka-protocol topic (tansu),
 //! beside (p), a plain consumer reading that topic: the broker's ceiling; (kr) is (k) over the
 //! lines of (r), for the same memory check. (c) runs a few more times with `--format json`,
 //! whose `busy_seconds` say where its time goes. A batch of 100,000 changed keys is applied
 //! to mirrors of 1M and 10M rows (CDC, `--merge-scope table`), for the files it reads and
-//! rewrites and how its time grows with the table.
+//! rewrites and how its time grows with the table. The same lines as JSON, Avro and Protobuf
+//! messages are decoded in process, no broker, for each format's decode rows/s.
 //! Peak RSS is the child's `ru_maxrss`.
 
 mod alternatives;
 mod avro;
 mod catchup;
+mod decode;
 mod dirty;
 mod formats;
 mod kafka;

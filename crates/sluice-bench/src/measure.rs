@@ -56,6 +56,10 @@ pub struct CompareArgs {
     /// Keys changed in that batch (the same for every size): 1% of 10M rows.
     #[arg(long, default_value_t = 100_000)]
     mirror_changed: u64,
+    /// The Python with Polars and deltalake for case (y) (the venv `just test` installs);
+    /// without them (y) is left out.
+    #[arg(long)]
+    python: Option<PathBuf>,
     /// The schema of the generated events, for the Kafka run (a topic has no file to infer
     /// it from); relative to the working directory.
     #[arg(long, default_value = "data/schema.toml")]
@@ -134,6 +138,9 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     crate::formats::write_gzip(&input, &gzipped)?;
     let csv = work.join("csv");
     crate::formats::write_csv(&input, &csv)?;
+    let parquet = work.join("parquet");
+    crate::formats::write_parquet(&input, &parquet)?;
+    let parquet_src = format!("parquet:{}", parquet.display());
     let gzip_src = format!("ndjson:{}", gzipped.display());
     let csv_src = format!("csv:{}", csv.display());
     let moto = crate::moto::start("landing")?;
@@ -263,7 +270,29 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             what: "(c) over the same events as a CSV export (`csv:`, types inferred)",
             command: sluice_run(&csv_src, &["--window", "1h"]),
         },
+        Alternative {
+            id: "q",
+            nested: false,
+            what: "(c) over the same events as a Parquet export (`parquet:`, 4 files, `ts` a timestamp, snappy)",
+            command: sluice_run(&parquet_src, &["--window", "1h"]),
+        },
     ];
+    match crate::formats::polars(args.python.as_deref()) {
+        Some(python) => {
+            let parquet = parquet.clone();
+            alternatives.push(Alternative {
+                id: "y",
+                nested: false,
+                what: "Polars `read_parquet` + `write_delta` of (q)'s files (append, partitioned by dt and hour of `ts`; no dedupe, no offsets)",
+                command: Box::new(move |_: &Path, out: &Path| {
+                    let mut c = Command::new(&python);
+                    c.arg(crate::formats::POLARS_SCRIPT).arg(&parquet).arg(out);
+                    c
+                }),
+            });
+        }
+        None => eprintln!("no Python with Polars and deltalake: the Polars case (y) is left out"),
+    }
     if let (Some(moto), Some(src)) = (&moto, &s3_src) {
         let run = sluice_run(src, &["--window", "1h"]);
         let env = moto.options();
@@ -381,6 +410,7 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             args.runs,
         )?
     };
+    let decode = crate::decode::decode_case(&work, &input, &args.schema, args.runs)?;
     let listing = if args.listing_objects > 0 {
         Some(crate::listing::listing_cost(
             &sluice_bin,
@@ -418,6 +448,10 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     }
     if let Some(kafka) = &kafka {
         crate::kafka::report(&mut report, kafka);
+    }
+    match &decode {
+        Some(decode) => crate::decode::report(&mut report, decode),
+        None => eprintln!("no Python for the registry: decoding alone is left out"),
     }
     if let Some(listing) = &listing {
         crate::listing::report(&mut report, listing);
@@ -672,7 +706,7 @@ fn report(
     );
     for (id, what, target) in [
         ("z", "gzip", 0.7),
-        ("v", "CSV", 0.8),
+        ("v", "CSV", 1.2),
         ("s", "S3 prefix (moto)", 0.5),
     ] {
         if !alternatives.iter().any(|a| a.id == id) {
@@ -682,19 +716,45 @@ fn report(
             );
             continue;
         }
-        let p = paired(id, "c");
-        let _ = writeln!(
-            r,
-            "| rows/s {what} ({id}) / plain local NDJSON (c), {} | {:.2} | ≥ {target} | {} |",
-            p.how(runs),
-            p.median,
-            verdict(p.median >= target)
+        paired_row(
+            &mut r,
+            &paired(id, "c"),
+            runs,
+            &format!("{what} ({id}) / plain local NDJSON (c)"),
+            target,
         );
         let mib = rss(id) / 1024.0;
         let _ = writeln!(
             r,
             "| peak RSS {what} ({id}) | {mib:.0} MiB | ≤ 256 MiB | {} |",
             verdict(mib <= 256.0)
+        );
+    }
+    paired_row(
+        &mut r,
+        &paired("q", "c"),
+        runs,
+        "Parquet (q) / plain local NDJSON (c)",
+        2.0,
+    );
+    let q_mib = rss("q") / 1024.0;
+    let _ = writeln!(
+        r,
+        "| peak RSS Parquet (q) | {q_mib:.0} MiB | ≤ 256 MiB | {} |",
+        verdict(q_mib <= 256.0)
+    );
+    if alternatives.iter().any(|a| a.id == "y") {
+        paired_row(
+            &mut r,
+            &paired("q", "y"),
+            runs,
+            "Parquet (q) / Polars (y)",
+            2.0,
+        );
+    } else {
+        let _ = writeln!(
+            r,
+            "| rows/s Parquet (q) / Polars (y) | not run (no Polars) | ≥ 2 | |"
         );
     }
     let f_over_c = wall("c") / wall("f");
@@ -719,6 +779,17 @@ fn report(
         wall("g") / wall("f")
     );
     r
+}
+
+/// One row of the report: a rows/s ratio of paired runs against its floor.
+fn paired_row(r: &mut String, p: &Paired, runs: usize, what: &str, target: f64) {
+    let verdict = if p.median >= target { "met" } else { "NOT met" };
+    let _ = writeln!(
+        r,
+        "| rows/s {what}, {} | {:.2} | ≥ {target} | {verdict} |",
+        p.how(runs),
+        p.median,
+    );
 }
 
 fn log_report(r: &mut String, log: &crate::log::LogReport) {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::message_columns::MessageMeta;
 use crate::reject::Reject;
+use crate::text_rows::TextRows;
 
 /// Where one event is in an NDJSON source, ordered as the source is read.
 ///
@@ -32,7 +33,8 @@ pub struct Overlong {
 }
 
 /// Complete lines of one file, read in one go; or messages of one log partition (Kafka), one
-/// per line; or a CSV file's records as JSON lines (at the records' offsets).
+/// per line; or a CSV file's records as rows of text fields (at the records' offsets); or
+/// rows that arrived as Arrow (Avro messages, a Parquet file's rows at their row numbers).
 #[derive(Debug, Clone, Default)]
 pub struct Chunk {
     /// Ordinal of the file (see [`Position`]).
@@ -59,10 +61,15 @@ pub struct Chunk {
     /// For messages read with their own fields (`--kafka-columns`): each message's, in
     /// offset order.
     pub meta: Option<Arc<Vec<MessageMeta>>>,
-    /// Records that arrived as Arrow rows (Avro messages), in offset order, besides `data`'s
+    /// Records that arrived as Arrow rows (Avro messages, Parquet rows), in offset order, besides `data`'s
     /// lines (then none): decoding takes them into the record schema's columns as they are
     /// when they fit (`decode::fit`), else reads them as JSON lines ([`Chunk::as_lines`]).
     pub arrow: Vec<ArrowRows>,
+    /// Records that arrived as named text fields (a CSV file's), besides `data`'s lines
+    /// (then none): decoding reads their fields into the record schema's columns directly
+    /// where it can decide the whole chunk that way, else reads them as JSON lines
+    /// ([`Chunk::as_lines`]).
+    pub text: Option<TextRows>,
 }
 
 /// Rows that arrived as Arrow, each at its record's offset.
@@ -73,11 +80,33 @@ pub struct ArrowRows {
     pub offsets: Vec<i64>,
 }
 
+impl ArrowRows {
+    /// The row at `offset` as a JSON object's text, without its newline (empty if there is no
+    /// row there, or it cannot be written as JSON).
+    pub fn json_line(&self, offset: i64) -> Vec<u8> {
+        let Ok(row) = self.offsets.binary_search(&offset) else {
+            return Vec::new();
+        };
+        let mut text = crate::rows::json_lines(&self.batch.slice(row, 1)).unwrap_or_default();
+        if text.last() == Some(&b'\n') {
+            text.pop();
+        }
+        text
+    }
+}
+
 impl Chunk {
-    /// This chunk with its Arrow rows as JSON lines at their offsets (rows of a batch that
-    /// cannot be written as JSON become dead letters `schema_mismatch`).
+    /// This chunk with its Arrow rows and text rows as JSON lines at their offsets (rows of
+    /// a batch that cannot be written as JSON become dead letters `schema_mismatch`); a
+    /// chunk of lines as it is.
     pub fn as_lines(&self) -> Chunk {
+        if self.arrow.is_empty() && self.text.is_none() {
+            return self.clone();
+        }
         let mut rows: Vec<(i64, Vec<u8>)> = Vec::new();
+        if let Some(text) = &self.text {
+            rows.extend(text.json_lines());
+        }
         let mut bad = self.bad.clone();
         for a in &self.arrow {
             match crate::rows::json_lines(&a.batch) {
@@ -227,8 +256,19 @@ impl Chunk {
         }
     }
 
-    /// The record at `offset` (empty if there is none).
-    pub fn line_at(&self, offset: i64) -> &[u8] {
+    /// The record at `offset` as its text (empty if there is none): its line, or a row that
+    /// arrived as Arrow as its JSON object (as [`Chunk::as_lines`] reads it).
+    pub fn line_at(&self, offset: i64) -> std::borrow::Cow<'_, [u8]> {
+        if let Some(rows) = self.arrow.iter().find(|a| a.offsets.contains(&offset)) {
+            return std::borrow::Cow::Owned(rows.json_line(offset));
+        }
+        if let Some(text) = self.text.as_ref().filter(|t| t.offsets.contains(&offset)) {
+            return std::borrow::Cow::Owned(text.json_line(offset));
+        }
+        std::borrow::Cow::Borrowed(self.text_line_at(offset))
+    }
+
+    fn text_line_at(&self, offset: i64) -> &[u8] {
         if self.message_offsets.is_some() {
             return self
                 .lines()

@@ -1,6 +1,8 @@
-//! CSV files: records (which may span lines inside quotes) read as JSON objects named by the
-//! file's header, so CSV rows go through the one decoder JSON lines do: the same types,
-//! time formats, schema evolution and dead letters.
+//! CSV files: records (which may span lines inside quotes) read as rows of text fields named
+//! by the file's header ([`TextRows`]), each field meaning what it would as a JSON value, so
+//! CSV rows go through the one decoder JSON lines do: the same types, time formats, schema
+//! evolution and dead letters (decoding reads the fields into columns directly, and as JSON
+//! objects where it cannot decide a chunk that way).
 //!
 //! - A record's position is the byte offset of its first byte (in the decompressed stream of
 //!   a compressed file); the header is not a record.
@@ -16,7 +18,10 @@
 //!   letter `unterminated_quote`, read to the end of the line the quote opened on; the
 //!   records after that line are read (they were swallowed into the open field).
 
+use std::sync::Arc;
+
 use crate::reject::{Reject, RejectReason};
+use crate::text_rows::{json_string, TextRows, TextRowsBuilder};
 
 /// How CSV records are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,11 +138,11 @@ impl CsvOptions {
     }
 }
 
-/// The column names of a CSV file, each as JSON text (`"name"`) ready to be written.
+/// The column names of a CSV file, and each as JSON text (`"name"`) ready to be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    names: Vec<String>,
-    keys: Vec<Vec<u8>>,
+    names: Arc<[String]>,
+    keys: Arc<[Vec<u8>]>,
 }
 
 impl Header {
@@ -162,7 +167,10 @@ impl Header {
                 k
             })
             .collect();
-        Header { names, keys }
+        Header {
+            names: names.into(),
+            keys,
+        }
     }
 
     /// `_c0` .. `_c<n-1>`: the names of a file without a header.
@@ -175,14 +183,37 @@ impl Header {
     }
 }
 
-/// The records of `data` (whole records, the first at offset `start`) as JSON lines: the
-/// lines, the offset of each, and the records that are dead letters. `header`: the file's
-/// columns (`None` for a file without a header: each record is named positionally, and the
-/// first record fixes the field count).
+/// The records of `data` (whole records, the first at offset `start`) as rows of text
+/// fields, and the records that are dead letters. `header`: the file's columns (`None` for a
+/// file without a header: each record is named positionally, and the first record fixes the
+/// field count).
 pub(crate) struct Converted {
-    pub lines: Vec<u8>,
-    pub offsets: Vec<i64>,
+    /// `None` when no record is a row.
+    pub rows: Option<TextRows>,
     pub bad: Vec<Reject>,
+}
+
+/// [`Converted`] as it is built.
+struct Converting {
+    rows: Option<TextRowsBuilder>,
+    bad: Vec<Reject>,
+    /// Bytes of the data it is built from (to size the columns).
+    bytes: usize,
+}
+
+impl Converting {
+    fn finish(self, header: &Option<Header>) -> Converted {
+        let rows = match (self.rows, header) {
+            (Some(rows), Some(h)) if rows.rows() > 0 => {
+                Some(rows.finish(h.names.clone(), h.keys.clone()))
+            }
+            _ => None,
+        };
+        Converted {
+            rows,
+            bad: self.bad,
+        }
+    }
 }
 
 pub(crate) fn convert(
@@ -206,11 +237,23 @@ pub(crate) fn convert_records(
     data: &[u8],
     eof: bool,
 ) -> (Converted, usize) {
-    let mut out = Converted {
-        lines: Vec::with_capacity(data.len() * 2),
-        offsets: Vec::new(),
+    let mut out = Converting {
+        rows: None,
         bad: Vec::new(),
+        bytes: data.len(),
     };
+    let used = parse_records(options, header, (file, start, data), eof, &mut out);
+    (out.finish(header), used)
+}
+
+/// [`convert_records`] into `out`.
+fn parse_records(
+    options: &CsvOptions,
+    header: &mut Option<Header>,
+    (file, start, data): (u32, i64, &[u8]),
+    eof: bool,
+    out: &mut Converting,
+) -> usize {
     let mut parser = options.parser();
     let (mut fields, mut ends) = (vec![0u8; 4096], vec![0usize; 64]);
     let (mut at, mut record_at, mut written, mut n_ends) = (0usize, 0usize, 0usize, 0usize);
@@ -254,22 +297,16 @@ pub(crate) fn convert_records(
                     bytes: &fields[..written],
                     ends: &ends[..n_ends],
                 };
-                take_record(
-                    &mut out,
-                    header,
-                    (file, start, data),
-                    (record_at, at),
-                    &record,
-                );
+                take_record(out, header, (file, start, data), (record_at, at), &record);
                 (record_at, consumed, written, n_ends) = (at, at, 0, 0);
             }
             csv_core::ReadRecordResult::InputEmpty if eof && input.is_empty() => {
                 // The end of the input has been said (an empty read): nothing is left.
-                return (out, data.len());
+                return data.len();
             }
             csv_core::ReadRecordResult::InputEmpty if eof => {}
-            csv_core::ReadRecordResult::InputEmpty => return (out, consumed),
-            csv_core::ReadRecordResult::End => return (out, data.len()),
+            csv_core::ReadRecordResult::InputEmpty => return consumed,
+            csv_core::ReadRecordResult::End => return data.len(),
         }
     }
 }
@@ -343,10 +380,10 @@ fn first_byte(data: &[u8], from: usize, end: usize) -> usize {
     from
 }
 
-/// One parsed record (`span`: its bytes in `data`, blank lines before it included) as a JSON
-/// line, or a dead letter `wrong_field_count`.
+/// One parsed record (`span`: its bytes in `data`, blank lines before it included) as a row,
+/// or a dead letter `wrong_field_count`.
 fn take_record(
-    out: &mut Converted,
+    out: &mut Converting,
     header: &mut Option<Header>,
     (file, start, data): (u32, i64, &[u8]),
     (from, end): (usize, usize),
@@ -367,8 +404,10 @@ fn take_record(
         out.bad.push(bad_record(file, start, data, from, end, why));
         return;
     }
-    out.offsets.push(start + from as i64);
-    write_object(&names.keys, record, &mut out.lines);
+    let fields = names.keys.len();
+    out.rows
+        .get_or_insert_with(|| TextRowsBuilder::new(fields, out.bytes))
+        .push(start + from as i64, record.iter());
 }
 
 fn bad_record(
@@ -391,105 +430,20 @@ fn bad_record(
     }
 }
 
-/// `{"a":1,"b":"x"}\n`, leaving out empty fields.
-fn write_object(keys: &[Vec<u8>], record: &Fields, out: &mut Vec<u8>) {
-    out.push(b'{');
-    let mut first = true;
-    for (key, value) in keys.iter().zip(record.iter()) {
-        if value.is_empty() {
-            continue;
-        }
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.extend_from_slice(key);
-        out.push(b':');
-        if is_json_literal(value) {
-            out.extend_from_slice(value);
-        } else {
-            json_string(value, out);
-        }
-    }
-    out.extend_from_slice(b"}\n");
-}
-
-/// Whether `text` is a JSON number or boolean literal as it stands.
-fn is_json_literal(text: &[u8]) -> bool {
-    if let b"true" | b"false" = text {
-        return true;
-    }
-    let mut i = 0;
-    let digits = |i: &mut usize| {
-        let from = *i;
-        while *i < text.len() && text[*i].is_ascii_digit() {
-            *i += 1;
-        }
-        *i > from
-    };
-    if text.first() == Some(&b'-') {
-        i += 1;
-    }
-    match text.get(i) {
-        Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => {
-            digits(&mut i);
-        }
-        _ => return false,
-    }
-    if text.get(i) == Some(&b'.') {
-        i += 1;
-        if !digits(&mut i) {
-            return false;
-        }
-    }
-    if matches!(text.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(text.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        if !digits(&mut i) {
-            return false;
-        }
-    }
-    i == text.len()
-}
-
-/// `text` as a JSON string (its bytes as they are; bad UTF-8 makes the line malformed JSON,
-/// a dead letter as for a JSON file).
-fn json_string(text: &[u8], out: &mut Vec<u8>) {
-    out.push(b'"');
-    // Runs of bytes that need no escape are copied whole (most fields are one such run).
-    let mut from = 0;
-    for (i, &b) in text.iter().enumerate() {
-        if b != b'"' && b != b'\\' && b >= 0x20 {
-            continue;
-        }
-        out.extend_from_slice(&text[from..i]);
-        from = i + 1;
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            _ => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
-        }
-    }
-    out.extend_from_slice(&text[from..]);
-    out.push(b'"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn lines(c: &Converted) -> Vec<String> {
-        String::from_utf8(c.lines.clone())
-            .unwrap()
-            .lines()
-            .map(str::to_string)
+        c.rows
+            .iter()
+            .flat_map(|r| r.json_lines())
+            .map(|(_, l)| String::from_utf8(l).unwrap())
             .collect()
+    }
+
+    fn offsets(c: &Converted) -> Vec<i64> {
+        c.rows.as_ref().map_or_else(Vec::new, |r| r.offsets.clone())
     }
 
     #[test]
@@ -510,7 +464,7 @@ mod tests {
             ]
         );
         let second = data.windows(3).position(|w| w == b"\n2,").unwrap() as i64 + 1;
-        assert_eq!(c.offsets, [15, 15 + second]);
+        assert_eq!(offsets(&c), [15, 15 + second]);
         assert!(c.bad.is_empty());
     }
 
@@ -520,7 +474,7 @@ mod tests {
         let mut header = Some(o.header(b"a,b\n"));
         let c = convert(&o, &mut header, 3, 4, b"1,2\n1,2,3\n9\n4,5\n");
         assert_eq!(lines(&c), [r#"{"a":1,"b":2}"#, r#"{"a":4,"b":5}"#]);
-        assert_eq!(c.offsets, [4, 16]);
+        assert_eq!(offsets(&c), [4, 16]);
         let bad: Vec<_> = c
             .bad
             .iter()
@@ -558,7 +512,7 @@ mod tests {
             .map(|r| (r.offset, r.reason.as_str(), r.raw.as_str()))
             .collect();
         assert_eq!(bad, [(8 + 14, "unterminated_quote", "2,\"open")]);
-        assert_eq!(c.offsets, [8, 8 + 22, 8 + 26]);
+        assert_eq!(offsets(&c), [8, 8 + 22, 8 + 26]);
         // Not at the end of the data (more may come): the record waits.
         let (c, used) = convert_records(&o, &mut header, 1, 8, data, false);
         assert_eq!((lines(&c).len(), used), (1, 14));
@@ -619,17 +573,5 @@ mod tests {
         let (c, used) = convert_records(&o, &mut header, 1, 4, &text.as_bytes()[4..], true);
         assert_eq!(lines(&c).last().unwrap(), r#"{"a":3,"b":4}"#);
         assert_eq!(used, text.len() - 4);
-    }
-
-    #[test]
-    fn json_literals_are_told_from_text() {
-        for yes in ["0", "-1", "12.5", "1e9", "-0.5E-3", "true", "false"] {
-            assert!(is_json_literal(yes.as_bytes()), "{yes}");
-        }
-        for no in [
-            "007", "1.", ".5", "+1", "1e", "True", "NaN", "1,5", " 1", "0x10", "-",
-        ] {
-            assert!(!is_json_literal(no.as_bytes()), "{no}");
-        }
     }
 }

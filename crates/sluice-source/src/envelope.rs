@@ -77,6 +77,9 @@ impl Envelope {
         if !chunk.arrow.is_empty() {
             return (chunk.clone(), 0);
         }
+        if chunk.text.is_some() {
+            return self.unwrap_chunk(&chunk.as_lines());
+        }
         let mut data = Vec::with_capacity(chunk.data.len());
         let mut offsets = Vec::new();
         // A registry format's tombstones are rejects of the chunk already (`null_value`).
@@ -120,6 +123,7 @@ impl Envelope {
             stored_bytes: Some(chunk.bytes_read()),
             meta: chunk.meta.clone(),
             arrow: Vec::new(),
+            text: None,
         };
         (rows, tombstones)
     }

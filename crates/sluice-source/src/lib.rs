@@ -1,8 +1,9 @@
 //! Sources of sluice: where events come from and how a position names each one.
 //!
 //! - [`ndjson`]: a file source: one file or a directory of them ([`file`](mod@file)s in a [`store`]:
-//!   local, or an object-store prefix), read in the order they arrived by a [`reader`]: NDJSON, or
-//!   [`csv`] records as JSON lines; plain or [`compression`] gzip/zstd. An event's position
+//!   local, or an object-store prefix), read in the order they arrived by a [`reader`]: NDJSON,
+//!   [`csv`] records as rows of text fields ([`text_rows`]), or [`parquet`] row groups as
+//!   Arrow; plain or [`compression`] gzip/zstd. An event's position
 //!   is `(file, byte offset of its record)`, so a restart seeks instead of re-reading.
 //! - [`chunk`]: what every source hands over: records at their positions; [`reject`]: why
 //!   a record is a dead letter.
@@ -11,7 +12,10 @@
 //!   moves. [`NdjsonSource`] and [`LogPartition`] (a Kafka partition) implement it.
 //! - [`decode`]: NDJSON lines to Arrow record batches with arrow-json, per chunk, falling back
 //!   to per-line decoding only for chunks that hold a bad line. Bad lines become [`Reject`]s
-//!   with their position and reason; good lines are never lost with them.
+//!   with their position and reason; good lines are never lost with them. Records that
+//!   arrive as Arrow (Parquet, Avro) or as text fields (CSV) go into the record schema's
+//!   columns directly where that decides them as their JSON objects would, and are read as
+//!   those JSON objects where it does not: one set of rules for every format.
 //! - [`schema`]: the record schema, from a small JSON/TOML schema file or inferred; nested
 //!   types and dotted field paths.
 //! - [`kafka`]: a Kafka topic read by a consumer group whose assignments start at the
@@ -39,6 +43,7 @@ pub mod reject;
 pub mod rows;
 pub mod schema;
 pub mod store;
+pub mod text_rows;
 
 pub use chunk::{ArrowRows, Chunk, Overlong, Position};
 pub use compression::Compression;
@@ -55,3 +60,4 @@ pub use object::{Listing, ObjectFiles};
 pub use reader::{FileFormat, FileReader};
 pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};
 pub use store::{FileStore, LocalFiles};
+pub use text_rows::TextRows;

@@ -320,6 +320,7 @@ impl NdjsonSource {
             let Some(chunk) = reader.next_chunk()? else {
                 break;
             };
+            let chunk = chunk.as_lines();
             taken.extend(
                 chunk
                     .lines()
@@ -452,7 +453,7 @@ mod tests {
         let mut reader = source.reader(resume, chunk).unwrap();
         let mut out = Vec::new();
         while let Some(c) = reader.next_chunk().unwrap() {
-            for (offset, line) in c.lines() {
+            for (offset, line) in c.as_lines().lines() {
                 out.push((c.file, offset, String::from_utf8(line.to_vec()).unwrap()));
             }
         }

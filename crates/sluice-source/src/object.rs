@@ -510,7 +510,7 @@ mod tests {
             let mut reader = source.reader(&Default::default(), 4096).unwrap();
             let mut n = 0;
             while let Some(c) = reader.next_chunk().unwrap() {
-                n += c.lines().count();
+                n += c.as_lines().lines().count();
             }
             n
         };

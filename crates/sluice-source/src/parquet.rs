@@ -1,10 +1,13 @@
 //! Parquet files as a file source's records (`parquet:PATH`): a landing zone of Parquet
 //! files read row group by row group, a record's position its row number in its file.
 //!
-//! Each row is handed on as the JSON object of its columns (binary as base64 text, times as
-//! RFC 3339 text, nested columns as nested JSON), so decoding, evolution, keys and dead
-//! letters hold for Parquet exactly as for JSON; a new table takes its column types from
-//! the first file's footer ([`footer_types`]) rather than from values. A file is read by
+//! Each row group is handed on as the Arrow batches the Parquet reader decodes
+//! ([`Chunk::arrow`], at the rows' numbers): decoding puts their columns into the table's
+//! types directly where every value fits exactly, and reads a batch as the JSON objects of
+//! its rows (binary as base64 text, times as RFC 3339 text, nested columns as nested JSON)
+//! where one does not, so decoding, evolution, keys and dead letters hold for Parquet
+//! exactly as for JSON; a new table takes its column types from the first file's footer
+//! ([`footer_types`]) rather than from values. A file is read by
 //! ranges: its footer, then the column chunks of each row group from the resume row's on
 //! (a restart skips the row groups before it). A file that cannot be read as Parquet (the
 //! reader fails, or panics on it) is one dead letter `unreadable` and the run goes on; the
@@ -23,14 +26,16 @@ use deltalake::parquet::arrow::arrow_reader::{
 use deltalake::parquet::errors::ParquetError;
 use deltalake::parquet::file::reader::{ChunkReader, Length};
 
-use crate::chunk::Chunk;
+use deltalake::arrow::array::RecordBatch;
+
+use crate::chunk::{ArrowRows, Chunk};
 use crate::compression::COMPRESSED_LEN;
 use crate::file::SourceFile;
 use crate::reject::{panic_message, Reject, RejectReason};
-use crate::rows::{json_lines, table_field};
+use crate::rows::table_field;
 use crate::store::FileStore;
 
-/// Rows per chunk: a few MB of JSON text for typical rows, like an NDJSON chunk.
+/// Rows per chunk: a few MB for typical rows, like an NDJSON chunk.
 pub const ROWS_PER_CHUNK: usize = 8192;
 
 /// A file's stored bytes by ranges, as the Parquet reader asks for them.
@@ -152,17 +157,19 @@ impl Rows {
         if self.ended {
             return None;
         }
-        let mut chunk = match self.next_lines() {
-            Some(Ok((n, data))) => {
+        let mut chunk = match self.next_batch() {
+            Some(Ok(batch)) => {
+                let n = batch.num_rows() as i64;
                 let offsets: Vec<i64> = (self.row..self.row + n).collect();
                 let start = self.row;
                 self.row += n;
                 Chunk {
                     file: ordinal,
                     start,
-                    data,
-                    message_offsets: Some(offsets),
+                    // Rows, not lines: `data` holds none.
+                    message_offsets: Some(Vec::new()),
                     end_at: Some(self.row),
+                    arrow: vec![ArrowRows { batch, offsets }],
                     ..Chunk::default()
                 }
             }
@@ -177,16 +184,11 @@ impl Rows {
         Some(chunk)
     }
 
-    /// The reader's next batch as JSON lines, and its row count; an error (or a panic of the
-    /// reader) says why the rest of the file cannot be read.
-    fn next_lines(&mut self) -> Option<Result<(i64, Vec<u8>), String>> {
+    /// The reader's next batch; an error (or a panic of the reader) says why the rest of the
+    /// file cannot be read.
+    fn next_batch(&mut self) -> Option<Result<RecordBatch, String>> {
         let next = catch_unwind(AssertUnwindSafe(|| {
-            let batch = match self.reader.next()? {
-                Ok(batch) => batch,
-                Err(e) => return Some(Err(e.to_string())),
-            };
-            let lines = json_lines(&batch).map_err(|e| e.to_string());
-            Some(lines.map(|data| (batch.num_rows() as i64, data)))
+            self.reader.next().map(|r| r.map_err(|e| e.to_string()))
         }));
         next.unwrap_or_else(|panic| Some(Err(panicked(panic.as_ref()))))
     }

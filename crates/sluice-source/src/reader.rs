@@ -1,7 +1,7 @@
 //! Reads a file source's files in order, in chunks of whole records: NDJSON lines, or CSV
-//! records turned into JSON lines ([`crate::csv`]); from stored or decompressed bytes
-//! ([`crate::compression`]); or Parquet rows as JSON lines ([`crate::parquet`]). Each file
-//! starts at its resume offset.
+//! records as rows of text fields ([`crate::csv`]); from stored or decompressed bytes
+//! ([`crate::compression`]); or Parquet rows as Arrow batches ([`crate::parquet`]). Each
+//! file starts at its resume offset.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -442,11 +442,12 @@ impl FileReader {
                 Chunk {
                     file: ordinal,
                     start,
-                    data: c.lines,
-                    message_offsets: Some(c.offsets),
+                    // Records, not lines: `data` holds none.
+                    message_offsets: Some(Vec::new()),
                     end_at: Some(open.at),
                     bad: c.bad,
                     stored_bytes: Some(stored_bytes),
+                    text: c.rows,
                     ..Chunk::default()
                 }
             }

@@ -33,7 +33,7 @@ fn read_all(source: &NdjsonSource, resume: &HashMap<String, i64>, chunk_bytes: u
     let mut reader = source.reader(resume, chunk_bytes).unwrap();
     let (mut lines, mut ends, mut bad) = (Vec::new(), Vec::<(u32, i64)>::new(), Vec::new());
     while let Some(c) = reader.next_chunk().unwrap() {
-        for (offset, line) in c.lines() {
+        for (offset, line) in c.as_lines().lines() {
             lines.push((c.file, offset, String::from_utf8_lossy(line).into_owned()));
         }
         for r in &c.bad {

@@ -52,11 +52,36 @@ fn read(source: &NdjsonSource, chunk_bytes: usize) -> Result<Fates, TestCaseErro
         }
         prop_assert!(chunk.end() >= chunk.start);
         ends.insert(chunk.file, chunk.end());
+        // Rows of fields land as their JSON lines would (the reference path).
+        let mut by_json = decoder.clone();
         let decoded = decoder
             .decode(&chunk)
             .map_err(|e| TestCaseError::fail(format!("a record failed the decode: {e}")))?;
+        if chunk.text.is_some() {
+            let reference = by_json
+                .decode(&chunk.as_lines())
+                .map_err(|e| TestCaseError::fail(format!("the JSON path failed: {e}")))?;
+            prop_assert_eq!(&decoded.batch, &reference.batch, "rows as their JSON lines");
+            prop_assert_eq!(&decoded.offsets, &reference.offsets);
+            let fates = |d: &sluice_source::Decoded| -> Vec<(i64, String, String)> {
+                d.rejects
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.offset,
+                            format!("{} {}", r.reason.as_str(), r.reason.detail()),
+                            r.raw.clone(),
+                        )
+                    })
+                    .collect()
+            };
+            prop_assert_eq!(fates(&decoded), fates(&reference));
+            prop_assert_eq!(decoder.schema(), by_json.schema());
+        }
         let key = |o: i64| (i64::from(chunk.file) << 48) + o;
-        let lines: HashMap<i64, String> = chunk
+        // (Records that arrived as rows of fields, as the JSON lines they mean.)
+        let as_lines = chunk.as_lines();
+        let lines: HashMap<i64, String> = as_lines
             .lines()
             .map(|(o, l)| (o, String::from_utf8_lossy(l).into_owned()))
             .collect();

@@ -11,12 +11,9 @@ use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 use sluice_window::EventTime;
 
+use super::fit::{MICROS_MAX, MICROS_MIN};
 use super::{fit, DecodeError, Decoded, LineDecoder, RejectReason, Rows};
 use crate::chunk::{ArrowRows, Chunk};
-
-/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z in microseconds.
-const MICROS_MIN: i64 = -62_135_596_800_000_000;
-const MICROS_MAX: i64 = 253_402_300_799_999_999;
 
 impl LineDecoder {
     /// The chunk's Arrow rows decoded directly, or `None` when a batch does not fit the
@@ -82,16 +79,7 @@ impl LineDecoder {
             offsets: rows.offsets.clone(),
         };
         // A failed row's dead letter holds its JSON text, as the JSON path's would.
-        let raw = |offset: i64| {
-            let Ok(row) = rows.offsets.binary_search(&offset) else {
-                return Vec::new();
-            };
-            let mut text = crate::rows::json_lines(&rows.batch.slice(row, 1)).unwrap_or_default();
-            if text.last() == Some(&b'\n') {
-                text.pop();
-            }
-            text
-        };
+        let raw = |offset: i64| rows.json_line(offset);
         self.complete(chunk, decoded_rows, None, Vec::new(), raw)
             .map(Some)
     }

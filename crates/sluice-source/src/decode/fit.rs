@@ -1,9 +1,13 @@
-//! Rows that arrive as Arrow (Avro messages, decoded by arrow-avro) put straight into the
-//! record schema's columns, when every value fits as it is: no JSON text in between.
+//! Rows that arrive as Arrow (Avro messages decoded by arrow-avro, Parquet row groups) put
+//! straight into the record schema's columns, when every value fits as it is: no JSON text in
+//! between.
 //!
 //! A column fits when its type holds each value exactly in the record field's type: the
-//! same type; a narrower integer in a wider one; `float` in `double`; an enum's dictionary as
-//! its text; a timestamp with a time zone in microseconds (UTC); structs member by member (a
+//! same type; a narrower integer in a wider one (an unsigned one in a wider signed one, or in
+//! a decimal); `float` in `double`; an enum's dictionary as its text; large or view text and
+//! bytes as text and bytes; fixed-size bytes as bytes; a timestamp in microseconds of the
+//! same kind (with a zone, UTC, or without one) when each value is a whole microsecond of
+//! the years 1 to 9999; structs member by member (a
 //! member the record has and the rows lack is null), lists and maps element by element. Any
 //! other pair (a field the record lacks, a type the record holds differently, a float that is
 //! NaN or infinite, which JSON decoding rejects) does not fit: [`columns`] says `None` and the
@@ -18,10 +22,16 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{
-    DataType, Field, Fields, Float32Type, Float64Type, Schema, TimeUnit, TimestampMillisecondType,
+    ArrowPrimitiveType, DataType, Field, Fields, Float32Type, Float64Type, Schema, TimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType,
 };
 
 use crate::schema::source_name;
+
+/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z in microseconds.
+pub(super) const MICROS_MIN: i64 = -62_135_596_800_000_000;
+pub(super) const MICROS_MAX: i64 = 253_402_300_799_999_999;
 
 /// The record schema's columns (in its order) of `batch`'s rows, or `None` when a column
 /// does not fit (see the module doc). Fields the rows lack are null.
@@ -62,15 +72,24 @@ fn fit(array: &ArrayRef, field: &Field) -> Option<ArrayRef> {
         (DataType::List(_), DataType::List(element)) => lists(array, element),
         (DataType::Map(..), DataType::Map(entries, _)) => maps(array, entries),
         (
-            DataType::Timestamp(unit, Some(_)),
-            DataType::Timestamp(TimeUnit::Microsecond, Some(_)),
-        ) => timestamps(array, unit, to),
+            DataType::Timestamp(unit, from_zone),
+            DataType::Timestamp(TimeUnit::Microsecond, zone),
+        ) if from_zone.is_some() == zone.is_some() => timestamps(array, unit, to),
         _ if from == to => Some(array.clone()),
         (DataType::Int8 | DataType::Int16 | DataType::Int32, DataType::Int64)
         | (DataType::Int8 | DataType::Int16, DataType::Int32)
         | (DataType::Int8, DataType::Int16)
-        | (DataType::LargeUtf8, DataType::Utf8)
-        | (DataType::LargeBinary, DataType::Binary) => cast(array, to).ok(),
+        | (DataType::UInt8, DataType::Int16 | DataType::Int32 | DataType::Int64)
+        | (DataType::UInt16, DataType::Int32 | DataType::Int64)
+        | (DataType::UInt32, DataType::Int64)
+        | (DataType::LargeUtf8 | DataType::Utf8View, DataType::Utf8)
+        | (
+            DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_),
+            DataType::Binary,
+        ) => cast(array, to).ok(),
+        (DataType::UInt64, DataType::Decimal128(precision, 0)) if *precision >= 20 => {
+            cast(array, to).ok()
+        }
         (DataType::Dictionary(_, values), DataType::Utf8)
             if matches!(values.as_ref(), DataType::Utf8 | DataType::LargeUtf8) =>
         {
@@ -84,26 +103,56 @@ fn finite(mut values: impl Iterator<Item = f64>) -> bool {
     values.all(f64::is_finite)
 }
 
-/// A timestamp column in microseconds, UTC (milliseconds multiplied: none overflows, or the
-/// column does not fit).
+/// A timestamp column in microseconds, of `to`'s zone (or none): seconds and milliseconds
+/// multiplied, nanoseconds divided where each is a whole microsecond; every value must be
+/// an instant of the years 1 to 9999 (what its JSON text reads back as), else the column
+/// does not fit.
 fn timestamps(array: &ArrayRef, unit: &TimeUnit, to: &DataType) -> Option<ArrayRef> {
     let DataType::Timestamp(_, zone) = to else {
         return None;
     };
     let micros: TimestampMicrosecondArray = match unit {
         TimeUnit::Microsecond => array
-            .as_primitive::<deltalake::arrow::datatypes::TimestampMicrosecondType>()
+            .as_primitive::<TimestampMicrosecondType>()
             .reinterpret_cast(),
         TimeUnit::Millisecond => {
-            let a = array.as_primitive::<TimestampMillisecondType>();
-            if a.values().iter().any(|v| v.checked_mul(1000).is_none()) {
-                return None;
-            }
-            a.unary(|v| v * 1000)
+            scaled::<TimestampMillisecondType>(array, |v| v.checked_mul(1000))?
         }
-        _ => return None,
+        TimeUnit::Second => scaled::<TimestampSecondType>(array, |v| v.checked_mul(1_000_000))?,
+        TimeUnit::Nanosecond => {
+            scaled::<TimestampNanosecondType>(array, |v| (v % 1000 == 0).then_some(v / 1000))?
+        }
     };
+    if micros
+        .iter()
+        .flatten()
+        .any(|v| !(MICROS_MIN..=MICROS_MAX).contains(&v))
+    {
+        return None;
+    }
     Some(Arc::new(micros.with_timezone_opt(zone.clone())))
+}
+
+/// Each non-null value of `array` through `to_micros`; `None` if one gives none.
+fn scaled<T: ArrowPrimitiveType<Native = i64>>(
+    array: &ArrayRef,
+    to_micros: impl Fn(i64) -> Option<i64>,
+) -> Option<TimestampMicrosecondArray> {
+    let a = array.as_primitive::<T>();
+    // A null slot's value is any number: it is not judged.
+    let values = a
+        .values()
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match a.is_null(i) {
+            true => Some(0),
+            false => to_micros(*v),
+        })
+        .collect::<Option<Vec<i64>>>()?;
+    Some(TimestampMicrosecondArray::new(
+        values.into(),
+        a.nulls().cloned(),
+    ))
 }
 
 fn structs(array: &ArrayRef, members: &Fields) -> Option<ArrayRef> {

@@ -9,6 +9,10 @@
 //!   converted exactly ([`convert`]); a value that does not fit is a `wrong_type` reject.
 //! - Every row gets its event time (`missing_time`, `bad_time`) and, with a row key, is
 //!   checked to have one (`missing_key`: rows without a key are never merged).
+//! - Records that arrive as Arrow rows ([`direct`], [`fit`]: Parquet, Avro) or as text fields
+//!   ([`text`]: CSV) skip the JSON text where the chunk's values decide as the JSON path
+//!   would decide them, and then go through the same conversions, event times and checks;
+//!   otherwise they are read as their JSON lines. The JSON path is the reference.
 
 mod convert;
 mod direct;
@@ -16,6 +20,7 @@ mod evolve;
 mod fit;
 mod parallel;
 mod rewrite;
+mod text;
 mod walk;
 
 pub use parallel::{Deal, DecodedChunk, ParallelDecoder};
@@ -374,6 +379,12 @@ impl LineDecoder {
 
     /// [`LineDecoder::decode`] of records that are rows (unwrapped from their envelope).
     fn decode_records(&mut self, chunk: &Chunk) -> Result<Decoded, DecodeError> {
+        if let Some(text) = &chunk.text {
+            return match self.decode_text(chunk, text) {
+                Some(decoded) => Ok(decoded),
+                None => self.decode_records(&chunk.as_lines()),
+            };
+        }
         if !chunk.arrow.is_empty() {
             return match self.decode_arrow(chunk) {
                 Some(decoded) => Ok(decoded),
@@ -818,6 +829,23 @@ impl LineDecoder {
         offsets: Vec<i64>,
         rejects: Vec<Reject>,
     ) -> Result<Decoded, DecodeError> {
+        self.finish_with(chunk, read, offsets, rejects, |offset| {
+            lines
+                .binary_search_by_key(&offset, |(o, _)| *o)
+                .map(|i| lines[i].1.to_vec())
+                .unwrap_or_default()
+        })
+    }
+
+    /// [`LineDecoder::finish`] with each failed row's text from `raw`.
+    fn finish_with(
+        &self,
+        chunk: &Chunk,
+        read: RecordBatch,
+        offsets: Vec<i64>,
+        rejects: Vec<Reject>,
+        raw: impl Fn(i64) -> Vec<u8>,
+    ) -> Result<Decoded, DecodeError> {
         let n = read.num_rows();
         let mut failed: Vec<Option<RejectReason>> = vec![None; n];
         let times = match self.message_times(chunk, &offsets, &mut failed) {
@@ -850,12 +878,7 @@ impl LineDecoder {
             failed,
             offsets,
         };
-        self.complete(chunk, rows, own.as_ref(), rejects, |offset| {
-            lines
-                .binary_search_by_key(&offset, |(o, _)| *o)
-                .map(|i| lines[i].1.to_vec())
-                .unwrap_or_default()
-        })
+        self.complete(chunk, rows, own.as_ref(), rejects, raw)
     }
 
     /// The rest of decoding, for rows in the record schema's `columns`: the time column and

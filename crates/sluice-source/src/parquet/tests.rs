@@ -95,7 +95,7 @@ fn read_all(source: &NdjsonSource, resume: &HashMap<String, i64>) -> Read {
         mut ends,
     } = Read::default();
     while let Some(c) = reader.next_chunk().unwrap() {
-        for (offset, line) in c.lines() {
+        for (offset, line) in c.as_lines().lines() {
             out.push((c.file, offset, String::from_utf8(line.to_vec()).unwrap()));
         }
         bad.extend(c.bad.clone());

@@ -161,15 +161,7 @@ fn rows_that_fit_land_as_the_json_path_lands_them() {
         .expect("the rows fit the schema");
     let mut json = decoder.clone();
     let by_json = json.decode(&chunk.as_lines()).unwrap();
-    for (i, f) in direct.batch.schema().fields().iter().enumerate() {
-        assert_eq!(
-            direct.batch.column(i).to_data(),
-            by_json.batch.column(i).to_data(),
-            "column {}",
-            f.name()
-        );
-    }
-    assert_eq!(summary(&direct), summary(&by_json));
+    assert_same_decoded(&direct, &by_json);
     assert_eq!(direct.batch.num_rows(), 2);
     let reasons: Vec<&str> = direct.rejects.iter().map(|r| r.reason.as_str()).collect();
     assert_eq!(reasons, ["missing_time", "missing_key"]);
@@ -207,4 +199,154 @@ fn rows_that_do_not_fit_are_left_to_the_json_path() {
         d.batch.column_by_name("coupon").unwrap().null_count(),
         d.batch.num_rows()
     );
+}
+
+/// Rows as Parquet files hold them: view and large text, nanosecond, second and zoneless
+/// timestamps, unsigned integers, fixed-size and large bytes, dates and decimals.
+fn parquet_rows() -> RecordBatch {
+    use deltalake::arrow::array::{
+        BinaryViewArray, Date32Array, Decimal128Array, FixedSizeBinaryArray, LargeBinaryArray,
+        LargeStringArray, StringViewArray, TimestampNanosecondArray, TimestampSecondArray,
+        UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    };
+    let ids = StringViewArray::from(vec![
+        Some("e1"),
+        Some("a longer id than twelve"),
+        Some("e3"),
+    ]);
+    let ts = TimestampNanosecondArray::from(vec![
+        Some(1_791_036_000_123_456_000),
+        None,
+        Some(1_791_036_120_000_001_000),
+    ])
+    .with_timezone("UTC");
+    let local = TimestampMillisecondArray::from(vec![Some(1_791_036_000_123), None, Some(-5)]);
+    let secs = TimestampSecondArray::from(vec![Some(1_791_036_000), Some(0), None])
+        .with_timezone("+00:00");
+    let fixed = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+        vec![Some(vec![0u8, 255, 1]), None, Some(vec![2, 3, 4])].into_iter(),
+        3,
+    )
+    .unwrap();
+    let price = Decimal128Array::from(vec![Some(12_345), Some(-1), None])
+        .with_precision_and_scale(10, 2)
+        .unwrap();
+    RecordBatch::try_from_iter(vec![
+        ("event_id", Arc::new(ids) as ArrayRef),
+        ("ts", Arc::new(ts)),
+        ("local", Arc::new(local)),
+        ("secs", Arc::new(secs)),
+        ("u8", Arc::new(UInt8Array::from(vec![0, 255, 7]))),
+        ("u16", Arc::new(UInt16Array::from(vec![0, u16::MAX, 7]))),
+        (
+            "u32",
+            Arc::new(UInt32Array::from(vec![Some(u32::MAX), None, Some(1)])),
+        ),
+        (
+            "u64",
+            Arc::new(UInt64Array::from(vec![u64::MAX, 0, 1 << 63])),
+        ),
+        (
+            "text",
+            Arc::new(LargeStringArray::from(vec![
+                Some("ü\n\"q\""),
+                None,
+                Some(""),
+            ])),
+        ),
+        ("fixed", Arc::new(fixed)),
+        (
+            "bytes",
+            Arc::new(LargeBinaryArray::from(vec![
+                Some(&b"\x00\xff"[..]),
+                Some(b""),
+                None,
+            ])),
+        ),
+        (
+            "view",
+            Arc::new(BinaryViewArray::from(vec![
+                Some(&b"abc"[..]),
+                None,
+                Some(b"\x01"),
+            ])),
+        ),
+        (
+            "day",
+            Arc::new(Date32Array::from(vec![Some(0), Some(-719_162), None])),
+        ),
+        ("price", Arc::new(price)),
+    ])
+    .unwrap()
+}
+
+fn chunk_of(batch: RecordBatch) -> Chunk {
+    let offsets: Vec<i64> = (0..batch.num_rows() as i64).collect();
+    Chunk {
+        file: 1,
+        start: 0,
+        message_offsets: Some(Vec::new()),
+        end_at: Some(offsets.len() as i64),
+        arrow: vec![ArrowRows { batch, offsets }],
+        ..Chunk::default()
+    }
+}
+
+/// A decoder of the table a Parquet file of `batch`'s schema creates.
+fn table_decoder(batch: &RecordBatch) -> LineDecoder {
+    let schema = crate::rows::table_schema(&batch.schema());
+    let options = DecodeOptions::new("ts", TimeFormat::Rfc3339);
+    LineDecoder::new(schema, options).unwrap()
+}
+
+#[test]
+fn parquet_types_that_fit_land_as_the_json_path_lands_them() {
+    let batch = parquet_rows();
+    let decoder = table_decoder(&batch);
+    let chunk = chunk_of(batch);
+    let direct = decoder
+        .decode_arrow(&chunk)
+        .expect("Parquet's types fit the table they make");
+    let by_json = decoder.clone().decode(&chunk.as_lines()).unwrap();
+    assert_same_decoded(&direct, &by_json);
+    let reasons: Vec<&str> = direct.rejects.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons, ["missing_time"]);
+}
+
+#[test]
+fn timestamps_that_are_not_whole_microseconds_of_years_1_to_9999_do_not_fit() {
+    use deltalake::arrow::array::{TimestampNanosecondArray, TimestampSecondArray};
+    let nanos = |v: i64| {
+        Arc::new(
+            TimestampNanosecondArray::from(vec![1_791_036_000_000_000_000, v]).with_timezone("UTC"),
+        ) as ArrayRef
+    };
+    let seconds = |v: i64| {
+        Arc::new(TimestampSecondArray::from(vec![1_791_036_000, v]).with_timezone("UTC"))
+            as ArrayRef
+    };
+    let fits = |ts: ArrayRef| {
+        let batch = RecordBatch::try_from_iter(vec![("ts", ts)]).unwrap();
+        table_decoder(&batch)
+            .decode_arrow(&chunk_of(batch))
+            .is_some()
+    };
+    assert!(fits(nanos(1_791_036_000_000_001_000)));
+    assert!(!fits(nanos(1_791_036_000_000_000_001)), "a nanosecond");
+    assert!(fits(seconds(253_402_300_799)), "9999-12-31T23:59:59Z");
+    assert!(!fits(seconds(253_402_300_800)), "year 10000");
+    assert!(!fits(seconds(i64::MAX / 1000)), "overflows in microseconds");
+}
+
+/// Two decodings hold the same columns, bit for bit, and the same rejects.
+fn assert_same_decoded(direct: &Decoded, by_json: &Decoded) {
+    for (i, f) in direct.batch.schema().fields().iter().enumerate() {
+        assert_eq!(
+            direct.batch.column(i).to_data(),
+            by_json.batch.column(i).to_data(),
+            "column {}",
+            f.name()
+        );
+    }
+    assert_eq!(summary(direct), summary(by_json));
 }
