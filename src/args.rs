@@ -184,7 +184,9 @@ pub struct RunArgs {
     /// How each record wraps its row: debezium (a change event: the row is `after`, or
     /// `before` for a delete, with the operation as __op and the `source` block as
     /// __source). With it, --sequence-field defaults to __source.lsn and, in a mirror,
-    /// --delete-when to __op = 'd'. JSON records only (ndjson files, json Kafka messages).
+    /// --delete-when to __op = 'd'. Every format with nested records: ndjson and parquet
+    /// files, json, json-schema, avro and protobuf Kafka messages (not csv, whose records
+    /// are flat).
     #[arg(long, value_parser = ["debezium"])]
     pub envelope: Option<String>,
     /// The tombstone table of --delete-when (readers of the table never see it).
@@ -986,10 +988,10 @@ impl RunArgs {
             .as_deref()
             .or(prefix_format)
             .unwrap_or("ndjson");
-        if envelope.is_some() && !matches!(format, "ndjson" | "json" | "json-schema") {
-            return Err(usage(format!(
-                "--envelope: JSON records only (ndjson files, json or json-schema Kafka messages), not {format}"
-            )));
+        if envelope.is_some() && format == "csv" {
+            return Err(usage(
+                "--envelope: a CSV record is flat, it cannot hold a change's before and after rows (ndjson, parquet, json, json-schema, avro or protobuf records can)",
+            ));
         }
         let mirror = mode == PublishMode::Merge(MergeScope::Table);
         let delete_when = a.delete_when.clone().filter(|w| !w.is_empty()).or_else(|| {

@@ -213,6 +213,10 @@ async fn registry_schema(
     let schema = sluice_source::kafka::registry_columns(&mut client, payload.format, &latest)
         .await
         .context("reading the schemas the topic's schema references from the schema registry")?;
+    let schema = schema.and_then(|columns| match settings.envelope {
+        Some(envelope) => envelope.row_schema(&columns).map(std::sync::Arc::new),
+        None => Ok(columns),
+    });
     let schema = schema.map_err(|e| {
         usage(format!(
             "subject {subject}'s latest schema (id {}) cannot be read: {e}; give --schema FILE",

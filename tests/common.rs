@@ -28,6 +28,14 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs sluice with `args`, asserts it succeeded, and returns what it printed on stderr.
+pub fn ok_stderr(args: &[&str]) -> String {
+    let out = sluice(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "sluice {args:?} failed: {stderr}");
+    stderr
+}
+
 /// Writes a generated stream as `files` NDJSON files under `dir/input`.
 pub fn input(dir: &Path, events: u64, hours: u32, seed: u64, files: usize) -> PathBuf {
     let input = dir.join("input");

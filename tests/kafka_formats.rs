@@ -527,3 +527,183 @@ fn a_new_avro_table_takes_its_columns_from_the_registry() {
     );
     eprint!("read back with Python delta-rs: {same}");
 }
+
+/// The flat events as a proto3 message, each field `optional` (a null stays null) and one of
+/// each kind the direct path reads besides: an enum and a `uint64`.
+const FLAT_PROTO: &str = r#"syntax = "proto3";
+package flat;
+message Event {
+  enum Kind { KIND_UNSPECIFIED = 0; VIEW = 1; CART = 2; PURCHASE = 3; }
+  optional string event_id = 1;
+  optional string ts = 2;
+  optional string user_id = 3;
+  optional string country = 4;
+  optional string kind = 5;
+  optional double amount = 6;
+  Kind kind_enum = 7;
+  uint64 seq = 8;
+}
+"#;
+
+/// Registers `schema` (Protobuf) for `subject`; its id.
+fn register_protobuf(registry: &Registry, subject: &str, schema: &str) -> u32 {
+    let body = serde_json::json!({"schemaType": "PROTOBUF", "schema": schema}).to_string();
+    let url = format!("{}/subjects/{subject}/versions", registry.url);
+    let answer = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let response = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/vnd.schemaregistry.v1+json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+        response.text().await.unwrap()
+    });
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    answer["id"].as_u64().unwrap() as u32
+}
+
+fn pb_varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A flat event (a JSON object) as a message of [`FLAT_PROTO`] with schema id `id`, and the
+/// row it stands for (the event with `kind_enum` and `seq`).
+fn flat_message(id: u32, event: &serde_json::Value, seq: u64) -> (Vec<u8>, serde_json::Value) {
+    let mut out = prefix(id);
+    out.push(0); // message indexes: the first message
+    for (number, name) in [
+        (1u8, "event_id"),
+        (2, "ts"),
+        (3, "user_id"),
+        (4, "country"),
+        (5, "kind"),
+    ] {
+        if let Some(text) = event[name].as_str() {
+            out.push(number << 3 | 2);
+            pb_varint(text.len() as u64, &mut out);
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
+    if let Some(amount) = event["amount"].as_f64() {
+        out.push(6 << 3 | 1);
+        out.extend_from_slice(&amount.to_le_bytes());
+    }
+    let kinds = ["KIND_UNSPECIFIED", "VIEW", "CART", "PURCHASE"];
+    let kind = (seq % 4) as usize;
+    let seq = seq >> 1;
+    if kind != 0 {
+        out.push(7 << 3);
+        pb_varint(kind as u64, &mut out);
+    }
+    out.push(8 << 3);
+    pb_varint(u64::MAX - seq, &mut out);
+    let mut row = event.clone();
+    row["kind_enum"] = kinds[kind].into();
+    row["seq"] = (u64::MAX - seq).into();
+    (out, row)
+}
+
+/// Flat Protobuf messages take the direct path into columns (no JSON text): every event lands
+/// as sent, read back with Python delta-rs, an enum by name and a `uint64` whole; a message
+/// with a field its schema does not declare, produced with the last 20 events to a second
+/// run, sends its chunk the JSON way, where it is a dead letter and the messages after it
+/// rows.
+#[test]
+fn flat_protobuf_messages_land_every_event_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = tansu();
+    let registry = Registry::start(dir.path().join("registry.json"));
+    create_topic(&broker, "flat", 1);
+    let id = register_protobuf(&registry, "flat-value", FLAT_PROTO);
+    let mut events = Vec::new();
+    let spec = GeneratorSpec {
+        seed: 5,
+        events: 2_000,
+        hours: 3,
+        ..Default::default()
+    };
+    generate(&spec, &mut events).unwrap();
+    let mut messages = Vec::new();
+    let mut sent = Vec::new();
+    for line in lines_of(&events) {
+        let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        // From the event's id (FNV-1a), so a duplicate delivery is the same message.
+        let seq = event["event_id"]
+            .as_str()
+            .unwrap_or_default()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+        let (message, row) = flat_message(id, &event, seq);
+        messages.push((
+            event["event_id"].as_str().unwrap_or("").to_string(),
+            message,
+        ));
+        sent.extend(serde_json::to_vec(&row).unwrap());
+        sent.push(b'\n');
+    }
+    let (first, second) = messages.split_at(messages.len() - 20);
+    let all = dir.path().join("sent.ndjson");
+    std::fs::write(&all, sent).unwrap();
+    let table = dir.path().join("t");
+    let dlq = dir.path().join("t_dlq");
+    // Whether a chunk of messages went the JSON way (sluice logs it).
+    let run = || {
+        let out = Command::new(BIN)
+            .env("SLUICE_LOG", "sluice_source::kafka=debug")
+            .args([
+                "run",
+                "--source",
+                "kafka:flat",
+                "--brokers",
+                &broker.address,
+            ])
+            .args([
+                "--input-format",
+                "protobuf",
+                "--schema-registry",
+                &registry.url,
+            ])
+            .arg("--table")
+            .arg(&table)
+            .args(["--key", "event_id", "--until-idle", "5s"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr.contains("read the JSON way")
+    };
+    let produce = |messages: &[(String, Vec<u8>)]| {
+        let values = messages
+            .iter()
+            .map(|(k, v)| (k.as_str(), Some(v.as_slice())));
+        produce_values(&broker, "flat", values);
+    };
+    produce(first);
+    assert!(!run(), "flat, regular messages take the direct path");
+    let mut undeclared = prefix(id);
+    undeclared.extend_from_slice(b"\x00\x0a\x01u\x98\x06\x01"); // event_id "u", then field 99
+    produce(&[("u".into(), undeclared)]);
+    produce(second);
+    assert!(run(), "a chunk with a bad message goes the JSON way");
+    let dead = read_back(&table, &dlq, &all);
+    assert_dead_letters(
+        &dead,
+        first.len(),
+        &[("schema_mismatch", "field number 99 is not in flat.Event")],
+    );
+    let types = query_csv(
+        &[("t", &table)],
+        "SELECT arrow_typeof(kind_enum), arrow_typeof(seq), arrow_typeof(amount) FROM t LIMIT 1",
+    );
+    assert_eq!(types, ["Utf8View,\"Decimal128(20, 0)\",Float64"]);
+}

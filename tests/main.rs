@@ -4,6 +4,7 @@
 //! streams, the Kafka-protocol and S3 test servers).
 
 mod cdc;
+mod cdc_formats;
 mod common;
 mod dead_letters;
 mod derive;

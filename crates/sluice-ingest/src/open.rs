@@ -130,7 +130,14 @@ pub async fn open_raw(
                         &spec.decode.reserved,
                     )?;
                     // Parquet files declare their columns' types: those, not the text's.
-                    match source.footer_types() {
+                    let footer = source.footer_types().and_then(|footer| {
+                        match spec.decode.envelope {
+                            // A change's columns: the row's are its image's.
+                            Some(envelope) => envelope.row_schema(&footer).ok().map(Arc::new),
+                            None => Some(footer),
+                        }
+                    });
+                    match footer {
                         Some(footer) => sluice_source::rows::with_footer_types(&inferred, &footer),
                         None => inferred,
                     }

@@ -72,23 +72,25 @@ impl Envelope {
     /// value (a Kafka tombstone) is neither: a change log writes one after each delete event
     /// so that log compaction can drop the key, and the delete event before it carries the
     /// delete; it is left out, and counted (the second value). Rows that arrived as Arrow
-    /// batches are left as they are.
+    /// batches are unwrapped as columns where their shape allows ([`columns`]), else as JSON
+    /// lines like text rows.
     pub fn unwrap_chunk(self, chunk: &Chunk) -> (Chunk, u64) {
         if !chunk.arrow.is_empty() {
-            return (chunk.clone(), 0);
+            if let Some(unwrapped) = self.unwrap_arrow(chunk) {
+                return unwrapped;
+            }
+            tracing::debug!(
+                file = chunk.file,
+                start = chunk.start,
+                "changes read as JSON lines: their columns are not a change's shape read as columns"
+            );
         }
-        if chunk.text.is_some() {
+        if !chunk.arrow.is_empty() || chunk.text.is_some() {
             return self.unwrap_chunk(&chunk.as_lines());
         }
         let mut data = Vec::with_capacity(chunk.data.len());
         let mut offsets = Vec::new();
-        // A registry format's tombstones are rejects of the chunk already (`null_value`).
-        let (tombstones, mut bad): (Vec<Reject>, Vec<Reject>) = chunk
-            .bad
-            .iter()
-            .cloned()
-            .partition(|r| r.reason == RejectReason::NullValue);
-        let mut tombstones = tombstones.len() as u64;
+        let (mut bad, mut tombstones) = without_tombstones(chunk);
         let messages = chunk.message_offsets.is_some();
         for (offset, line) in chunk.lines() {
             if messages && line.is_empty() {
@@ -126,6 +128,25 @@ impl Envelope {
             text: None,
         };
         (rows, tombstones)
+    }
+
+    /// [`Envelope::unwrap_chunk`] of a chunk of Arrow rows, column by column; `None` if a
+    /// batch is not of a shape [`columns`] reads.
+    fn unwrap_arrow(self, chunk: &Chunk) -> Option<(Chunk, u64)> {
+        let (mut bad, tombstones) = without_tombstones(chunk);
+        let mut arrow = Vec::with_capacity(chunk.arrow.len());
+        for rows in &chunk.arrow {
+            let (rows, rejects) = columns::unwrap_rows(rows, chunk.file)?;
+            arrow.push(rows);
+            bad.extend(rejects);
+        }
+        bad.sort_by_key(|r| r.offset);
+        let rows = Chunk {
+            arrow,
+            bad,
+            ..chunk.clone()
+        };
+        Some((rows, tombstones))
     }
 
     /// The row of one change record, as a JSON object's text (see the module doc).
@@ -180,6 +201,17 @@ impl Envelope {
     }
 }
 
+/// The chunk's rejects but its tombstones, and how many tombstones there were: a registry
+/// format's tombstones are rejects of the chunk already (`null_value`).
+fn without_tombstones(chunk: &Chunk) -> (Vec<Reject>, u64) {
+    let (tombstones, bad): (Vec<Reject>, Vec<Reject>) = chunk
+        .bad
+        .iter()
+        .cloned()
+        .partition(|r| r.reason == RejectReason::NullValue);
+    (bad, tombstones.len() as u64)
+}
+
 /// The members of the JSON object `text` (`what` names it in the error).
 fn object<'a>(text: &'a str, what: &str) -> Result<Vec<(String, &'a RawValue)>, String> {
     serde_json::from_str::<Members>(text)
@@ -206,5 +238,6 @@ fn json_string(text: &str) -> String {
     serde_json::Value::from(text).to_string()
 }
 
+mod columns;
 #[cfg(test)]
 mod tests;

@@ -137,6 +137,22 @@ pub struct Decoded {
     pub tombstones: u64,
 }
 
+#[cfg(test)]
+impl Decoded {
+    /// Asserts that `other` holds the same columns, bit for bit, column by column (a direct
+    /// path's rows against the JSON path's).
+    pub(crate) fn assert_same_columns(&self, other: &Decoded) {
+        for (i, f) in self.batch.schema().fields().iter().enumerate() {
+            assert_eq!(
+                self.batch.column(i).to_data(),
+                other.batch.column(i).to_data(),
+                "column {}",
+                f.name()
+            );
+        }
+    }
+}
+
 /// How a [`LineDecoder`] reads records, besides the schema.
 #[derive(Debug, Clone)]
 pub struct DecodeOptions {
@@ -388,7 +404,7 @@ impl LineDecoder {
         if !chunk.arrow.is_empty() {
             return match self.decode_arrow(chunk) {
                 Some(decoded) => Ok(decoded),
-                None => self.decode(&chunk.as_lines()),
+                None => self.decode_records(&chunk.as_lines()),
             };
         }
         let before = self.clone();

@@ -138,3 +138,172 @@ fn kafka_tombstones_are_left_out_and_counted() {
     };
     assert_eq!(Envelope::Debezium.unwrap_chunk(&file).1, 0);
 }
+
+/// Debezium changes as Arrow rows (as arrow-avro reads them from Confluent's Avro converter,
+/// or a Parquet file of them): a create, an update, a delete, a snapshot read, then a truncate,
+/// a create without `after`, an unknown op; a tombstone among them.
+fn arrow_changes() -> crate::Chunk {
+    use std::sync::Arc;
+
+    use deltalake::arrow::array::{
+        Array, ArrayRef, BooleanBufferBuilder, Int64Array, RecordBatch, StringArray, StructArray,
+        TimestampMillisecondArray,
+    };
+    use deltalake::arrow::buffer::NullBuffer;
+    use deltalake::arrow::datatypes::{DataType, Field, Fields, Schema, TimeUnit};
+
+    let image = Fields::from(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            false,
+        ),
+    ]);
+    let t0 = 1_791_036_000_000;
+    let struct_of = |ids: [i64; 7], names: [Option<&str>; 7], valid: [bool; 7]| {
+        let mut nulls = BooleanBufferBuilder::new(7);
+        nulls.append_slice(&valid);
+        let ts = TimestampMillisecondArray::from(ids.map(|i| t0 + i * 1000).to_vec())
+            .with_timezone("UTC");
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from(names.to_vec())),
+            Arc::new(ts),
+        ];
+        StructArray::new(
+            image.clone(),
+            columns,
+            Some(NullBuffer::new(nulls.finish())),
+        )
+    };
+    let before = struct_of(
+        [0, 1, 2, 0, 0, 0, 0],
+        [None, Some("one"), Some("two"), None, None, None, None],
+        [false, true, true, false, false, false, false],
+    );
+    let after = struct_of(
+        [1, 1, 0, 3, 0, 0, 4],
+        [
+            Some("one"),
+            Some("uno"),
+            None,
+            Some("drei"),
+            None,
+            None,
+            Some("x"),
+        ],
+        [true, true, false, true, false, false, true],
+    );
+    let op = StringArray::from(vec!["c", "u", "d", "r", "t", "c", "z"]);
+    let source_fields = Fields::from(vec![
+        Field::new("lsn", DataType::Int64, true),
+        Field::new("db", DataType::Utf8, false),
+    ]);
+    let source = StructArray::new(
+        source_fields,
+        vec![
+            Arc::new(Int64Array::from((100..107).collect::<Vec<i64>>())),
+            Arc::new(StringArray::from(vec!["shop"; 7])),
+        ],
+        None,
+    );
+    let schema = Schema::new(vec![
+        Field::new("before", before.data_type().clone(), true),
+        Field::new("after", after.data_type().clone(), true),
+        Field::new("source", source.data_type().clone(), false),
+        Field::new("op", DataType::Utf8, false),
+    ]);
+    let batch = RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(before),
+            Arc::new(after),
+            Arc::new(source),
+            Arc::new(op),
+        ],
+    )
+    .unwrap();
+    let tombstone = crate::Reject {
+        file: 1,
+        offset: 13,
+        reason: crate::RejectReason::NullValue,
+        raw: String::new(),
+    };
+    crate::Chunk {
+        file: 1,
+        start: 10,
+        message_offsets: Some(Vec::new()),
+        end_at: Some(18),
+        bad: vec![tombstone],
+        arrow: vec![crate::chunk::ArrowRows {
+            batch,
+            offsets: vec![10, 11, 12, 14, 15, 16, 17],
+        }],
+        ..crate::Chunk::default()
+    }
+}
+
+/// Changes that arrive as Arrow are unwrapped column by column, into the same rows, dead
+/// letters (reasons and raw text) and tombstone counts as their JSON lines are.
+#[test]
+fn arrow_changes_land_as_their_json_lines_land() {
+    use crate::{DecodeOptions, LineDecoder};
+    use sluice_window::TimeFormat;
+
+    let chunk = arrow_changes();
+    let (unwrapped, tombstones) = Envelope::Debezium.unwrap_chunk(&chunk);
+    assert_eq!(tombstones, 1);
+    assert_eq!(unwrapped.arrow.len(), 1, "unwrapped as columns");
+    assert_eq!(unwrapped.arrow[0].offsets, [10, 11, 12, 14]);
+    let rows = Envelope::Debezium
+        .row_schema(&chunk.arrow[0].batch.schema())
+        .unwrap();
+    let names: Vec<&str> = rows.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        ["id", "name", "ts", OP_FIELD, SOURCE_FIELD, STREAMED_FIELD]
+    );
+
+    let mut options = DecodeOptions::new("ts", TimeFormat::Rfc3339);
+    options.envelope = Some(Envelope::Debezium);
+    let decoder = LineDecoder::new(crate::rows::table_schema(&rows), options).unwrap();
+    let direct = decoder.clone().decode(&chunk).unwrap();
+    let by_json = decoder.clone().decode(&chunk.as_lines()).unwrap();
+    assert_eq!(direct.batch, by_json.batch);
+    assert_eq!(direct.offsets, by_json.offsets);
+    assert_eq!(direct.tombstones, 1);
+    assert_eq!(by_json.tombstones, 1);
+    let rejects = |d: &crate::decode::Decoded| -> Vec<(i64, String, String)> {
+        d.rejects
+            .iter()
+            .map(|r| (r.offset, r.reason.detail(), r.raw.clone()))
+            .collect()
+    };
+    assert_eq!(rejects(&direct), rejects(&by_json));
+    let reasons: Vec<String> = rejects(&direct).into_iter().map(|r| r.1).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].contains("truncate"), "{reasons:?}");
+    assert!(reasons[1].contains("without its \"after\""), "{reasons:?}");
+    assert!(reasons[2].contains("unknown op \"z\""), "{reasons:?}");
+    let json = crate::rows::json_lines(&direct.batch).unwrap();
+    let json = String::from_utf8(json).unwrap();
+    assert!(
+        json.contains(r#""id":2,"name":"two""#),
+        "a delete's row is its before: {json}"
+    );
+    assert!(
+        json.contains(r#""__op":"r""#) && json.contains(r#""__streamed":false"#),
+        "{json}"
+    );
+}
+
+/// The table a change batch's columns make holds the image's columns, then sluice's.
+#[test]
+fn a_change_schema_without_after_is_no_change() {
+    use deltalake::arrow::datatypes::{DataType, Field, Schema};
+    let flat = Schema::new(vec![Field::new("op", DataType::Utf8, false)]);
+    let err = Envelope::Debezium.row_schema(&flat).unwrap_err();
+    assert!(err.contains("not a Debezium change"), "{err}");
+}

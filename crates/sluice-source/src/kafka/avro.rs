@@ -21,25 +21,8 @@ use deltalake::arrow::array::RecordBatch;
 
 use crate::registry::{RegisteredSchema, RegistryError, SchemaKind, SchemaRegistry};
 
-use super::wire::{distinct_ids, framing, kept, schema_for};
+use super::wire::{distinct_ids, framing, kept, schema_for, MessageRows, Slot};
 use crate::reject::{panic_message, RejectReason};
-
-/// Decoded messages: batches of rows (each of one schema's consecutive messages), and for
-/// each message its row or why it is a dead letter.
-#[derive(Debug, Default)]
-pub struct AvroRows {
-    pub batches: Vec<RecordBatch>,
-    /// Per message, in order (every one is `Some` once decoded).
-    pub slots: Vec<Option<Slot>>,
-}
-
-/// What became of one message.
-#[derive(Debug)]
-pub enum Slot {
-    /// The next row of batch `.0` (a batch's rows are its messages, in order).
-    Row(usize),
-    Bad(RejectReason),
-}
 
 /// Decodes Avro messages against the writer schemas the registry gives their ids.
 pub struct AvroMessages {
@@ -145,8 +128,8 @@ impl AvroMessages {
 
     /// Each message's row (in a batch of its schema's) or reason, in order (after
     /// [`AvroMessages::prepare`] of them: an id it did not fetch is a dead letter).
-    pub fn decode(&mut self, payloads: &[Option<&[u8]>]) -> AvroRows {
-        let mut out = AvroRows {
+    pub fn decode(&mut self, payloads: &[Option<&[u8]>]) -> MessageRows {
+        let mut out = MessageRows {
             batches: Vec::new(),
             slots: Vec::with_capacity(payloads.len()),
         };
@@ -208,7 +191,7 @@ fn decode_run(
     schema: &mut SchemaDecoder,
     payloads: &[&[u8]],
     range: std::ops::Range<usize>,
-    out: &mut AvroRows,
+    out: &mut MessageRows,
 ) {
     let (mut start, to) = (range.start, range.end);
     while start < to {
@@ -301,7 +284,7 @@ fn isolate(
     schema: &mut SchemaDecoder,
     payloads: &[&[u8]],
     range: std::ops::Range<usize>,
-    out: &mut AvroRows,
+    out: &mut MessageRows,
 ) {
     let mut rows: Vec<(usize, RecordBatch)> = Vec::new();
     for i in range.clone() {
@@ -345,7 +328,7 @@ fn isolate(
 
 /// Marks every undecided message of `range` a dead letter (a failure of the decoder itself,
 /// not of one message).
-fn reject_all(out: &mut AvroRows, range: std::ops::Range<usize>, why: &str) {
+fn reject_all(out: &mut MessageRows, range: std::ops::Range<usize>, why: &str) {
     for slot in out.slots[range].iter_mut().filter(|s| s.is_none()) {
         *slot = Some(Slot::Bad(RejectReason::SchemaMismatch(format!(
             "its run of messages could not be decoded: {why}"

@@ -13,10 +13,10 @@ use crate::message_columns::MessageMeta;
 use crate::registry::{RegistryError, RegistryOptions, SchemaKind, SchemaRegistry};
 use crate::reject::{Reject, RejectReason, RAW_BYTES_MAX};
 
-use super::avro::{AvroMessages, AvroRows, Slot};
+use super::avro::AvroMessages;
 use super::json_schema::JsonSchemaMessages;
 use super::protobuf::ProtobufMessages;
-use super::wire::Outcome;
+use super::wire::{MessageRows, Outcome, Slot};
 
 /// A message as the consumer read it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -183,7 +183,15 @@ impl Payloads {
                 let protobuf = slot.as_mut().expect(LENT);
                 protobuf.prepare(&values(&messages)).await?;
                 Ok(on_blocking_thread(slot, messages, |protobuf, messages| {
-                    lines_and_rejects(messages, protobuf.decode(&values(messages)))
+                    let payloads = values(messages);
+                    if let Some(rows) = protobuf.decode_flat(&payloads) {
+                        return arrow_and_rejects(messages, rows);
+                    }
+                    tracing::debug!(
+                        messages = messages.len(),
+                        "Protobuf messages read the JSON way: a type that is not flat, or a message the direct path does not read"
+                    );
+                    lines_and_rejects(messages, protobuf.decode(&payloads))
                 })
                 .await)
             }
@@ -268,7 +276,7 @@ fn lines_and_rejects(messages: &[RawMessage], outcomes: Vec<Outcome>) -> Chunk {
 }
 
 /// A chunk of the rows' Arrow batches at their messages' offsets, the others dead letters.
-fn arrow_and_rejects(messages: &[RawMessage], rows: AvroRows) -> Chunk {
+fn arrow_and_rejects(messages: &[RawMessage], rows: MessageRows) -> Chunk {
     let mut chunk = empty_chunk(messages);
     let mut offsets: Vec<Vec<i64>> = vec![Vec::new(); rows.batches.len()];
     for (message, slot) in messages.iter().zip(rows.slots) {

@@ -4,7 +4,9 @@
 //! files it imports (its references; Google's well-known types are built in), compiled in
 //! process ([protox]: no `protoc`), and each body is decoded by descriptor ([prost_reflect])
 //! and read as proto3 JSON, so keys, time fields, evolution and dead letters hold exactly as
-//! for JSON.
+//! for JSON. Flat messages take a direct path into Arrow columns with the same rows
+//! ([`flat`]; [`ProtobufMessages::decode_flat`]), which declines a chunk it cannot read the
+//! same way.
 //!
 //! How a message becomes a row (proto3's JSON mapping with three choices made for a table):
 //! field names as the `.proto` spells them; every field without presence written with its
@@ -29,11 +31,15 @@ use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Serialize
 use crate::registry::{RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::{panic_message, RejectReason};
 
-use super::wire::{distinct_ids, framing, kept, schema_for, Outcome, PREFIX_BYTES};
+use super::wire::{
+    distinct_ids, framing, kept, schema_for, MessageRows, Outcome, Slot, PREFIX_BYTES,
+};
 
 mod columns;
+mod flat;
 mod schema;
 pub use columns::table_schema;
+use flat::{FlatBatch, FlatPlan};
 use schema::{compile_with_references, ProtoSchema};
 
 /// The most message indexes a message may carry (nesting depth of its message type).
@@ -45,6 +51,9 @@ pub struct ProtobufMessages {
     /// Each id the registry answered: its compiled file, or why its messages are dead
     /// letters (not a Protobuf schema, one that does not compile, a missing import).
     schemas: HashMap<u32, Result<Arc<ProtoSchema>, String>>,
+    /// The plan of each message type (schema id, indexes) met, or `None` where it is not
+    /// flat ([`flat`]).
+    plans: HashMap<(u32, Vec<i64>), Option<Arc<FlatPlan>>>,
 }
 
 impl ProtobufMessages {
@@ -52,6 +61,7 @@ impl ProtobufMessages {
         ProtobufMessages {
             registry,
             schemas: HashMap::new(),
+            plans: HashMap::new(),
         }
     }
 
@@ -79,6 +89,48 @@ impl ProtobufMessages {
         Ok(())
     }
 
+    /// The messages as rows of Arrow batches, read off the wire ([`flat`]), when each one
+    /// that names a message type names a flat one and is regular; `None` to decode them
+    /// with [`ProtobufMessages::decode`]. The dead letters are the same as its.
+    pub fn decode_flat(&mut self, payloads: &[Option<&[u8]>]) -> Option<MessageRows> {
+        let mut out = MessageRows {
+            batches: Vec::new(),
+            slots: Vec::with_capacity(payloads.len()),
+        };
+        let mut building: Option<((u32, Vec<i64>), FlatBatch)> = None;
+        for p in payloads {
+            let named = framing(*p).and_then(|id| {
+                let schema = kept(&self.schemas, id)?;
+                message_of(id, schema, &p.unwrap_or_default()[PREFIX_BYTES..])
+                    .map(|(descriptor, indexes, message)| ((id, indexes), descriptor, message))
+            });
+            let (key, descriptor, message) = match named {
+                Ok(named) => named,
+                Err(reason) => {
+                    out.slots.push(Some(Slot::Bad(reason)));
+                    continue;
+                }
+            };
+            if building.as_ref().is_none_or(|(k, _)| *k != key) {
+                let plan = self
+                    .plans
+                    .entry(key.clone())
+                    .or_insert_with(|| FlatPlan::of(&descriptor).map(Arc::new))
+                    .clone()?;
+                if let Some((_, batch)) = building.replace((key, FlatBatch::new(plan))) {
+                    out.batches.push(batch.finish());
+                }
+            }
+            let (_, batch) = building.as_mut().expect("a batch is being built");
+            batch.push(message).ok()?;
+            out.slots.push(Some(Slot::Row(out.batches.len())));
+        }
+        if let Some((_, batch)) = building {
+            out.batches.push(batch.finish());
+        }
+        Some(out)
+    }
+
     /// Each message's row as JSON text, or why it is a dead letter.
     pub fn decode(&self, payloads: &[Option<&[u8]>]) -> Vec<Outcome> {
         payloads
@@ -101,16 +153,27 @@ impl ProtobufMessages {
     }
 }
 
+/// The message type a body (after the 5-byte prefix) names with its indexes, the indexes,
+/// and the message after them.
+fn message_of<'b>(
+    id: u32,
+    schema: &ProtoSchema,
+    body: &'b [u8],
+) -> Result<(MessageDescriptor, Vec<i64>, &'b [u8]), RejectReason> {
+    let (indexes, message) = message_indexes(body)?;
+    match schema.message(&indexes) {
+        Some(descriptor) => Ok((descriptor, indexes, message)),
+        None => Err(RejectReason::SchemaMismatch(format!(
+            "message indexes {indexes:?} name no message of schema id {id}"
+        ))),
+    }
+}
+
 /// One message's body (after the 5-byte prefix): its indexes, then the message.
 fn decode_one(id: u32, schema: &ProtoSchema, body: &[u8]) -> Outcome {
-    let (indexes, message) = match message_indexes(body) {
-        Ok(read) => read,
+    let (descriptor, message) = match message_of(id, schema, body) {
+        Ok((descriptor, _, message)) => (descriptor, message),
         Err(reason) => return Outcome::Bad(reason),
-    };
-    let Some(descriptor) = schema.message(&indexes) else {
-        return Outcome::Bad(RejectReason::SchemaMismatch(format!(
-            "message indexes {indexes:?} name no message of schema id {id}"
-        )));
     };
     let decoded = match DynamicMessage::decode(descriptor.clone(), message) {
         Ok(decoded) => decoded,

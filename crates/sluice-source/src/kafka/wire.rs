@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use deltalake::arrow::array::RecordBatch;
+
 use crate::registry::{Lookup, RegisteredSchema, RegistryError, SchemaKind, SchemaRegistry};
 use crate::reject::RejectReason;
 
@@ -18,6 +20,23 @@ pub const PREFIX_BYTES: usize = 5;
 pub enum Outcome {
     /// Its row, as one JSON object (no newline).
     Row(Vec<u8>),
+    Bad(RejectReason),
+}
+
+/// Decoded messages: batches of rows (each of one schema's consecutive messages), and for
+/// each message its row or why it is a dead letter.
+#[derive(Debug, Default)]
+pub struct MessageRows {
+    pub batches: Vec<RecordBatch>,
+    /// Per message, in order (every one is `Some` once decoded).
+    pub slots: Vec<Option<Slot>>,
+}
+
+/// What became of one message.
+#[derive(Debug)]
+pub enum Slot {
+    /// The next row of batch `.0` (a batch's rows are its messages, in order).
+    Row(usize),
     Bad(RejectReason),
 }
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::kafka::wire::MAGIC;
 
 /// Each message as its row's JSON text or its dead letter's reason and detail.
-fn outcomes(rows: AvroRows) -> Vec<String> {
+fn outcomes(rows: MessageRows) -> Vec<String> {
     let lines: Vec<Vec<String>> = rows
         .batches
         .iter()
