@@ -99,28 +99,44 @@ impl ProtobufMessages {
         };
         let mut building: Option<((u32, Vec<i64>), FlatBatch)> = None;
         for p in payloads {
-            let named = framing(*p).and_then(|id| {
-                let schema = kept(&self.schemas, id)?;
-                message_of(id, schema, &p.unwrap_or_default()[PREFIX_BYTES..])
-                    .map(|(descriptor, indexes, message)| ((id, indexes), descriptor, message))
-            });
-            let (key, descriptor, message) = match named {
-                Ok(named) => named,
+            let id = match framing(*p).and_then(|id| kept(&self.schemas, id).map(|_| id)) {
+                Ok(id) => id,
                 Err(reason) => {
                     out.slots.push(Some(Slot::Bad(reason)));
                     continue;
                 }
             };
-            if building.as_ref().is_none_or(|(k, _)| *k != key) {
-                let plan = self
-                    .plans
-                    .entry(key.clone())
-                    .or_insert_with(|| FlatPlan::of(&descriptor).map(Arc::new))
-                    .clone()?;
-                if let Some((_, batch)) = building.replace((key, FlatBatch::new(plan))) {
-                    out.batches.push(batch.finish());
+            let body = &p.unwrap_or_default()[PREFIX_BYTES..];
+            // The common case, without reading the indexes again: the first message of the
+            // file (a single 0 byte), of the schema of the batch being built.
+            let first_of_building = body.first() == Some(&0)
+                && building
+                    .as_ref()
+                    .is_some_and(|((i, indexes), _)| *i == id && indexes[..] == [0]);
+            let message = if first_of_building {
+                &body[1..]
+            } else {
+                let schema = kept(&self.schemas, id).expect("kept above");
+                let (descriptor, indexes, message) = match message_of(id, schema, body) {
+                    Ok(named) => named,
+                    Err(reason) => {
+                        out.slots.push(Some(Slot::Bad(reason)));
+                        continue;
+                    }
+                };
+                let key = (id, indexes);
+                if building.as_ref().is_none_or(|(k, _)| *k != key) {
+                    let plan = self
+                        .plans
+                        .entry(key.clone())
+                        .or_insert_with(|| FlatPlan::of(&descriptor).map(Arc::new))
+                        .clone()?;
+                    if let Some((_, batch)) = building.replace((key, FlatBatch::new(plan))) {
+                        out.batches.push(batch.finish());
+                    }
                 }
-            }
+                message
+            };
             let (_, batch) = building.as_mut().expect("a batch is being built");
             batch.push(message).ok()?;
             out.slots.push(Some(Slot::Row(out.batches.len())));

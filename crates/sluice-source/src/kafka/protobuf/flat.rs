@@ -14,7 +14,6 @@
 //! name, a double that is not finite) makes [`FlatBatch::push`] fail: the caller decodes
 //! the whole chunk the JSON way, which gives such messages their dead letters.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use deltalake::arrow::array::{
@@ -29,8 +28,8 @@ pub struct FlatPlan {
     schema: SchemaRef,
     /// In declaration order, one per column.
     fields: Vec<FlatField>,
-    /// Field number → index in `fields`.
-    by_number: HashMap<u32, usize>,
+    /// Field number → index in `fields` (numbers up to [`FIELD_NUMBER_MAX`]).
+    by_number: Vec<Option<usize>>,
 }
 
 struct FlatField {
@@ -102,6 +101,10 @@ impl FlatKind {
     }
 }
 
+/// The highest field number a flat plan takes (its lookup is a table of this many slots; a
+/// message type with higher numbers goes the JSON way).
+const FIELD_NUMBER_MAX: usize = 4096;
+
 const WIRE_VARINT: u8 = 0;
 const WIRE_I64: u8 = 1;
 const WIRE_LEN: u8 = 2;
@@ -115,7 +118,7 @@ impl FlatPlan {
         }
         let mut fields = Vec::new();
         let mut columns = Vec::new();
-        let mut by_number = HashMap::new();
+        let mut by_number = Vec::new();
         for field in message.fields() {
             let real_oneof = field.containing_oneof().is_some_and(|o| !o.is_synthetic());
             if field.cardinality() != Cardinality::Optional || real_oneof {
@@ -123,7 +126,14 @@ impl FlatPlan {
             }
             let kind = FlatKind::of(field.kind())?;
             columns.push(Field::new(field.name(), kind.data_type(), true));
-            by_number.insert(field.number(), fields.len());
+            let number = field.number() as usize;
+            if number > FIELD_NUMBER_MAX {
+                return None;
+            }
+            if by_number.len() <= number {
+                by_number.resize(number + 1, None);
+            }
+            by_number[number] = Some(fields.len());
             fields.push(FlatField {
                 kind,
                 presence: field.supports_presence(),
@@ -220,8 +230,14 @@ impl FlatBatch {
         while at < body.len() {
             let tag = varint(body, &mut at)?;
             let (number, wire) = (tag >> 3, (tag & 7) as u8);
-            let number = u32::try_from(number).map_err(|_| Irregular)?;
-            let &i = self.plan.by_number.get(&number).ok_or(Irregular)?;
+            let number = usize::try_from(number).map_err(|_| Irregular)?;
+            let i = self
+                .plan
+                .by_number
+                .get(number)
+                .copied()
+                .flatten()
+                .ok_or(Irregular)?;
             if wire != self.plan.fields[i].kind.wire_type() {
                 return Err(Irregular);
             }
