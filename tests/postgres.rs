@@ -5,7 +5,9 @@
 //! once and partly out of order as NDJSON files into one landing directory per table while a
 //! followed `sluice run --envelope debezium` per table is SIGKILLed and restarted. Each Delta
 //! table must then equal `SELECT * FROM t` in PostgreSQL, row for row, as Python delta-rs
-//! reads it; a replay of the whole change log must change nothing.
+//! reads it; a replay of the whole change log must change nothing. The same events also go
+//! through Debezium's Avro converter (the schema registry, a tansu topic per table) into
+//! mirrors that take their columns from the registry.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,6 +31,10 @@ struct Source {
     /// (`io.debezium.time.ZonedTimestamp`); other values keep the text wal2json prints.
     zoned: &'static [&'static str],
     snapshot: &'static str,
+    /// The row's fields as Debezium's Avro converter declares them (every column but the
+    /// key nullable: a delete's `before` holds the key alone), for
+    /// tests/interop/produce_debezium.py.
+    avro: &'static str,
 }
 
 const SOURCES: [Source; 3] = [
@@ -40,6 +46,13 @@ const SOURCES: [Source; 3] = [
         columns: &["id", "owner", "balance", "active", "opened", "score"],
         zoned: &[],
         snapshot: "SELECT row_to_json(a) FROM accounts a",
+        avro: r#"[{"name": "id", "type": "int"},
+            {"name": "owner", "type": ["null", "string"]},
+            {"name": "balance", "type": ["null", {"type": "bytes", "logicalType": "decimal",
+                                                  "precision": 12, "scale": 2}]},
+            {"name": "active", "type": ["null", "boolean"]},
+            {"name": "opened", "type": ["null", {"type": "int", "logicalType": "date"}]},
+            {"name": "score", "type": ["null", "double"]}]"#,
     },
     Source {
         name: "orders",
@@ -50,6 +63,12 @@ const SOURCES: [Source; 3] = [
         zoned: &["placed"],
         snapshot: "SELECT row_to_json(o) FROM (SELECT order_id, account_id, amount, \
                    placed::text AS placed, note FROM orders) o",
+        avro: r#"[{"name": "order_id", "type": "string"},
+            {"name": "account_id", "type": ["null", "int"]},
+            {"name": "amount", "type": ["null", "long"]},
+            {"name": "placed", "type": ["null", "string"]},
+            {"name": "note", "type": ["null", "string"]},
+            {"name": "email", "type": ["null", "string"], "default": null}]"#,
     },
     Source {
         name: "order_lines",
@@ -59,6 +78,9 @@ const SOURCES: [Source; 3] = [
         columns: &["order_id", "line", "sku", "qty"],
         zoned: &[],
         snapshot: "SELECT row_to_json(l) FROM order_lines l",
+        avro: r#"[{"name": "order_id", "type": "string"}, {"name": "line", "type": "int"},
+            {"name": "sku", "type": ["null", "string"]},
+            {"name": "qty", "type": ["null", "int"]}]"#,
     },
 ];
 
@@ -550,12 +572,35 @@ fn expected(pg: &Postgres, s: &Source, path: &Path) {
     std::fs::write(path, doc.to_string()).unwrap();
 }
 
-/// One table's pipeline: its landing directory, its Delta table, and the files a connector
-/// delivers there, the first `delivered` of them already written.
+/// Where a connector delivers a table's change events: NDJSON files in a landing directory,
+/// or Avro messages (Debezium's Avro converter, through the schema registry) on a Kafka topic.
+enum Landing {
+    Files,
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    Avro {
+        brokers: String,
+        registry: String,
+        topic: String,
+    },
+}
+
+/// A consumer group no run has used: each run joins its own (tansu 0.6 can keep a SIGKILLed
+/// member in a group past a new member's `--until-idle`, or leave a group stuck with no
+/// member, so that the new one is never handed a partition; sluice resumes from the table's
+/// positions, whatever the group).
+fn fresh_group(topic: &str) -> String {
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{topic}-run-{n}")
+}
+
+/// One table's pipeline: its landing (and scratch) directory, its Delta table, and the
+/// deliveries a connector makes (a file each), the first `delivered` of them made.
 struct Lane {
     source: &'static Source,
     /// `--scd 2`: the table keeps every version.
     history: bool,
+    landing: Landing,
     input: PathBuf,
     table: PathBuf,
     files: Vec<String>,
@@ -565,25 +610,100 @@ struct Lane {
 impl Lane {
     fn deliver(&mut self, n: usize) {
         let end = (self.delivered + n).min(self.files.len());
-        for i in self.delivered..end {
-            write_in(&self.input, &format!("{i:04}.ndjson"), &self.files[i]);
+        match &self.landing {
+            Landing::Files => {
+                for i in self.delivered..end {
+                    write_in(&self.input, &format!("{i:04}.ndjson"), &self.files[i]);
+                }
+            }
+            Landing::Avro { .. } => self.produce(&self.files[self.delivered..end].concat()),
         }
         self.delivered = end;
     }
 
-    fn args(&self, follow: bool) -> Vec<String> {
-        let source = format!("ndjson:{}", self.input.display());
+    /// The whole change log delivered again.
+    fn redeliver(&self, events: &[String]) {
+        let log = events.join("\n") + "\n";
+        match &self.landing {
+            Landing::Files => write_in(&self.input, "9999-replay.ndjson", &log),
+            Landing::Avro { .. } => self.produce(&log),
+        }
+    }
+
+    /// `changes` (NDJSON) produced to the lane's topic as Avro.
+    fn produce(&self, changes: &str) {
+        let Landing::Avro {
+            brokers,
+            registry,
+            topic,
+        } = &self.landing
+        else {
+            unreachable!("a lane of files is written, not produced")
+        };
+        if changes.is_empty() {
+            return;
+        }
+        write_in(&self.input, "changes.ndjson", changes);
+        let file = self.input.join("changes.ndjson");
         let key = self.source.key.join(",");
-        let mut args: Vec<String> = ["run", "--source", &source, "--lateness", "1h"]
-            .into_iter()
-            .chain(["--table", self.table.to_str().unwrap()])
-            .chain(debezium_mirror(&key))
+        let args: [&std::ffi::OsStr; 11] = [
+            "--format".as_ref(),
+            "avro".as_ref(),
+            "--registry".as_ref(),
+            registry.as_ref(),
+            "--row".as_ref(),
+            self.source.avro.as_ref(),
+            "--key".as_ref(),
+            key.as_ref(),
+            brokers.as_ref(),
+            topic.as_ref(),
+            file.as_os_str(),
+        ];
+        interop("produce_debezium.py", &args);
+    }
+
+    fn args(&self, follow: bool) -> Vec<String> {
+        let key = self.source.key.join(",");
+        let mut args: Vec<String> = match &self.landing {
+            Landing::Files => {
+                let source = format!("ndjson:{}", self.input.display());
+                vec!["run".into(), "--source".into(), source]
+            }
+            Landing::Avro {
+                brokers,
+                registry,
+                topic,
+            } => [
+                "run",
+                "--source",
+                &format!("kafka:{topic}"),
+                "--brokers",
+                brokers,
+                "--input-format",
+                "avro",
+                "--schema-registry",
+                registry,
+                "--until-idle",
+                "3s",
+                "--group",
+                &fresh_group(topic),
+            ]
             .map(String::from)
-            .collect();
+            .into(),
+        };
+        args.extend(
+            ["--lateness", "1h", "--table", self.table.to_str().unwrap()]
+                .into_iter()
+                .chain(debezium_mirror(&key))
+                .map(String::from),
+        );
         if self.history {
             args.extend(["--scd", "2"].map(String::from));
         }
-        if follow {
+        if follow && matches!(self.landing, Landing::Avro { .. }) {
+            // A Kafka source is always followed; a pause of 1 s publishes the open window.
+            args.extend(["--idle-timeout", "1s"].map(String::from));
+        } else if follow {
             // A pause of 1 s publishes the open window: kills land between commits, and the
             // window's later changes take the late path.
             args.extend(
@@ -619,19 +739,49 @@ impl Lane {
 
 #[test]
 fn postgres_tables_mirror_through_sigkills() {
-    let seed = seed("postgres mirror");
+    mirror_through_sigkills("postgres mirror", &[false, true], |_| Landing::Files);
+}
+
+/// The same through Debezium's Avro converter: each table's change events produced as Avro
+/// (confluent-kafka's AvroSerializer with the suite's registry: `numeric` a decimal, `date` a
+/// date, the key a record of its own, a tombstone after each delete) to a tansu topic of its
+/// own, mirrored by followed runs that take the new tables' columns from the registry.
+#[cfg(feature = "kafka")]
+#[test]
+fn postgres_tables_mirror_through_avro_and_sigkills() {
+    use crate::servers::{create_topic, tansu, Registry};
+    let broker = tansu();
+    let state = tempfile::tempdir().unwrap();
+    let registry = Registry::start(state.path().join("registry.json"));
+    mirror_through_sigkills("postgres avro mirror", &[false], |name| {
+        let topic = format!("pg.public.{name}");
+        create_topic(&broker, &topic, 1);
+        Landing::Avro {
+            brokers: broker.address.clone(),
+            registry: registry.url.clone(),
+            topic,
+        }
+    });
+}
+
+/// A mirror (and a history where `histories` holds true) of each table of the script, each
+/// fed its own deliveries to the landing `landing_of(table name)` gives, through followed
+/// runs SIGKILLed and restarted; then each equals its PostgreSQL table and a replay of the
+/// whole change log changes nothing.
+fn mirror_through_sigkills(what: &str, histories: &[bool], landing_of: impl Fn(&str) -> Landing) {
+    let seed = seed(what);
     let mut rng = Rng(seed ^ 0x5eed);
     let pg = postgres();
     let connector = capture(&pg, seed, 1500);
     let dir = tempfile::tempdir().unwrap();
-    // A mirror and a history of each table, each fed its own deliveries.
     let mut lanes: Vec<Lane> = Vec::new();
-    for history in [false, true] {
+    for &history in histories {
         for (source, events) in SOURCES.iter().zip(&connector.events) {
             let name = format!("{}{}", source.name, if history { "_history" } else { "" });
             lanes.push(Lane {
                 source,
                 history,
+                landing: landing_of(&name),
                 input: dir.path().join(format!("in-{name}")),
                 table: dir.path().join(name),
                 files: deliveries(events, &mut rng),
@@ -715,18 +865,14 @@ fn postgres_tables_mirror_through_sigkills() {
         ));
     }
     eprintln!(
-        "postgres mirror: {}; {kills} SIGKILLs ({progressed} after the killed run had committed; seed {seed})",
+        "{what}: {}; {kills} SIGKILLs ({progressed} after the killed run had committed; seed {seed})",
         summary.join("; ")
     );
 
     // A replay of the whole change log changes nothing.
     for (lane, events) in lanes.iter().zip(connector.events.iter().cycle()) {
         let v = version(&lane.table);
-        write_in(
-            &lane.input,
-            "9999-replay.ndjson",
-            &(events.join("\n") + "\n"),
-        );
+        lane.redeliver(events);
         lane.run_to_end();
         let name = lane.source.name;
         assert_eq!(

@@ -6,14 +6,19 @@ Source, op, ts_ms}` and each key a record `Key {id}`; with `--format protobuf`
 (confluent-kafka's serializers register `TOPIC-value` and `TOPIC-key`), and after each delete
 a tombstone (the key with no value), as Debezium sends for log compaction.
 
-  produce_debezium.py --format avro|protobuf --registry URL BROKERS TOPIC CHANGES.ndjson
+  produce_debezium.py --format avro|protobuf --registry URL [--row FIELDS --key K[,K]]
+      BROKERS TOPIC CHANGES.ndjson
 
 CHANGES.ndjson holds the change events as Debezium's JSON converter writes them, one per
-line, for a table `users (id bigint, name text, score double precision)`; a `source` block's
-missing fields are nulls. Prints the number of messages produced."""
+line, by default for a table `users (id bigint, name text, score double precision)`; a
+`source` block's missing fields are nulls. With --row (avro only), the row's Avro fields as a
+JSON list (a `decimal` takes the value's text exactly, a `date` ISO text) and --key the key's
+field names. Prints the number of messages produced."""
 import argparse
 import json
 import sys
+from datetime import date
+from decimal import Decimal
 
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -27,28 +32,59 @@ def nullable(t):
     return ["null", t]
 
 
-VALUE = {"type": "record", "name": "Value", "namespace": NS, "fields": [
+USERS = [
     {"name": "id", "type": "long"},
     {"name": "name", "type": nullable("string"), "default": None},
     {"name": "score", "type": nullable("double"), "default": None},
-]}
+]
 SOURCE = {"type": "record", "name": "Source", "namespace": "io.debezium.connector.postgresql",
-          "fields": [
-              {"name": "connector", "type": nullable("string"), "default": None},
-              {"name": "table", "type": nullable("string"), "default": None},
-              {"name": "lsn", "type": nullable("long"), "default": None},
-              {"name": "txId", "type": nullable("long"), "default": None},
-              {"name": "ts_ms", "type": nullable("long"), "default": None},
-          ]}
-ENVELOPE = {"type": "record", "name": "Envelope", "namespace": NS, "fields": [
-    {"name": "before", "type": nullable(VALUE), "default": None},
-    {"name": "after", "type": nullable(f"{NS}.Value"), "default": None},
-    {"name": "source", "type": SOURCE},
-    {"name": "op", "type": "string"},
-    {"name": "ts_ms", "type": nullable("long"), "default": None},
-]}
-KEY = {"type": "record", "name": "Key", "namespace": NS,
-       "fields": [{"name": "id", "type": "long"}]}
+          "fields": [{"name": name, "type": nullable(t), "default": None} for name, t in [
+              ("version", "string"), ("connector", "string"), ("name", "string"),
+              ("ts_ms", "long"), ("snapshot", "string"), ("db", "string"),
+              ("schema", "string"), ("table", "string"), ("txId", "long"), ("lsn", "long")]]}
+
+
+def envelope(row_fields):
+    value = {"type": "record", "name": "Value", "namespace": NS, "fields": row_fields}
+    return {"type": "record", "name": "Envelope", "namespace": NS, "fields": [
+        {"name": "before", "type": nullable(value), "default": None},
+        {"name": "after", "type": nullable(f"{NS}.Value"), "default": None},
+        {"name": "source", "type": SOURCE},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": nullable("long"), "default": None},
+    ]}
+
+
+def key_schema(row_fields, key):
+    types = {f["name"]: f["type"] for f in row_fields}
+    return {"type": "record", "name": "Key", "namespace": NS,
+            "fields": [{"name": k, "type": types[k]} for k in key]}
+
+
+def logical(t):
+    """The logical type of a field's type (inside a union with null), if any."""
+    for branch in (t if isinstance(t, list) else [t]):
+        if isinstance(branch, dict) and "logicalType" in branch:
+            return branch["logicalType"]
+    return None
+
+
+def typed_row(row, row_fields):
+    """`row` with its decimals as Decimal (from the number's shortest text: exact for the
+    digits of a numeric(p<=15)) and dates as dates."""
+    if row is None:
+        return None
+    out = dict(row)
+    for f in row_fields:
+        v = out.get(f["name"])
+        kind = logical(f["type"])
+        if v is None or kind is None:
+            continue
+        if kind == "decimal":
+            out[f["name"]] = Decimal(str(v))
+        elif kind == "date":
+            out[f["name"]] = date.fromisoformat(v)
+    return out
 
 
 def protobuf_serializers(registry):
@@ -87,14 +123,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--format", choices=["avro", "protobuf"], required=True)
     parser.add_argument("--registry", required=True)
+    parser.add_argument("--row", help="avro: the row's fields (a JSON list)")
+    parser.add_argument("--key", default="id", help="the key's fields, comma-separated")
     parser.add_argument("brokers")
     parser.add_argument("topic")
     parser.add_argument("changes")
     args = parser.parse_args()
     registry = SchemaRegistryClient({"url": args.registry})
+    row_fields = json.loads(args.row) if args.row else USERS
+    key_names = args.key.split(",")
     if args.format == "avro":
-        values = AvroSerializer(registry, json.dumps(ENVELOPE))
-        keys = AvroSerializer(registry, json.dumps(KEY))
+        values = AvroSerializer(registry, json.dumps(envelope(row_fields)))
+        keys = AvroSerializer(registry, json.dumps(key_schema(row_fields, key_names)))
     else:
         values, keys = protobuf_serializers(registry)
     value_of = SerializationContext(args.topic, MessageField.VALUE)
@@ -123,9 +163,12 @@ def main():
                 continue
             change = json.loads(line)
             source = change.get("source") or {}
-            change["source"] = {f["name"]: source.get(f["name"]) for f in SOURCE["fields"]}
-            row = change.get("after") or change.get("before") or {"id": 0}
-            key = keys({"id": row["id"]}, key_of)
+            if args.format == "avro":
+                change["source"] = {f["name"]: source.get(f["name"]) for f in SOURCE["fields"]}
+                for image in ("before", "after"):
+                    change[image] = typed_row(change.get(image), row_fields)
+            row = change.get("after") or change.get("before") or {}
+            key = keys({k: row.get(k, 0) for k in key_names}, key_of)
             send(key, values(change, value_of))
             count += 1
             if change["op"] == "d":
