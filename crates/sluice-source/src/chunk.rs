@@ -259,10 +259,13 @@ impl Chunk {
     /// The record at `offset` as its text (empty if there is none): its line, or a row that
     /// arrived as Arrow as its JSON object (as [`Chunk::as_lines`] reads it).
     pub fn line_at(&self, offset: i64) -> std::borrow::Cow<'_, [u8]> {
-        if let Some(rows) = self.arrow.iter().find(|a| a.offsets.contains(&offset)) {
+        // Offsets ascend in each batch: a binary search (a dead letter per late row of a
+        // chunk must not scan the chunk).
+        let holds = |offsets: &[i64]| offsets.binary_search(&offset).is_ok();
+        if let Some(rows) = self.arrow.iter().find(|a| holds(&a.offsets)) {
             return std::borrow::Cow::Owned(rows.json_line(offset));
         }
-        if let Some(text) = self.text.as_ref().filter(|t| t.offsets.contains(&offset)) {
+        if let Some(text) = self.text.as_ref().filter(|t| holds(&t.offsets)) {
             return std::borrow::Cow::Owned(text.json_line(offset));
         }
         std::borrow::Cow::Borrowed(self.text_line_at(offset))

@@ -99,8 +99,8 @@ impl ProtobufMessages {
         };
         let mut building: Option<((u32, Vec<i64>), FlatBatch)> = None;
         for p in payloads {
-            let id = match framing(*p).and_then(|id| kept(&self.schemas, id).map(|_| id)) {
-                Ok(id) => id,
+            let (id, schema) = match framing(*p).and_then(|id| Ok((id, kept(&self.schemas, id)?))) {
+                Ok(known) => known,
                 Err(reason) => {
                     out.slots.push(Some(Slot::Bad(reason)));
                     continue;
@@ -116,7 +116,6 @@ impl ProtobufMessages {
             let message = if first_of_building {
                 &body[1..]
             } else {
-                let schema = kept(&self.schemas, id).expect("kept above");
                 let (descriptor, indexes, message) = match message_of(id, schema, body) {
                     Ok(named) => named,
                     Err(reason) => {
