@@ -2,7 +2,7 @@
 //!
 //! The binary only wires: options and config files in, library calls, results out. Errors
 //! print with their whole chain. Exit status: 0 done, 1 failed, 2 invalid options (nothing
-//! written), 3 every record of the run rejected, 130 interrupted (SIGINT/SIGTERM).
+//! written), 3 every record of the run rejected, 4 `verify` found a broken promise, 130 interrupted (SIGINT/SIGTERM).
 
 mod args;
 mod backfill;
@@ -19,6 +19,7 @@ mod progress;
 mod report;
 mod signals;
 mod status;
+mod verify;
 mod warnings;
 mod words;
 
@@ -68,6 +69,11 @@ enum Command {
     /// A pipeline's dead letters by reason and position; with --replay, land the selected
     /// ones after their cause is fixed (a new --time-format, say), exactly once.
     DeadLetters(dead_letters::DeadLettersArgs),
+    /// Check a table against what sluice promises: its files are there with the rows their
+    /// statistics say, each window holds what its last publication recorded, no row key
+    /// twice, history versions that do not overlap, no row above its tombstone, offsets that
+    /// only move forward. Exit 4 when a promise is broken.
+    Verify(verify::VerifyArgs),
     /// Generate a stream, ingest it with a SIGKILL mid-run, restart, and show the result.
     Demo(demo::DemoArgs),
     /// Remove staged files that no retained table version references (orphans of attempts
@@ -100,7 +106,8 @@ enum Command {
 }
 
 /// A failure with an exit status of its own, printed as one line: an invalid option or
-/// config value (2), a run whose every record was rejected (3), an interrupted run (130).
+/// config value (2), a run whose every record was rejected (3), a table that `verify` finds
+/// breaking a promise (4), an interrupted run (130).
 #[derive(Debug)]
 pub struct Exit {
     pub status: u8,
@@ -110,6 +117,8 @@ pub struct Exit {
 impl Exit {
     pub const USAGE: u8 = 2;
     pub const ALL_REJECTED: u8 = 3;
+    /// `sluice verify` found a broken promise.
+    pub const FINDINGS: u8 = 4;
     pub const INTERRUPTED: u8 = 130;
 
     pub fn error(status: u8, message: impl Into<String>) -> anyhow::Error {
@@ -196,6 +205,7 @@ fn main() -> ExitCode {
             Command::Compact(a) => maintenance::compact(a).await,
             Command::Status(a) => status::status(a).await,
             Command::DeadLetters(a) => dead_letters::dead_letters(a).await,
+            Command::Verify(a) => verify::verify(a).await,
             Command::Expire(a) => maintenance::expire(a).await,
             Command::Backfill(a) => backfill::backfill_command(*a).await,
             Command::Rewrite(a) => backfill::rewrite_command(*a).await,

@@ -90,8 +90,33 @@ pub fn stream_slices_of(
         .collect()
 }
 
-/// Every row of the table as CSV lines, sorted: the table's content, order-free.
+/// `sluice verify` of the table: its findings, or `Ok` when it keeps every promise checked
+/// (files, windows' row counts, keys, history, tombstones, offsets).
+pub fn verified(table: &Path) -> Result<(), String> {
+    let out = sluice(&["verify", "--table", &table.display().to_string()]);
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "sluice verify --table {} exited {:?}:\n{}{}",
+        table.display(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// Fails the test unless `sluice verify` finds the table keeps every promise.
+pub fn assert_verified(table: &Path) {
+    if let Err(e) = verified(table) {
+        panic!("{e}");
+    }
+}
+
+/// Every row of the table as CSV lines, sorted: the table's content, order-free. The table
+/// is verified first ([`assert_verified`]).
 pub fn sorted_rows(table: &Path) -> Vec<String> {
+    assert_verified(table);
     let out = ok(&[
         "query",
         "--table",
@@ -212,8 +237,11 @@ pub struct OracleComparison {
     pub extra: u64,
 }
 
-/// Compares every row (all columns) of `table` with `oracle`, in SQL over both tables.
+/// Compares every row (all columns) of `table` with `oracle`, in SQL over both tables; both
+/// are verified first ([`assert_verified`]).
 pub fn compare_with_oracle(oracle: &Path, table: &Path) -> OracleComparison {
+    assert_verified(oracle);
+    assert_verified(table);
     let o = format!("o={}", oracle.display());
     let t = format!("t={}", table.display());
     let q = |sql: &str| -> u64 {

@@ -36,3 +36,4 @@ mod servers;
 mod shapes;
 mod status;
 mod stores;
+mod verify;

@@ -335,6 +335,9 @@ fn compare(cell: Cell, table: &Path, events: &[Event], delivered: &[usize]) -> R
     if cell.writer == Writer::Derive {
         tables.push(writer::derived_table(table));
     }
+    for t in &tables {
+        crate::common::verified(t)?;
+    }
     let read = source::read_tables(&tables);
     let int = |r: &serde_json::Map<String, serde_json::Value>, k: &str| {
         r.get(k).and_then(|v| match v {

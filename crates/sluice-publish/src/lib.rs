@@ -74,7 +74,7 @@ pub use table::commit::{
     Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,
 };
 pub use table::contract::{
-    contract_key, recorded_contract, Contract, ContractDifference, CONTRACT_KEY_PREFIX,
+    contract_key, recorded_contract, terms, Contract, ContractDifference, CONTRACT_KEY_PREFIX,
 };
 pub use table::merge::{
     MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,

@@ -27,7 +27,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use sluice_window::Address;
 
 pub use busy::{Busy, Phase};
-pub use ranged::RANGED_READ_BYTES_MIN;
+pub use ranged::{read_footer, RANGED_READ_BYTES_MIN};
 pub use schema::{align_all, align_batch, extends, union, SchemaConflict};
 pub use stats::{file_stats, file_stats_from_footer};
 

@@ -55,6 +55,25 @@ pub(crate) async fn read_columns_by_range(
     Ok(batches)
 }
 
+/// The metadata (footer) of the Parquet file at `path`, `size_bytes` long, fetched by range
+/// without reading its column chunks: what a check of a file's row count reads.
+pub async fn read_footer(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size_bytes: u64,
+) -> Result<Arc<ParquetMetaData>, StageError> {
+    let shown = path.to_string();
+    let mut reader = RangeReader {
+        store,
+        path,
+        size_bytes,
+    };
+    reader
+        .get_metadata(None)
+        .await
+        .map_err(|source| stage_error(&shown, source))
+}
+
 /// Bytes of the `size_bytes` long object at `path` by ranges: what the Parquet reader asks
 /// for (the footer and the metadata first, in one request, then column chunks).
 struct RangeReader {

@@ -29,6 +29,36 @@ pub fn contract_key(pipeline: &str) -> String {
     format!("{CONTRACT_KEY_PREFIX}{pipeline}")
 }
 
+/// The names of a run contract's terms: the options that set them, without `--`.
+pub mod terms {
+    pub const TIME_FIELD: &str = "time-field";
+    pub const TIME_FORMAT: &str = "time-format";
+    pub const TIME_ZONE: &str = "time-zone";
+    pub const TIME_COLUMN: &str = "time-column";
+    pub const WINDOW: &str = "window";
+    pub const ADDRESS: &str = "address";
+    pub const KEY: &str = "key";
+    /// What orders a key's changes (`--sequence-field`); empty: the event time.
+    pub const SEQUENCE_FIELD: &str = "sequence-field";
+    /// How each record wraps its row (`--envelope`); empty: it is the row.
+    pub const ENVELOPE: &str = "envelope";
+    /// Which changes are deletes (`--delete-when`, SQL); empty: none.
+    pub const DELETE_WHEN: &str = "delete-when";
+    /// Whether the table keeps every version of a row (`--scd 2`); empty: the latest only.
+    pub const SCD: &str = "scd";
+    pub const MODE: &str = "mode";
+    pub const MERGE_SCOPE: &str = "merge-scope";
+    pub const LATE: &str = "late";
+    /// How a Kafka source's messages are written (`--input-format`: json, avro).
+    pub const INPUT_FORMAT: &str = "input-format";
+    /// A Kafka source's message fields as columns (`--kafka-columns`, `--kafka-bytes`).
+    pub const KAFKA_COLUMNS: &str = "kafka-columns";
+    /// A derived table's raw table (its URL).
+    pub const RAW: &str = "raw";
+    /// A derived table's query.
+    pub const SQL: &str = "sql";
+}
+
 /// Named terms, each the value of the option that sets it, spelled as on the command line
 /// (`window` = `90m`, `key` = `event_id` or empty for the source position).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
