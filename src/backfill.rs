@@ -392,7 +392,7 @@ impl Progress {
             let template = if messages {
                 "{prefix} {msg:<10} [{bar:30}] {pos}/{len} messages {per_sec} eta {eta}"
             } else if phase == "reading" {
-                "{prefix} {msg:<10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
+                "{prefix} {msg:<10} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}"
             } else {
                 "{prefix} {msg:<10} [{bar:30}] {pos}/{len} windows, {elapsed} elapsed"
             };

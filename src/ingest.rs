@@ -460,7 +460,7 @@ fn with_progress_bar<'a, L: sluice_source::ReplayLog>(
     );
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "run [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {msg}",
+            "run [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta} {msg}",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
@@ -470,8 +470,9 @@ fn with_progress_bar<'a, L: sluice_source::ReplayLog>(
             let p = *rx.borrow();
             bar.set_position(p.bytes);
             bar.set_message(format!(
-                "{} records, {} windows published",
-                p.records, p.windows_published
+                "{} records, {} published",
+                p.records,
+                counted(p.windows_published, "window")
             ));
         }
         bar.finish_and_clear();

@@ -159,20 +159,35 @@ pub(crate) async fn open_raw(
         }
         OpenRawError::Deletes(e) => usage(format!("{e}; nothing was written")),
         e @ OpenRawError::VersionColumns(_) => usage(format!("{e}; nothing was written")),
-        OpenRawError::Decode { source, fields } => match source {
-            sluice_source::DecodeError::NoKeyField(_)
-            | sluice_source::DecodeError::KeyFieldType { .. } => usage(format!(
-                "--key: {source} (fields: {fields}); nothing was written"
-            )),
-            sluice_source::DecodeError::NoSequenceField(_)
-            | sluice_source::DecodeError::SequenceFieldType { .. } => usage(format!(
-                "--sequence-field: {source} (fields: {fields}); nothing was written"
-            )),
-            e => usage(format!(
-                "--time-field/--time-format: {e} (fields: {fields}); nothing was written"
-            )),
-        },
+        OpenRawError::Decode { source, fields } => usage(decode_refusal(&source, &fields)),
     })
+}
+
+/// Why the time, key or sequence options do not fit the records, naming the option and the
+/// records' fields (with their types) once.
+fn decode_refusal(source: &sluice_source::DecodeError, fields: &str) -> String {
+    use sluice_source::{DecodeError as E, PathError};
+    let (flag, missing) = match source {
+        E::NoKeyField(p) => ("--key", Some(p)),
+        E::KeyFieldType { .. } => ("--key", None),
+        E::NoSequenceField(p) => ("--sequence-field", Some(p)),
+        E::SequenceFieldType { .. } => ("--sequence-field", None),
+        E::NoTimeField(p) => ("--time-field", Some(p)),
+        _ => ("--time-field/--time-format", None),
+    };
+    let why = match missing {
+        Some(PathError::NotFound { path, .. }) => {
+            let default = flag == "--time-field" && path == sluice_ingest::defaults::TIME_FIELD;
+            let hint = if default {
+                " (the default time field: name the records' event-time field with --time-field)"
+            } else {
+                ""
+            };
+            format!("the records have no field {path:?}{hint}")
+        }
+        _ => source.to_string(),
+    };
+    format!("{flag}: {why}; their fields: {fields}; nothing was written")
 }
 
 /// For a new table of an Avro or Protobuf topic without `--schema`: the columns of the

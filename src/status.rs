@@ -199,7 +199,8 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
         let mut windows = format!(
             "  windows   {}{}",
             p.windows,
-            match (&p.first_window, &p.last_window) {
+            match (&p.first_address, &p.last_address) {
+                (Some(first), Some(last)) if first == last => format!(", {first}"),
                 (Some(first), Some(last)) => format!(" from {first} to {last}"),
                 _ => String::new(),
             }

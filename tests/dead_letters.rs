@@ -135,3 +135,42 @@ fn a_replay_that_still_fails_lands_nothing_and_says_why() {
     let out = sluice(&["dead-letters", "--table", t, "--time-format", "%Y"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// A CSV record that is not the header's fields (`wrong_field_count`) is kept as its text: a
+/// replay says it is not replayable and why, not that its text is no JSON object; the CSV
+/// record with a time the corrected format reads lands.
+#[test]
+fn a_csv_record_of_the_wrong_field_count_is_not_replayable_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("a.csv"),
+        "id,ts,amount\n1,2026-10-03 14:00,2.5\n2,2026-10-03T14:05:00Z\n3,2026/10/03 14:06,1\n",
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let src = format!("csv:{}", input.display());
+    let out = sluice(&["run", "--source", &src, "--table", t, "--window", "1h"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sluice(&[
+        "dead-letters",
+        "--table",
+        t,
+        "--replay",
+        "--time-format",
+        "%Y/%m/%d %H:%M",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 landed"), "{stdout}");
+    assert!(stdout.contains("1 still failing"), "{stdout}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("a.csv:36 not_replayable: wrong_field_count: a CSV record that is not the header's fields is kept as its text"),
+        "{err}"
+    );
+    assert!(!err.contains("not_one_object"), "{err}");
+    assert_eq!(scalar(&table, "SELECT count(*) FROM t"), "2");
+}

@@ -499,3 +499,53 @@ fn sigint_stops_a_run_with_130_and_says_what_the_table_holds() {
         .unwrap_or_else(|| panic!("no time in {}", stdout(&out)));
     assert!(secs >= 0.5, "the run lasted over 0.5 s: {}", stdout(&out));
 }
+
+/// A file whose time field is not `ts`, run without `--time-field`: the refusal says that
+/// `ts` is the default and how to name another, and lists the records' fields once, typed.
+/// A misspelt key is named with the same fields.
+#[test]
+fn a_missing_time_field_is_named_as_the_default_with_the_fields_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("f.csv");
+    std::fs::write(&csv, "id,when,amount\n1,2026-10-03T14:00:00Z,2.5\n").unwrap();
+    let src = format!("csv:{}", csv.display());
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let out = sluice(&["run", "--source", &src, "--table", t]);
+    assert_eq!(status(&out), 2, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        "sluice: --time-field: the records have no field \"ts\" (the default time field: name \
+         the records' event-time field with --time-field); their fields: id: long, when: \
+         string, amount: double; nothing was written"
+    );
+    let out = sluice(&[
+        "run",
+        "--source",
+        &src,
+        "--table",
+        t,
+        "--time-field",
+        "when",
+        "--key",
+        "ID",
+    ]);
+    assert_eq!(status(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with(
+            "sluice: --key: the records have no field \"ID\"; their fields: id: long, when: string"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!table.exists());
+    ok(&[
+        "run",
+        "--source",
+        &src,
+        "--table",
+        t,
+        "--time-field",
+        "when",
+    ]);
+}

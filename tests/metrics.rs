@@ -284,7 +284,9 @@ fn metrics_of_a_followed_file_run_agree_with_the_tables() {
     }
     let labels = &first.samples("sluice_rows_published_total", &[])[0].0;
     assert!(
-        labels.contains("pipeline=\"sluice\"") && labels.contains("table=\"file://"),
+        labels.contains("pipeline=\"sluice\"")
+            && labels.contains("table=\"file://")
+            && labels.contains("source=\"events.ndjson\""),
         "labels {labels}"
     );
 
@@ -325,6 +327,61 @@ fn metrics_of_a_followed_file_run_agree_with_the_tables() {
     assert_eq!(
         second.sum("sluice_late_rows_total", &["policy=\"rewrite\""]),
         late_before + 25.0
+    );
+}
+
+/// A followed directory labels its series `source="*"`, also while it holds one file: the
+/// label does not change (a new series) when a second file arrives, and the lag of the
+/// directory is one series.
+#[test]
+fn a_followed_directory_labels_its_series_with_a_star() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let slices = stream_slices(2_000, 4, 5, 2, 0);
+    std::fs::write(input.join(&slices[0].0), &slices[0].1).unwrap();
+    let table = dir.path().join("table");
+    let dlq = dir.path().join("table_dlq");
+    let addr = free_addr();
+    let mut run = Running::start(
+        &[
+            "run",
+            "--source",
+            &format!("ndjson:{}", input.display()),
+            "--table",
+            table.to_str().unwrap(),
+            "--follow",
+            "--poll-interval",
+            "200ms",
+            "--idle-timeout",
+            "1s",
+            "--metrics-addr",
+            &addr,
+        ],
+        dir.path().join("run.err"),
+    );
+    let only_star = |s: &Scrape| {
+        s.0.lines()
+            .filter(|l| l.starts_with("sluice_") && l.contains("source=\""))
+            .all(|l| l.contains("source=\"*\""))
+    };
+    let (first, _) = run.settle(&addr, &table, &dlq, "sluice_source_lag_bytes", 1);
+    assert!(only_star(&first), "{}", first.0);
+    let before = rows(&table);
+    std::fs::write(input.join(&slices[1].0), &slices[1].1).unwrap();
+    let second = run.scrape_until(
+        &addr,
+        Duration::from_secs(120),
+        "the second file's rows published",
+        |_| {},
+        |s| rows(&table) > before && agrees_with_tables(s, &table, &dlq, "sluice_source_lag_bytes"),
+    );
+    assert!(only_star(&second), "{}", second.0);
+    assert_eq!(
+        second.samples("sluice_source_lag_bytes", &[]).len(),
+        1,
+        "{}",
+        second.0
     );
 }
 

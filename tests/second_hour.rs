@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use chrono::Datelike;
 
-use crate::common::{input, ok, scalar, sluice, version, BIN};
+use crate::common::{input, interop, ok, scalar, sluice, version, BIN};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -493,6 +493,59 @@ fn long_commands_print_progress_lines_without_a_terminal() {
         "2014-01-02T00:00Z",
     ]);
     assert!(derive.contains("derived windows recomputed, "), "{derive}");
+
+    // Parquet: what is read is the file's stored bytes (a column chunk at a time), never more
+    // than the file holds (each column's read once counted the rest of the file), and the
+    // summary says the same size.
+    let ndjson = input(&dir.path().join("events"), 20_000, 4, 7, 1);
+    let parquet = dir.path().join("parquet");
+    let args = [ndjson.as_os_str(), parquet.as_os_str(), "2000".as_ref()];
+    interop("to_parquet.py", &args);
+    let stored: u64 = std::fs::read_dir(&parquet)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    let mb = format!("{:.1} MB", stored as f64 / 1e6);
+    let out = Command::new(BIN)
+        .args(["run", "--source", &format!("parquet:{}", parquet.display())])
+        .args(["--table", dir.path().join("p").to_str().unwrap()])
+        .env("SLUICE_PROGRESS_INTERVAL_MS", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+    let shares: Vec<u64> = run
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("sluice run: ")?
+                .split_once(&format!("% of {mb} read"))
+                .and_then(|(percent, _)| percent.parse().ok())
+        })
+        .collect();
+    assert!(!shares.is_empty(), "no progress line of {mb}: {run}");
+    assert!(shares.iter().all(|p| *p <= 100), "{run}");
+    let summary = run
+        .lines()
+        .find(|l| l.contains(" records; "))
+        .unwrap_or_default();
+    assert!(summary.contains(&format!("; {mb} in ")), "{summary}");
+
+    // On a terminal (`script` gives the run one) the bar counts in decimal units too, as the
+    // summary does (kB for this file).
+    let command = format!(
+        "{BIN} run --source parquet:{} --table {}",
+        parquet.display(),
+        dir.path().join("bar").display()
+    );
+    let bar = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    let bar = String::from_utf8_lossy(&bar.stdout);
+    let kb = format!("/{:.2} kB ", stored as f64 / 1e3);
+    assert!(bar.contains(&kb), "{kb}: {bar}");
+    assert!(!bar.contains("iB"), "{bar}");
+    assert!(!bar.contains(" 1 windows"), "{bar}");
 }
 
 /// A first run that lands nothing (a typo in `--time-format` rejects every record) leaves no

@@ -60,6 +60,18 @@ fn status_agrees_with_the_table_read_back() {
         .collect();
     assert_eq!(p["windows"], files.len(), "{s}");
     assert_eq!(p["files"], files.iter().sum::<u64>(), "{s}");
+    // The first and last window by address, as `windows` lists them (in time order).
+    let addresses: Vec<String> = windows
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["window"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(p["first_address"], addresses[0], "{s}");
+    assert_eq!(p["last_address"], addresses[addresses.len() - 1], "{s}");
     let several = files.iter().filter(|n| **n > 1).count();
     assert!(several > 0, "late rows left windows of several files");
     assert_eq!(p["windows_of_several_files"], several, "{s}");
@@ -100,6 +112,15 @@ fn status_agrees_with_the_table_read_back() {
     let text = ok(&["status", "--table", t]);
     assert!(text.contains(&format!("pipeline  {pipeline}")), "{text}");
     assert!(text.contains(&format!("malformed_json {torn}")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "  windows   {} from {} to {}\n",
+            p["windows"],
+            addresses[0],
+            addresses[addresses.len() - 1]
+        )),
+        "{text}"
+    );
     for name in sizes.keys() {
         assert!(
             text.contains(&format!("resume    {name} at offset")),
@@ -116,4 +137,51 @@ fn status_agrees_with_the_table_read_back() {
         s["pipelines"][0]["positions"].as_object().unwrap().len(),
         sizes.len()
     );
+}
+
+/// A table whose first run published nothing yet (a followed run stopped before its window
+/// sealed) shows its pipeline, with the options it records and its dead letters.
+#[test]
+fn status_of_a_table_with_nothing_published_shows_its_pipeline_and_dead_letters() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("a.ndjson"),
+        "{\"id\": 1, \"ts\": \"2026-10-03T14:00:05Z\"}\ntorn {\n{\"id\": 2, \"ts\": \"2026-10-03T14:10:00Z\"}\n",
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let mut child = Command::new(crate::common::BIN)
+        .args(["run", "--source", &format!("ndjson:{}", input.display())])
+        .args(["--table", t, "--follow", "--poll-interval", "50ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The dead letter is committed once read; the hour stays open while the run follows.
+    let dlq = dir.path().join("t_dlq/_delta_log");
+    let started = std::time::Instant::now();
+    while !dlq.join("00000000000000000001.json").exists() {
+        assert!(started.elapsed().as_secs() < 60, "no dead letter committed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let text = ok(&["status", "--table", t]);
+    assert!(text.contains("data      0 rows in 0 files"), "{text}");
+    assert!(text.contains("pipeline  sluice\n"), "{text}");
+    assert!(text.contains("  options   address=dt_hour "), "{text}");
+    assert!(text.contains("  windows   0\n"), "{text}");
+    assert!(text.contains("  dead      1 in "), "{text}");
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--table", t, "--format", "json"])).unwrap();
+    assert_eq!(s["pipelines"][0]["pipeline"], "sluice", "{s}");
+    assert_eq!(s["dead_letters"]["sluice"]["not_one_object"], 1, "{s}");
 }

@@ -165,7 +165,7 @@ fn decode(
     decoder: &mut LineDecoder,
     letter: &Letter,
 ) -> Result<(RecordBatch, sluice_window::EventTime), Fate> {
-    if let Some(why) = changed_copy(&letter.raw) {
+    if let Some(why) = changed_copy(&letter.raw).or_else(|| unparsed(&letter.reason)) {
         return Err(Fate::Failing {
             reason: NOT_REPLAYABLE.into(),
             detail: why,
@@ -335,6 +335,17 @@ fn changed_copy(raw: &str) -> Option<String> {
     }
     raw.contains('\u{FFFD}').then(|| {
         "the dead-letter table holds it with bytes that are not UTF-8 replaced (U+FFFD); backfill its window from the source instead".to_string()
+    })
+}
+
+/// Why a letter of `reason` is not replayed: a CSV record that could not be split into the
+/// header's fields is kept as its text, not as a record, and no decode option changes how a
+/// record is split. (Read as a JSON line it would fail as `not_one_object`, which is not why.)
+fn unparsed(reason: &str) -> Option<String> {
+    ["wrong_field_count", "unterminated_quote"].contains(&reason).then(|| {
+        format!(
+            "{reason}: a CSV record that is not the header's fields is kept as its text, not as a record; correct the file and backfill its window"
+        )
     })
 }
 

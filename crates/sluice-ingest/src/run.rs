@@ -106,14 +106,10 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             log.resume_at(&Default::default()),
             Default::default(),
         );
-        let partitions = log.partitions();
         let labels = RunLabels {
             pipeline: config.pipeline.clone(),
             table: table.url().to_string(),
-            source: match partitions.as_slice() {
-                [one] => one.to_string(),
-                _ => "*".to_string(),
-            },
+            source: log.metrics_source(),
         };
         let instruments = Instruments::new(labels, config.late.name());
         instruments

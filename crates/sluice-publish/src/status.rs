@@ -120,6 +120,10 @@ pub struct PipelineStatus {
     /// The first and last window start, RFC 3339.
     pub first_window: Option<String>,
     pub last_window: Option<String>,
+    /// The first and last window's address (`dt=2026-10-03/hour=14`, without the pipeline
+    /// and shard columns): where its files are.
+    pub first_address: Option<String>,
+    pub last_address: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -156,9 +160,14 @@ pub async fn status(table: &DeltaTable) -> Result<TableStatus, StatusError> {
             .or_default()
             .push(f.clone());
     }
-    // Pipelines named only by their txns (nothing published yet) too.
+    // Pipelines named only by their txns or their contract (nothing published yet) too.
     for app_id in txns.keys() {
         if let Some((p, _)) = app_id.split_once('/') {
+            by_pipeline.entry(p.to_string()).or_default();
+        }
+    }
+    for key in configuration.keys() {
+        if let Some(p) = key.strip_prefix(crate::CONTRACT_KEY_PREFIX) {
             by_pipeline.entry(p.to_string()).or_default();
         }
     }
@@ -236,6 +245,7 @@ fn pipeline_status(
         .and_then(|v| v.into_iter().min());
     // Each window's end, by start (in a sharded table a window is one address per shard).
     let mut ends: BTreeMap<EventTime, Option<i64>> = BTreeMap::new();
+    let mut addresses: BTreeMap<EventTime, String> = BTreeMap::new();
     let mut per_window: Vec<WindowFiles> = Vec::new();
     let (mut files, mut bytes, mut rows) = (0usize, 0i64, 0i64);
     for (key, list) in windows {
@@ -253,13 +263,28 @@ fn pipeline_status(
         let Some(layout) = AddressLayout::of_partition_values(key) else {
             continue;
         };
-        match layout.window_at(size, key) {
-            Some(w) => ends.insert(w.start(), Some(w.end().as_micros())),
+        let start = match layout.window_at(size, key) {
+            Some(w) => {
+                ends.insert(w.start(), Some(w.end().as_micros()));
+                w.start()
+            }
             None => match layout.start_of(key) {
-                Ok(start) => ends.insert(start, None),
+                Ok(start) => {
+                    ends.insert(start, None);
+                    start
+                }
                 Err(_) => continue,
             },
         };
+        addresses.entry(start).or_insert_with(|| {
+            layout
+                .columns()
+                .iter()
+                .filter_map(|c| key.iter().find(|(k, _)| k == c))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("/")
+        });
     }
     let complete = ends
         .values()
@@ -290,6 +315,8 @@ fn pipeline_status(
         most_files: per_window,
         first_window: ends.keys().next().map(|t| t.to_rfc3339()),
         last_window: ends.keys().next_back().map(|t| t.to_rfc3339()),
+        first_address: addresses.values().next().cloned(),
+        last_address: addresses.values().next_back().cloned(),
     }
 }
 

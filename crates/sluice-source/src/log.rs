@@ -22,6 +22,15 @@ pub trait ReplayLog: Send + Sync {
     /// suffixes).
     fn partitions(&self) -> Vec<Arc<str>>;
 
+    /// The `source` label of the run's metrics: its one source partition, or `*` for a
+    /// source of several (or of any number, like a directory).
+    fn metrics_source(&self) -> String {
+        match self.partitions().as_slice() {
+            [one] => one.to_string(),
+            _ => "*".to_string(),
+        }
+    }
+
     /// The name of the source partition a position of this run is in.
     fn partition_of(&self, position: Position) -> Option<&Arc<str>>;
 
@@ -85,6 +94,13 @@ pub trait ReplayLog: Send + Sync {
 impl ReplayLog for NdjsonSource {
     fn partitions(&self) -> Vec<Arc<str>> {
         self.files().iter().map(|f| f.name.clone()).collect()
+    }
+
+    fn metrics_source(&self) -> String {
+        match (self.is_one_file(), self.files()) {
+            (true, [one]) => one.name.to_string(),
+            _ => "*".to_string(),
+        }
     }
 
     fn partition_of(&self, position: Position) -> Option<&Arc<str>> {

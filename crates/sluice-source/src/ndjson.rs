@@ -34,6 +34,11 @@ pub struct NdjsonSource {
 }
 
 impl NdjsonSource {
+    /// Whether the source is one file rather than a directory or prefix of files.
+    pub fn is_one_file(&self) -> bool {
+        self.store.is_one_file()
+    }
+
     /// A bounded source: every file is read to its length at opening, a last line without a
     /// newline included.
     pub fn open(path: &Path) -> Result<Self, SourceError> {

@@ -334,6 +334,10 @@ impl FileStore for ObjectFiles {
     fn root(&self) -> String {
         self.url.clone()
     }
+
+    fn is_one_file(&self) -> bool {
+        self.only.is_some()
+    }
 }
 
 impl Drop for ObjectFiles {

@@ -59,11 +59,16 @@ impl ChunkReader for StoredBytes {
     type T = Box<dyn std::io::Read + Send>;
 
     fn get_read(&self, start: u64) -> Result<Self::T, ParquetError> {
-        self.fetched
-            .fetch_add(self.size.saturating_sub(start), Ordering::Relaxed);
-        self.store
+        let inner = self
+            .store
             .open(&self.file, start)
-            .map_err(|e| ParquetError::External(Box::new(e)))
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        // The reader takes one column chunk from here, not the rest of the file: what it
+        // reads is counted as it reads it.
+        Ok(Box::new(Counted {
+            inner,
+            fetched: self.fetched.clone(),
+        }))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> Result<Bytes, ParquetError> {
@@ -81,6 +86,20 @@ impl ChunkReader for StoredBytes {
             )));
         }
         Ok(Bytes::from(bytes))
+    }
+}
+
+/// A reader of stored bytes that counts the bytes read through it.
+struct Counted {
+    inner: Box<dyn std::io::Read + Send>,
+    fetched: Arc<AtomicU64>,
+}
+
+impl std::io::Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.fetched.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
     }
 }
 

@@ -22,6 +22,12 @@ pub trait FileStore: Send + Sync + std::fmt::Debug {
 
     /// What the source is, for messages (`/data/in`, `s3://bucket/prefix/`).
     fn root(&self) -> String;
+
+    /// Whether the source is one file, not a directory or a prefix that lists any number
+    /// of them (however many it holds now).
+    fn is_one_file(&self) -> bool {
+        false
+    }
 }
 
 /// A file source's entry before its compression is known: its name, location and size.
@@ -64,6 +70,10 @@ impl LocalFiles {
 }
 
 impl FileStore for LocalFiles {
+    fn is_one_file(&self) -> bool {
+        std::fs::metadata(&self.root).is_ok_and(|m| m.is_file())
+    }
+
     fn list(&self) -> Result<Vec<SourceFile>, SourceError> {
         let path = &self.root;
         let io = |source| SourceError::Io {
