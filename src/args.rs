@@ -636,11 +636,11 @@ impl RunArgs {
                 )));
             }
         }
-        let mut options = HashMap::new();
-        for kv in &self.source_options {
-            let (k, v) = key_value("--source-option", kv)?;
-            options.insert(k, v);
-        }
+        let options = store_options(
+            "--source-option",
+            &source.to_string_lossy(),
+            &self.source_options,
+        )?;
         let listing = match self.listing.as_deref() {
             None => Listing::Full,
             Some(name) => Listing::parse_name(name)
@@ -969,11 +969,7 @@ impl RunArgs {
         if group_windows_max == 0 {
             return Err(usage("--group-windows-max: must be at least 1"));
         }
-        let mut storage_options = HashMap::new();
-        for kv in &a.storage_options {
-            let (k, v) = key_value("--storage-option", kv)?;
-            storage_options.insert(k, v);
-        }
+        let storage_options = store_options("--storage-option", &table, &a.storage_options)?;
         let dlq = a
             .dlq
             .clone()
@@ -1129,6 +1125,26 @@ impl RunArgs {
 }
 
 /// The tombstone table beside `table` (`--tombstones`' default).
+/// `KEY=VALUE` pairs of `flag` for the object store at `location`, checked against what the
+/// store takes (a misspelt key, a plain-HTTP S3 endpoint without allow_http: exit 2) before
+/// anything is opened. A local path takes any (it has no store options).
+pub(crate) fn store_options(
+    flag: &str,
+    location: &str,
+    kvs: &[String],
+) -> anyhow::Result<HashMap<String, String>> {
+    let mut options = HashMap::new();
+    for kv in kvs {
+        let (k, v) = key_value(flag, kv)?;
+        options.insert(k, v);
+    }
+    if let Ok(url) = url::Url::parse(location) {
+        sluice_publish::check_store_options(&url, &options, &|k| std::env::var(k).ok())
+            .map_err(|e| usage(format!("{flag}: {e}")))?;
+    }
+    Ok(options)
+}
+
 pub(crate) fn default_tombstones_location(table: &str) -> String {
     format!("{}_tombstones", table.trim_end_matches('/'))
 }

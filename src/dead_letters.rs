@@ -87,7 +87,7 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
         .dlq
         .clone()
         .unwrap_or_else(|| default_dlq_location(&args.table));
-    let storage = parse_storage_options(&args.storage_options)?;
+    let storage = parse_storage_options(&args.table, &args.storage_options)?;
     if (args.time_field.is_some() || args.time_format.is_some() || args.time_zone.is_some())
         && !args.replay
     {

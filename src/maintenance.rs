@@ -69,7 +69,7 @@ pub fn rule(args: &CompactArgs) -> anyhow::Result<CompactRule> {
 pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let rule = rule(&args)?;
     let options = TableOptions {
-        storage_options: parse_storage_options(&args.storage_options)?,
+        storage_options: parse_storage_options(&args.table, &args.storage_options)?,
         ..TableOptions::new(args.table.clone())
     };
     let now = chrono::Utc::now();
@@ -187,7 +187,12 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
             "--window: only with --table (a window size of its windows)",
         ));
     }
-    let storage_options = parse_storage_options(&args.storage_options)?;
+    let any_table = [&args.table, &args.dlq, &args.tombstones]
+        .into_iter()
+        .flatten()
+        .next()
+        .map_or("", String::as_str);
+    let storage_options = parse_storage_options(any_table, &args.storage_options)?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let cutoff_ms = now_ms.saturating_sub(older_than_ms);
     let ended_before = sluice_window::EventTime::from_micros(cutoff_ms.saturating_mul(1000));

@@ -99,10 +99,8 @@ pub async fn resolve(args: RunArgs) -> anyhow::Result<RunSettings> {
     args.config = None;
     if let Some(location) = &args.table {
         let mut options = TableOptions::new(location.clone());
-        for kv in &args.storage_options {
-            let (k, v) = crate::args::key_value("--storage-option", kv)?;
-            options.storage_options.insert(k, v);
-        }
+        options.storage_options =
+            crate::args::store_options("--storage-option", location, &args.storage_options)?;
         let pipeline = args
             .pipeline
             .clone()

@@ -94,7 +94,7 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
                 .map_err(|e| usage(format!("--retention: {e}")))?,
         ),
     };
-    let storage = parse_storage_options(&args.storage_options)?;
+    let storage = parse_storage_options(&args.table, &args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let (_, vacuumed) = sluice_publish::vacuum(
@@ -132,7 +132,7 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
 pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
     let older_than_ms = sluice_window::parse_duration_ms(&args.older_than)
         .map_err(|e| usage(format!("--older-than: {e}")))?;
-    let storage = parse_storage_options(&args.storage_options)?;
+    let storage = parse_storage_options(&args.table, &args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let orphans = sluice_publish::find_orphans(&table, older_than_ms, now_ms).await?;
@@ -170,21 +170,28 @@ fn parse_format(name: &str) -> anyhow::Result<Format> {
         .ok_or_else(|| usage(format!("--format {name:?}: use table, csv or json")))
 }
 
-pub fn parse_storage_options(kvs: &[String]) -> anyhow::Result<HashMap<String, String>> {
-    kvs.iter()
-        .map(|kv| crate::args::key_value("--storage-option", kv))
-        .collect()
+/// `--storage-option` pairs for the store of the table at `location`, checked
+/// ([`crate::args::store_options`]).
+pub fn parse_storage_options(
+    location: &str,
+    kvs: &[String],
+) -> anyhow::Result<HashMap<String, String>> {
+    crate::args::store_options("--storage-option", location, kvs)
 }
 
 pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     let format = parse_format(&args.format)?;
-    let storage = parse_storage_options(&args.storage_options)?;
     let mut tables = Vec::new();
     for t in &args.tables {
         let mut r = TableRef::parse(t)
             .ok_or_else(|| usage(format!("--table {t:?}: expected NAME=PATH or PATH")))?;
         r.version = args.version;
         tables.push(r);
+    }
+    // The options go to every table's store: each checks them.
+    let mut storage = HashMap::new();
+    for t in &tables {
+        storage = parse_storage_options(&t.location, &args.storage_options)?;
     }
     let ctx = sluice_sql::session(&tables, &storage)
         .await
@@ -203,7 +210,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
 
 pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
     let format = parse_format(&args.format)?;
-    let storage = parse_storage_options(&args.storage_options)?;
+    let storage = parse_storage_options(&args.table, &args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
     if args.schema_history {
         let history = sluice_publish::schema_history(&table).await?;

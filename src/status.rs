@@ -40,7 +40,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         "json" => true,
         other => return Err(usage(format!("--format {other:?}: use table or json"))),
     };
-    let storage = parse_storage_options(&args.storage_options)?;
+    let storage = parse_storage_options(&args.table, &args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
     let mut status = sluice_publish::status(&table)
         .await

@@ -38,7 +38,7 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     if args.examples == 0 {
         return Err(usage("--examples 0: give at least 1"));
     }
-    let storage = parse_storage_options(&args.storage_options)?;
+    let storage = parse_storage_options(&args.table, &args.storage_options)?;
     let table = sluice_publish::open_table(&args.table, &storage, None).await?;
     let tombstones = tombstone_table(&args, &storage).await?;
     let report = Verify::new(table)

@@ -142,7 +142,7 @@ fn sequence_options_are_validated() {
         ),
         (
             vec!["--key", "id", "--sequence-field", "nope"],
-            "sequence field",
+            "--sequence-field: the records have no field \"nope\"",
         ),
         (
             vec!["--key", "id", "--sequence-field", "lsn,"],

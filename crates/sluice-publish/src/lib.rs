@@ -79,6 +79,7 @@ pub use table::contract::{
 pub use table::merge::{
     MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,
 };
+pub use table::store_options::{check_store_options, StoreKind, StoreOptionError};
 pub use table::{
     active_files, location_url, open_table, open_table_with, reserved_columns, source_store,
     table_id, OpenError, Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions,

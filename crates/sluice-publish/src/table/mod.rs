@@ -38,6 +38,7 @@ use contract::ContractDifference;
 pub use files::active_files;
 pub(crate) use files::file_of;
 pub use location::{location_url, open_table, open_table_with, source_store};
+pub mod store_options;
 pub(crate) use location::{missing_local_dir, open_table_if_exists, unloaded_table};
 use schema::{
     all_nullable, kernel_to_arrow, normalized, record_part, signature, with_position_columns,
