@@ -68,6 +68,13 @@ pub struct DeadLettersArgs {
     /// Object store option, KEY=VALUE (repeatable).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
+    /// Remove the dead letters meant for a table once at --table's location (removed, or not
+    /// kept because its first run landed nothing), whole files; a dry run unless --apply.
+    #[arg(long, conflicts_with = "replay")]
+    pub remove_others: bool,
+    /// With --remove-others: remove them; without it, only count what would go.
+    #[arg(long, requires = "remove_others")]
+    pub apply: bool,
 }
 
 /// One row of the dead-letter table, as listed.
@@ -105,6 +112,9 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
             return Err(anyhow::Error::new(e).context(format!("opening {}", args.table)));
         }
     };
+    if args.remove_others {
+        return remove_others(&dlq, &storage, table_id, args.apply).await;
+    }
     let (stored, others) = read_letters(&dlq, &storage, &pipeline, table_id.as_deref()).await?;
     let replayed: BTreeSet<(String, i64)> = stored
         .iter()
@@ -211,6 +221,62 @@ fn list(
 /// recorded table ids, which could be any table's), and how many rows are meant for other
 /// tables: ones removed from this location before (a table that never landed a row is).
 /// Without a table id (no table there), every row.
+/// Removes the dead letters of `dlq` meant for a table other than the one of `table_id` (the
+/// table at the location now; any recorded table when there is none), whole files.
+async fn remove_others(
+    dlq: &str,
+    storage: &std::collections::HashMap<String, String>,
+    table_id: Option<String>,
+    apply: bool,
+) -> anyhow::Result<()> {
+    let options = sluice_publish::TableOptions {
+        storage_options: storage.clone(),
+        ..sluice_publish::TableOptions::new(dlq)
+    };
+    let mut table = match sluice_publish::DeadLetterTable::open(&options).await {
+        Ok(t) => t,
+        Err(sluice_publish::DeadLetterError::Open(sluice_publish::OpenError::NoTable(_))) => {
+            println!("sluice dead-letters: no dead-letter table at {dlq}");
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context(format!("opening the dead-letter table {dlq}"))
+            )
+        }
+    };
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let rule = sluice_publish::DeadLetterExpiryRule {
+        detected_before_ms: i64::MAX,
+        pipeline: None,
+        meant_for: sluice_publish::MeantFor::OtherThan(table_id),
+        dry_run: !apply,
+    };
+    let report = table
+        .expire(&rule, now_ms)
+        .await
+        .with_context(|| format!("removing dead letters of other tables from {dlq}"))?;
+    let kept = if report.files_kept_whole == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {} files of this table's and others' kept whole",
+            report.files_kept_whole
+        )
+    };
+    println!(
+        "sluice dead-letters: {} meant for a table once at this location ({} files) {}{kept}",
+        crate::words::counted(report.rows as u64, "dead letter"),
+        report.files,
+        if apply {
+            "removed"
+        } else {
+            "found (dry run, nothing removed; --apply removes them)"
+        }
+    );
+    Ok(())
+}
+
 pub(crate) async fn meant_for(
     frame: DataFrame,
     table_id: Option<&str>,

@@ -250,6 +250,7 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
         let rule = DeadLetterExpiryRule {
             detected_before_ms: cutoff_ms,
             pipeline: None,
+            meant_for: sluice_publish::MeantFor::Any,
             dry_run: !args.apply,
         };
         let mut table = DeadLetterTable::open(&options)

@@ -634,4 +634,31 @@ fn a_table_run_again_after_removal_counts_its_own_dead_letters() {
         status.contains(&format!("3 dead letters in {t}_dlq meant for a table once")),
         "{status}"
     );
+
+    // The old table's dead letters can be removed, and only they: a dry run first.
+    let others = |extra: &[&str]| {
+        let mut args = vec!["dead-letters", "--table", t, "--remove-others"];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let dry = others(&[]);
+    assert!(
+        dry.starts_with(
+            "sluice dead-letters: 3 dead letters meant for a table once at this location ("
+        ) && dry.contains("found (dry run, nothing removed"),
+        "{dry}"
+    );
+    assert_eq!(scalar(&dlq, per_table), "2 6");
+    let removed = others(&["--apply"]);
+    assert!(removed.contains(") removed"), "{removed}");
+    assert_eq!(scalar(&dlq, per_table), "1 3");
+    let status = ok(&["status", "--table", t]);
+    assert!(
+        status.contains(&format!("  dead      3 in {t}_dlq: ")),
+        "{status}"
+    );
+    assert!(!status.contains("meant for a table once"), "{status}");
+    assert!(others(&["--apply"]).starts_with("sluice dead-letters: 0 dead letters"));
+    let out = sluice(&["dead-letters", "--table", t, "--apply"]);
+    assert_eq!(out.status.code(), Some(2));
 }

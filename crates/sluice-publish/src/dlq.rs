@@ -34,7 +34,7 @@ mod expire;
 #[cfg(test)]
 mod tests;
 
-pub use expire::{DeadLetterExpiryRule, DeadLettersExpired};
+pub use expire::{DeadLetterExpiryRule, DeadLettersExpired, MeantFor};
 
 /// The reason of a row recording that the dead letter at its position was replayed into the
 /// table (`sluice dead-letters --replay`): not a dead letter itself.
@@ -129,6 +129,8 @@ pub enum DeadLetterError {
         url: String,
         source: DeltaTableError,
     },
+    #[error("reading the files of the dead-letter table {url} failed: {source}")]
+    ReadBack { url: String, source: StageError },
 }
 
 /// The dead-letter table of one or more pipelines.

@@ -51,7 +51,7 @@ pub use compact::{
 pub use derived::{DerivedPublication, DerivedTable, RAW_VERSION_TXN};
 pub use dlq::{
     dead_letter_schema, DeadLetter, DeadLetterError, DeadLetterExpiryRule, DeadLetterOwner,
-    DeadLetterTable, DeadLettersExpired, REPLAYED_REASON, TABLE_ID_COLUMN,
+    DeadLetterTable, DeadLettersExpired, MeantFor, REPLAYED_REASON, TABLE_ID_COLUMN,
 };
 pub use expire::{
     expire, ExpireError, ExpireReport, ExpireRule, Expired, EXPIRE_WINDOWS_PER_COMMIT_MAX,

@@ -86,6 +86,7 @@ impl Publisher {
         let rule = sluice_publish::DeadLetterExpiryRule {
             detected_before_ms: now_ms.saturating_sub(retain_ms),
             pipeline: Some(self.policy.pipeline.clone()),
+            meant_for: sluice_publish::MeantFor::Any,
             dry_run: false,
         };
         let report = dlq.expire(&rule, now_ms).await?;

@@ -449,6 +449,7 @@ impl Job {
                 let rule = sluice_publish::DeadLetterExpiryRule {
                     detected_before_ms: at_ms,
                     pipeline: None,
+                    meant_for: sluice_publish::MeantFor::Any,
                     dry_run: false,
                 };
                 let letters = dlq.expire(&rule, at_ms).await.map_err(|e| e.to_string())?;

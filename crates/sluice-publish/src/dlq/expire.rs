@@ -16,6 +16,8 @@
 //! removal; two removals of the same file conflict, and the loser re-reads the table and
 //! plans again.
 
+use std::collections::HashMap;
+
 use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
 use deltalake::kernel::{Action, Remove};
 use deltalake::protocol::DeltaOperation;
@@ -35,8 +37,22 @@ pub struct DeadLetterExpiryRule {
     pub detected_before_ms: i64,
     /// Only this pipeline's dead letters; `None`: every pipeline's.
     pub pipeline: Option<String>,
+    /// Which table's dead letters (by their `table_id`).
+    pub meant_for: MeantFor,
     /// Only report what would be removed.
     pub dry_run: bool,
+}
+
+/// Which table's dead letters a rule takes, by the `table_id` each was recorded for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MeantFor {
+    /// Every table's.
+    #[default]
+    Any,
+    /// Only those of a table once at the location: a `table_id` other than this one (the
+    /// table there now), or any recorded `table_id` when `None` (no table is there). Those
+    /// without one (written before dead letters named their table) are the table's own.
+    OtherThan(Option<String>),
 }
 
 /// What [`DeadLetterTable::expire`] removed (or, in a dry run, found due).
@@ -63,6 +79,17 @@ struct FileFacts {
     detected_ms: Option<(i64, i64)>,
     /// The one pipeline of the file's rows, when the statistics say there is one.
     pipeline: Option<String>,
+    /// The table ids of the file's rows, as the statistics tell them.
+    table: TableIds,
+}
+
+/// The `table_id`s of a file's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TableIds {
+    One(String),
+    NoneRecorded,
+    /// Several, or some null.
+    Mixed,
 }
 
 impl DeadLetterTable {
@@ -75,8 +102,12 @@ impl DeadLetterTable {
     ) -> Result<DeadLettersExpired, DeadLetterError> {
         let mut conflicts = 0;
         loop {
+            let table_ids = match rule.meant_for {
+                MeantFor::Any => HashMap::new(),
+                MeantFor::OtherThan(_) => self.table_ids().await?,
+            };
             let (due, mut report) =
-                self.plan_expiry(rule)
+                self.plan_expiry(rule, &table_ids)
                     .map_err(|source| DeadLetterError::Read {
                         url: self.url.clone(),
                         source,
@@ -112,12 +143,13 @@ impl DeadLetterTable {
     fn plan_expiry(
         &self,
         rule: &DeadLetterExpiryRule,
+        table_ids: &HashMap<String, TableIds>,
     ) -> Result<(Vec<Remove>, DeadLettersExpired), DeltaTableError> {
         let snapshot = self.table.snapshot()?;
         let mut report = DeadLettersExpired::default();
         let mut due = Vec::new();
         for view in snapshot.log_data().iter() {
-            let file = facts_of(&view);
+            let file = facts_of(&view, table_ids);
             let mine = match (&rule.pipeline, &file.pipeline) {
                 (Some(wanted), Some(p)) => wanted == p,
                 // Every pipeline's, or a file of several pipelines' rows (or no statistics
@@ -126,6 +158,17 @@ impl DeadLetterTable {
             };
             if !mine {
                 continue;
+            }
+            if let MeantFor::OtherThan(current) = &rule.meant_for {
+                match &file.table {
+                    TableIds::One(id) if current.as_ref() != Some(id) => {}
+                    // The table's own (none recorded: written before dead letters named it).
+                    TableIds::One(_) | TableIds::NoneRecorded => continue,
+                    TableIds::Mixed => {
+                        report.files_kept_whole += 1;
+                        continue;
+                    }
+                }
             }
             // Whether removing the whole file removes only the rule's rows.
             let single = rule.pipeline.is_none() || file.pipeline.is_some();
@@ -153,6 +196,35 @@ impl DeadLetterTable {
         Ok((due, report))
     }
 
+    /// The table ids of each file's rows, read from the files (their `table_id` column).
+    async fn table_ids(&self) -> Result<HashMap<String, TableIds>, DeadLetterError> {
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|source| DeadLetterError::Read {
+                url: self.url.clone(),
+                source,
+            })?;
+        let paths: Vec<String> = snapshot
+            .log_data()
+            .iter()
+            .map(|v| v.path().to_string())
+            .collect();
+        let store = self.table.object_store();
+        let column = [crate::TABLE_ID_COLUMN.to_string()];
+        let mut ids = HashMap::with_capacity(paths.len());
+        for path in paths {
+            let batches = sluice_stage::read_parquet_columns(store.as_ref(), &path, &column)
+                .await
+                .map_err(|source| DeadLetterError::ReadBack {
+                    url: self.url.clone(),
+                    source,
+                })?;
+            ids.insert(path, table_ids_of(&batches));
+        }
+        Ok(ids)
+    }
+
     async fn commit_expiry(
         &mut self,
         rule: &DeadLetterExpiryRule,
@@ -167,6 +239,7 @@ impl DeadLetterTable {
             "expired_dead_letters": {
                 "detected_before": detected_before,
                 "pipeline": rule.pipeline,
+                "meant_for_other_tables": matches!(rule.meant_for, MeantFor::OtherThan(_)),
                 "files_removed": due.len(),
             }
         });
@@ -210,8 +283,36 @@ enum ExpiryCommit {
     Failed(DeltaTableError),
 }
 
+/// The table ids of a file's rows (`table_id`, a string column; another type or none is
+/// [`TableIds::Mixed`], which keeps the file).
+fn table_ids_of(batches: &[deltalake::arrow::array::RecordBatch]) -> TableIds {
+    use deltalake::arrow::array::{Array, AsArray};
+    let mut seen: Option<TableIds> = None;
+    for batch in batches {
+        let Some(ids) = batch.column(0).as_string_opt::<i32>() else {
+            return TableIds::Mixed;
+        };
+        for i in 0..ids.len() {
+            let this = if ids.is_null(i) {
+                TableIds::NoneRecorded
+            } else {
+                TableIds::One(ids.value(i).to_string())
+            };
+            match &seen {
+                None => seen = Some(this),
+                Some(s) if *s == this => {}
+                Some(_) => return TableIds::Mixed,
+            }
+        }
+    }
+    seen.unwrap_or(TableIds::NoneRecorded)
+}
+
 /// The facts [`DeadLetterTable::expire`] plans with, from the file's `add` statistics.
-fn facts_of(view: &deltalake::kernel::LogicalFileView) -> FileFacts {
+fn facts_of(
+    view: &deltalake::kernel::LogicalFileView,
+    table_ids: &HashMap<String, TableIds>,
+) -> FileFacts {
     let stats: Option<serde_json::Value> = view
         .stats()
         .and_then(|text| serde_json::from_str(&text).ok());
@@ -232,11 +333,18 @@ fn facts_of(view: &deltalake::kernel::LogicalFileView) -> FileFacts {
         (Some(min), Some(max)) if min == max => Some(min.to_string()),
         _ => None,
     };
+    let rows = view.num_records().map_or(0, |n| n as i64);
+    // Statistics cut strings at 32 characters, shorter than a table id: read from the file.
+    let table = table_ids
+        .get(view.path().as_ref())
+        .cloned()
+        .unwrap_or(TableIds::Mixed);
     FileFacts {
         remove: view.remove_action(true),
-        rows: view.num_records().map_or(0, |n| n as i64),
+        rows,
         detected_ms,
         pipeline,
+        table,
     }
 }
 

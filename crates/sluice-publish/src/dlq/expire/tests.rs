@@ -74,6 +74,7 @@ fn rule(before_ms: i64, pipeline: Option<&str>, dry_run: bool) -> DeadLetterExpi
     DeadLetterExpiryRule {
         detected_before_ms: before_ms,
         pipeline: pipeline.map(str::to_string),
+        meant_for: MeantFor::Any,
         dry_run,
     }
 }
@@ -208,4 +209,68 @@ async fn opening_for_expiry_refuses_a_missing_table_and_one_that_is_not_dead_let
         ),
         "{refused:?}"
     );
+}
+
+/// Dead letters of a table once at the location go, whatever their age; the table's own
+/// stay; without a table there, every table's go.
+#[tokio::test]
+async fn the_dead_letters_of_other_tables_go_and_the_tables_own_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = DeadLetterTable::open_or_create(&options(dir.path()))
+        .await
+        .unwrap();
+    let append_for = |table_id: &'static str, offset: i64| {
+        let owner = DeadLetterOwner {
+            pipeline: "p".into(),
+            table_id: table_id.into(),
+            contract: String::new(),
+        };
+        (owner, offset)
+    };
+    for (owner, offset) in [
+        append_for("old", 1),
+        append_for("new", 2),
+        append_for("old", 3),
+    ] {
+        let mut stager = sluice_stage::Stager::new(
+            table.store(),
+            format!("a{offset}"),
+            sluice_stage::StageOptions::default(),
+        );
+        table
+            .append(
+                &owner,
+                &[letter(offset)],
+                &[("in".into(), offset + 1)],
+                10 * DAY_MS,
+                &mut stager,
+            )
+            .await
+            .unwrap();
+    }
+    let others = |current: Option<&str>, dry_run: bool| DeadLetterExpiryRule {
+        detected_before_ms: i64::MAX,
+        pipeline: None,
+        meant_for: MeantFor::OtherThan(current.map(str::to_string)),
+        dry_run,
+    };
+    let found = table
+        .expire(&others(Some("new"), true), 20 * DAY_MS)
+        .await
+        .unwrap();
+    assert_eq!((found.files, found.rows, found.version), (2, 2, None));
+    assert_eq!(letters(&table).await.len(), 3);
+    let removed = table
+        .expire(&others(Some("new"), false), 20 * DAY_MS)
+        .await
+        .unwrap();
+    assert_eq!((removed.files, removed.rows), (2, 2));
+    assert_eq!(letters(&table).await, pairs(&[("p", 2)]));
+    // No table at the location now: the rest are another table's too.
+    let removed = table
+        .expire(&others(None, false), 20 * DAY_MS)
+        .await
+        .unwrap();
+    assert_eq!(removed.rows, 1);
+    assert!(letters(&table).await.is_empty());
 }
