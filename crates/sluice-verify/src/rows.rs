@@ -11,7 +11,7 @@ use deltalake::arrow::datatypes::{DataType, Schema};
 use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
 use deltalake::datafusion::common::Column;
 use deltalake::datafusion::dataframe::DataFrame;
-use deltalake::datafusion::functions_aggregate::expr_fn::{array_agg, count, max};
+use deltalake::datafusion::functions_aggregate::expr_fn::{count, max, min};
 use deltalake::datafusion::functions_window::expr_fn::lead;
 use deltalake::datafusion::logical_expr::{lit, Expr, ExprFunctionExt, JoinType};
 use deltalake::datafusion::prelude::SessionContext;
@@ -107,7 +107,9 @@ impl RowScan<'_> {
                 group,
                 vec![
                     count(lit(1)).alias("__n"),
-                    array_agg(col_named(FILE_COLUMN)).alias("__files"),
+                    // Two of the rows' files, not all: a list per key costs memory by the row.
+                    min(col_named(FILE_COLUMN)).alias("__first_file"),
+                    max(col_named(FILE_COLUMN)).alias("__last_file"),
                 ],
             )?
             .filter(col_named("__n").gt(lit(1)))?;
@@ -122,10 +124,18 @@ impl RowScan<'_> {
             let named = describe(batch, &shown, 0..fields, row);
             (
                 format!(
-                    "{named} is held by {n} rows {what} (files {})",
-                    self.files_in(batch, "__files", row).join(", ")
+                    "{named} is held by {n} rows {what} (files {}{})",
+                    self.files_in(batch, row).join(", "),
+                    if n.parse::<u64>().unwrap_or(0) > 2 {
+                        ", …"
+                    } else {
+                        ""
+                    }
                 ),
-                self.newest_file_version(batch, "__files", row),
+                self.files_in(batch, row)
+                    .iter()
+                    .filter_map(|f| self.file_version(f))
+                    .max(),
             )
         })
         .await
@@ -273,7 +283,7 @@ impl RowScan<'_> {
                 .collect();
             (
                 format!(
-                    "{} is in the table at sequence {} while its tombstone is at {} (file {}); a run of the pipeline re-reads the delete and removes it",
+                    "{} is in the table at sequence {} while its tombstone is at {} (file {}); a crash between a delete's tombstone and its data commit leaves this until the pipeline's next run",
                     named.join(", "),
                     value(batch, "__s0", row),
                     value(batch, "__deleted", row),
@@ -347,30 +357,21 @@ impl RowScan<'_> {
         self.log.added(&path)
     }
 
-    /// The files listed in `column` of `row`, relative to the table.
-    fn files_in(&self, batch: &RecordBatch, column: &str, row: usize) -> Vec<String> {
-        let Some(list) = batch
-            .column_by_name(column)
-            .and_then(|c| c.as_list_opt::<i32>())
-        else {
-            return Vec::new();
-        };
-        let Ok(files) = cast(&list.value(row), &DataType::Utf8) else {
-            return Vec::new();
-        };
-        let files = files.as_string::<i32>();
-        (0..files.len())
-            .filter(|i| files.is_valid(*i))
-            .map(|i| self.relative(files.value(i)).to_string())
-            .collect()
-    }
-
-    /// The newest version that added one of the files listed in `column` of `row`.
-    fn newest_file_version(&self, batch: &RecordBatch, column: &str, row: usize) -> Option<u64> {
-        self.files_in(batch, column, row)
+    /// The first and last file (by name) of a duplicated key's rows, relative to the table;
+    /// one when they are the same.
+    fn files_in(&self, batch: &RecordBatch, row: usize) -> Vec<String> {
+        let mut files: Vec<String> = ["__first_file", "__last_file"]
             .iter()
-            .filter_map(|f| self.file_version(f))
-            .max()
+            .filter_map(|c| {
+                let column = batch.column_by_name(c)?;
+                let text = cast(column, &DataType::Utf8).ok()?;
+                let text = text.as_string::<i32>();
+                text.is_valid(row)
+                    .then(|| self.relative(text.value(row)).to_string())
+            })
+            .collect();
+        files.dedup();
+        files
     }
 }
 
