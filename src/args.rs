@@ -1138,11 +1138,21 @@ pub(crate) fn store_options(
         let (k, v) = key_value(flag, kv)?;
         options.insert(k, v);
     }
+    check_store_options_at(flag, location, &options)?;
+    Ok(options)
+}
+
+/// Checks `options` (given by `flag`) against the store at `location`; see [`store_options`].
+pub(crate) fn check_store_options_at(
+    flag: &str,
+    location: &str,
+    options: &HashMap<String, String>,
+) -> anyhow::Result<()> {
     if let Ok(url) = url::Url::parse(location) {
-        sluice_publish::check_store_options(&url, &options, &|k| std::env::var(k).ok())
+        sluice_publish::check_store_options(&url, options, &|k| std::env::var(k).ok())
             .map_err(|e| usage(format!("{flag}: {e}")))?;
     }
-    Ok(options)
+    Ok(())
 }
 
 pub(crate) fn default_tombstones_location(table: &str) -> String {

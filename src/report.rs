@@ -189,9 +189,9 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
         tables.push(r);
     }
     // The options go to every table's store: each checks them.
-    let mut storage = HashMap::new();
+    let storage = parse_storage_options("", &args.storage_options)?;
     for t in &tables {
-        storage = parse_storage_options(&t.location, &args.storage_options)?;
+        crate::args::check_store_options_at("--storage-option", &t.location, &storage)?;
     }
     let ctx = sluice_sql::session(&tables, &storage)
         .await

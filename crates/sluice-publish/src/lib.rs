@@ -77,7 +77,7 @@ pub use table::contract::{
     contract_key, recorded_contract, terms, Contract, ContractDifference, CONTRACT_KEY_PREFIX,
 };
 pub use table::merge::{
-    MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,
+    field_expr, MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,
 };
 pub use table::store_options::{check_store_options, StoreKind, StoreOptionError};
 pub use table::{

@@ -10,7 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use crate::log::{LogHistory, UNPARTITIONED};
+use crate::log::{address, LogHistory};
 use crate::{Check, Finding, VerifyError};
 
 /// Files checked at once (a HEAD and a footer read each).
@@ -40,22 +40,11 @@ pub(crate) async fn table_files(
         .iter()
         .map(|view| {
             let values = view.partition_values_map();
-            let pairs: Vec<String> = partition_columns
-                .iter()
-                .map(|c| {
-                    let v = values.get(c).cloned().flatten().unwrap_or_default();
-                    format!("{c}={v}")
-                })
-                .collect();
             TableFile {
                 path: view.object_store_path(),
                 size_bytes: u64::try_from(view.size()).unwrap_or(0),
                 rows: view.num_records().map(|n| n as i64),
-                address: if pairs.is_empty() {
-                    UNPARTITIONED.to_string()
-                } else {
-                    pairs.join("/")
-                },
+                address: address(partition_columns, |c| values.get(c).cloned().flatten()),
             }
         })
         .collect())

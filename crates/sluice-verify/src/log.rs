@@ -224,28 +224,35 @@ fn array<'a>(info: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
 }
 
 /// `dt=2026-10-03/hour=14`: an action's partition values in the table's column order, as
-/// sluice names windows; `(unpartitioned)` without partition columns.
+/// sluice names windows ([`address`]).
 pub(crate) fn address_of(file: &Value, partition_columns: &[String]) -> String {
     let values = file.get("partitionValues");
-    let pairs: Vec<String> = partition_columns
-        .iter()
-        .map(|c| {
-            let v = values
-                .and_then(|v| v.get(c))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            format!("{c}={v}")
-        })
-        .collect();
-    if pairs.is_empty() {
-        UNPARTITIONED.to_string()
-    } else {
-        pairs.join("/")
+    address(partition_columns, |c| {
+        values
+            .and_then(|v| v.get(c))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
+}
+
+/// `dt=2026-10-03/hour=14`: the value `value_of` gives each partition column (empty for
+/// none), in the table's column order; [`UNPARTITIONED`] without partition columns.
+pub(crate) fn address(
+    partition_columns: &[String],
+    value_of: impl Fn(&str) -> Option<String>,
+) -> String {
+    if partition_columns.is_empty() {
+        return UNPARTITIONED.to_string();
     }
+    partition_columns
+        .iter()
+        .map(|c| format!("{c}={}", value_of(c).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The address of every file of a table without partition columns.
-pub(crate) const UNPARTITIONED: &str = "(unpartitioned)";
+const UNPARTITIONED: &str = "(unpartitioned)";
 
 #[cfg(test)]
 mod tests {

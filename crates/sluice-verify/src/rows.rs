@@ -327,20 +327,13 @@ impl RowScan<'_> {
     }
 
     /// A field of the table by name: a column of exactly that name, else a dotted path into
-    /// structs. A name is never parsed as SQL.
+    /// structs (resolved by the promise). A name is never parsed as SQL.
     fn field(&self, name: &str) -> Expr {
-        if self.schema.field_with_name(name).is_ok() || !name.contains('.') {
-            return col_named(name);
-        }
-        let mut parts = name.split('.');
-        let root = parts.next().unwrap_or(name);
         debug_assert!(
             has_field(&self.schema, name),
             "{name} was resolved by the promise"
         );
-        parts.fold(col_named(root), |e, member| {
-            deltalake::datafusion::functions::core::expr_fn::get_field(e, member.to_string())
-        })
+        sluice_publish::field_expr(&self.schema, name, col_named)
     }
 
     /// A file's path relative to the table (the scan names files by URL).

@@ -176,7 +176,7 @@ fn col_named(name: &str) -> Expr {
 
 /// A field of `schema` by name: a top-level column of exactly that name, else a dotted path
 /// into structs (`user.id`: the member `id` of the column `user`), read from `base(root)`.
-fn field_expr(schema: &Schema, name: &str, base: impl Fn(&str) -> Expr) -> Expr {
+pub fn field_expr(schema: &Schema, name: &str, base: impl Fn(&str) -> Expr) -> Expr {
     if schema.field_with_name(name).is_ok() || !name.contains('.') {
         return base(name);
     }
