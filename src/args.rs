@@ -1166,6 +1166,7 @@ pub(crate) fn default_dlq_location(table: &str) -> String {
 mod config;
 mod derive_tables;
 mod notify_targets;
+pub mod table_flags;
 mod values;
 
 pub use derive_tables::DeriveConfig;

@@ -21,6 +21,7 @@ use sluice_source::{LineDecoder, SchemaEvolution};
 use sluice_stage::{StageOptions, Stager};
 use sluice_window::Shard;
 
+use crate::args::table_flags::{TableFlags, TableTarget};
 use crate::args::{default_dlq_location, RunArgs};
 use crate::open::SystemClock;
 use crate::report::parse_storage_options;
@@ -29,9 +30,10 @@ use crate::words::counted;
 
 #[derive(Debug, Clone, Args)]
 pub struct DeadLettersArgs {
-    /// The table the dead letters were meant for.
-    #[arg(long)]
-    pub table: String,
+    /// The table the dead letters were meant for: --table [PATH] (or the table of --config
+    /// [FILE], whose dead-letter and tombstone tables and pipeline apply too).
+    #[command(flatten)]
+    pub target: TableFlags,
     /// Its dead-letter table. [default: the table's location with _dlq appended]
     #[arg(long)]
     pub dlq: Option<String>,
@@ -65,9 +67,6 @@ pub struct DeadLettersArgs {
     /// location with _tombstones appended]
     #[arg(long)]
     pub tombstones: Option<String>,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
     /// Remove the dead letters meant for a table once at --table's location (removed, or not
     /// kept because its first run landed nothing), whole files; a dry run unless --apply.
     #[arg(long, conflicts_with = "replay")]
@@ -85,16 +84,17 @@ struct Stored {
     window: Option<String>,
 }
 
-pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
-    let pipeline = args
-        .pipeline
-        .clone()
+pub async fn dead_letters(mut args: DeadLettersArgs) -> anyhow::Result<()> {
+    let target = args.target.resolve()?;
+    args.tombstones = args.tombstones.or(target.file.tombstones.clone());
+    let pipeline = (args.pipeline.clone())
+        .or(target.file.pipeline.clone())
         .unwrap_or_else(|| defaults::PIPELINE.into());
-    let dlq = args
-        .dlq
-        .clone()
-        .unwrap_or_else(|| default_dlq_location(&args.table));
-    let storage = parse_storage_options(&args.table, &args.storage_options)?;
+    let dlq = (args.dlq.clone())
+        .or(target.file.dlq.clone())
+        .unwrap_or_else(|| default_dlq_location(&target.table));
+    args.dlq = Some(dlq.clone());
+    let storage = parse_storage_options(&target.table, &target.storage_options)?;
     if (args.time_field.is_some() || args.time_format.is_some() || args.time_zone.is_some())
         && !args.replay
     {
@@ -102,14 +102,14 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
             "--time-field, --time-format, --time-zone: only with --replay",
         ));
     }
-    let table_id = match sluice_publish::open_table(&args.table, &storage, None).await {
+    let table_id = match sluice_publish::open_table(&target.table, &storage, None).await {
         Ok(table) => Some(
             sluice_publish::table_id(&table)
-                .with_context(|| format!("reading the id of {}", args.table))?,
+                .with_context(|| format!("reading the id of {}", target.table))?,
         ),
         Err(sluice_publish::OpenError::NoTable(_)) => None,
         Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("opening {}", args.table)));
+            return Err(anyhow::Error::new(e).context(format!("opening {}", target.table)));
         }
     };
     if args.remove_others {
@@ -131,14 +131,14 @@ pub async fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<()> {
             table_exists: table_id.is_some(),
             others,
         };
-        return list(&args, &dlq, &selected, &replayed, meant);
+        return list(&args, &target.table, &dlq, &selected, &replayed, meant);
     }
     let pending: Vec<Letter> = selected
         .iter()
         .filter(|s| !replayed.contains(&(s.letter.source.clone(), s.letter.offset)))
         .map(|s| s.letter.clone())
         .collect();
-    replay_letters(&args, &pipeline, &dlq, storage, pending).await
+    replay_letters(&args, &target, &pipeline, &dlq, storage, pending).await
 }
 
 /// Which table the listed dead letters were meant for.
@@ -154,6 +154,7 @@ struct Meant {
 /// Prints the counts by reason and the first `--limit` letters.
 fn list(
     args: &DeadLettersArgs,
+    table: &str,
     dlq: &str,
     selected: &[&Stored],
     replayed: &BTreeSet<(String, i64)>,
@@ -191,14 +192,14 @@ fn list(
     if !meant.table_exists {
         println!(
             "  (no table at {}: these were meant for a table once there)",
-            args.table
+            table
         );
     }
     if meant.others > 0 {
         println!(
             "  ({} meant for a table once at {} not listed)",
             counted(meant.others as u64, "dead letter"),
-            args.table
+            table
         );
     }
     for (reason, (n, done)) in &by_reason {
@@ -386,6 +387,7 @@ fn stored_rows(b: &RecordBatch) -> anyhow::Result<Vec<Stored>> {
 /// the time options given here overriding them if `given`.
 fn replay_settings(
     args: &DeadLettersArgs,
+    target: &TableTarget,
     pipeline: &str,
     contract: &Contract,
     given: bool,
@@ -397,11 +399,11 @@ fn replay_settings(
         ..args.clone()
     };
     let mut run = RunArgs {
-        table: Some(args.table.clone()),
+        table: Some(target.table.clone()),
         pipeline: Some(pipeline.to_string()),
         dlq: args.dlq.clone(),
         tombstones: args.tombstones.clone(),
-        storage_options: args.storage_options.clone(),
+        storage_options: target.storage_options.clone(),
         time_field: args.time_field.clone(),
         time_format: args.time_format.clone(),
         time_zone: args.time_zone.clone(),
@@ -485,33 +487,34 @@ async fn replay_into(
 
 async fn replay_letters(
     args: &DeadLettersArgs,
+    target: &TableTarget,
     pipeline: &str,
     dlq: &str,
     storage: std::collections::HashMap<String, String>,
     letters: Vec<Letter>,
 ) -> anyhow::Result<()> {
-    let mut options = TableOptions::new(args.table.clone());
+    let mut options = TableOptions::new(target.table.clone());
     options.storage_options = storage.clone();
     let contract = recorded_contract(&options, pipeline)
         .await
-        .with_context(|| format!("reading the table {}", args.table))?
+        .with_context(|| format!("reading the table {}", target.table))?
         .ok_or_else(|| {
             usage(format!(
                 "--table {}: no table of pipeline {pipeline} there (give --pipeline?)",
-                args.table
+                target.table
             ))
         })?;
     if letters.is_empty() {
         // Nothing pending: nothing to open a writer for.
-        let table = sluice_publish::open_table(&args.table, &storage, None)
+        let table = sluice_publish::open_table(&target.table, &storage, None)
             .await
-            .with_context(|| format!("opening the table {}", args.table))?;
+            .with_context(|| format!("opening the table {}", target.table))?;
         let version = table.version();
         print_replayed(0, 0, &Replayed::default(), 0, version);
         return Ok(());
     }
-    let settings = replay_settings(args, pipeline, &contract, true)?;
-    let table_settings = replay_settings(args, pipeline, &contract, false)?;
+    let settings = replay_settings(args, target, pipeline, &contract, true)?;
+    let table_settings = replay_settings(args, target, pipeline, &contract, false)?;
     let stored = StoredTime {
         field: table_settings.time_field.clone(),
         time: table_settings.time.clone(),
@@ -544,7 +547,7 @@ async fn replay_letters(
                 detail: format!(
                     "{} replayed into {} (version {})",
                     l.reason,
-                    args.table,
+                    target.table,
                     version.map_or("-".into(), |v| v.to_string())
                 ),
                 raw: l.raw.clone(),
@@ -561,7 +564,7 @@ async fn replay_letters(
             .with_context(|| format!("opening the dead-letter table {dlq}"))?;
         let mut dlq_stager = Stager::new(letters.store(), attempt, StageOptions::default());
         let owner = DeadLetterOwner::of(&table, pipeline)
-            .with_context(|| format!("reading the id of {}", args.table))?;
+            .with_context(|| format!("reading the id of {}", target.table))?;
         letters
             .append(&owner, &markers, &[], clock.now_ms(), &mut dlq_stager)
             .await

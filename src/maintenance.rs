@@ -9,15 +9,15 @@ use sluice_publish::{
 use sluice_window::parse_instant;
 
 use crate::args::parse_bytes;
+use crate::args::table_flags::TableFlags;
 use crate::report::parse_storage_options;
 use crate::status::human_bytes;
 use crate::usage;
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub target: TableFlags,
     /// Only windows starting at or after this instant (RFC 3339).
     #[arg(long)]
     pub from: Option<String>,
@@ -30,9 +30,6 @@ pub struct CompactArgs {
     /// Compact a window only when it holds more than this many files. [default: 1]
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub files_min: usize,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
 }
 
 /// The rule `args` ask for, or a usage error.
@@ -68,9 +65,10 @@ pub fn rule(args: &CompactArgs) -> anyhow::Result<CompactRule> {
 
 pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let rule = rule(&args)?;
+    let target = args.target.resolve()?;
     let options = TableOptions {
-        storage_options: parse_storage_options(&args.table, &args.storage_options)?,
-        ..TableOptions::new(args.table.clone())
+        storage_options: parse_storage_options(&target.table, &target.storage_options)?,
+        ..TableOptions::new(target.table.clone())
     };
     let now = chrono::Utc::now();
     let attempt = format!(
@@ -80,7 +78,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     );
     let report = sluice_publish::compact(&options, &rule, &attempt, now.timestamp_millis())
         .await
-        .with_context(|| format!("compacting {}", args.table))?;
+        .with_context(|| format!("compacting {}", target.table))?;
     for c in &report.compacted {
         println!(
             "compacted {}: {} files ({}) -> {} ({}), {} rows, version {}",
@@ -121,9 +119,11 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
 
 #[derive(Debug, Args)]
 pub struct ExpireArgs {
-    /// The table whose windows expire (and its tombstones, at <table>_tombstones, if any).
-    #[arg(long, required_unless_present_any = ["dlq", "tombstones"])]
-    pub table: Option<String>,
+    /// The table whose windows expire (and its tombstones, at <table>_tombstones, if any)
+    /// is --table [PATH] (or the table of --config [FILE]); without one, give --dlq or
+    /// --tombstones.
+    #[command(flatten)]
+    pub target: TableFlags,
     /// A tombstone table (--delete-when) whose tombstones of deletes older than --older-than
     /// (their event time) expire. [default: <table>_tombstones, when it exists]
     #[arg(long, value_name = "PATH")]
@@ -143,9 +143,6 @@ pub struct ExpireArgs {
     /// Remove them; without it, only list what would be removed (a dry run).
     #[arg(long)]
     pub apply: bool,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
 }
 
 /// Expires the tombstones of deletes before `before` at `location`; a table that is not
@@ -182,21 +179,28 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|w| sluice_window::WindowSize::parse(w).map_err(|e| usage(format!("--window: {e}"))))
         .transpose()?;
-    if window.is_some() && args.table.is_none() {
+    let (table, storage_options, file) = args.target.resolve_optional()?;
+    let tombstones = args.tombstones.clone().or(file.tombstones);
+    if table.is_none() && args.dlq.is_none() && tombstones.is_none() {
+        return Err(usage(
+            "--table: give the table (or --config FILE), --dlq or --tombstones: what expires",
+        ));
+    }
+    if window.is_some() && table.is_none() {
         return Err(usage(
             "--window: only with --table (a window size of its windows)",
         ));
     }
-    let any_table = [&args.table, &args.dlq, &args.tombstones]
+    let any_table = [&table, &args.dlq, &tombstones]
         .into_iter()
         .flatten()
         .next()
         .map_or("", String::as_str);
-    let storage_options = parse_storage_options(any_table, &args.storage_options)?;
+    let storage_options = parse_storage_options(any_table, &storage_options)?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let cutoff_ms = now_ms.saturating_sub(older_than_ms);
     let ended_before = sluice_window::EventTime::from_micros(cutoff_ms.saturating_mul(1000));
-    if let Some(table) = &args.table {
+    if let Some(table) = &table {
         let options = TableOptions {
             storage_options: storage_options.clone(),
             ..TableOptions::new(table.clone())
@@ -234,8 +238,8 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
             outcome(args.apply)
         );
     }
-    let tombstones = args.tombstones.clone().or_else(|| {
-        args.table
+    let tombstones = tombstones.or_else(|| {
+        table
             .as_deref()
             .map(crate::args::default_tombstones_location)
     });

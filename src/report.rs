@@ -12,14 +12,24 @@ use deltalake::arrow::array::{
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use sluice_sql::{Format, TableRef};
 
+use crate::args::table_flags::TableFlags;
 use crate::usage;
 
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// A table to query, NAME=PATH, or PATH (named after its last segment: tables/temps is
     /// temps); repeatable.
-    #[arg(long = "table", value_name = "[NAME=]PATH", required = true)]
+    #[arg(
+        long = "table",
+        value_name = "[NAME=]PATH",
+        required_unless_present = "config"
+    )]
     pub tables: Vec<String>,
+    /// A run's config file (docs/cli.md, "Options from a config file"): its table (named after its last
+    /// segment) and derived tables (by their names) are queried too, with its storage options
+    /// where none are given.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// Read every table as of this version (time travel).
     #[arg(long)]
     pub version: Option<u64>,
@@ -35,15 +45,11 @@ pub struct QueryArgs {
 
 #[derive(Debug, Args)]
 pub struct WindowsArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub target: TableFlags,
     /// table, csv or json (lines).
     #[arg(long, default_value = "table")]
     pub format: String,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
     /// List the table's column history instead (the versions that added columns, from the
     /// retained log).
     #[arg(long)]
@@ -52,25 +58,20 @@ pub struct WindowsArgs {
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub target: TableFlags,
     /// Only list the orphans.
     #[arg(long)]
     pub dry_run: bool,
     /// Only files at least this old: keeps a running ingester's not-yet-published parts.
     #[arg(long, default_value = "1h")]
     pub older_than: String,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct VacuumArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub target: TableFlags,
     /// Delete files removed longer ago than this, e.g. 30d. [default: the table's
     /// delta.deletedFileRetentionDuration, 7 days if unset]
     #[arg(long)]
@@ -81,9 +82,6 @@ pub struct VacuumArgs {
     /// Delete the files; without it, only list what would be deleted (a dry run).
     #[arg(long)]
     pub apply: bool,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
 }
 
 pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
@@ -94,8 +92,9 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
                 .map_err(|e| usage(format!("--retention: {e}")))?,
         ),
     };
-    let storage = parse_storage_options(&args.table, &args.storage_options)?;
-    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let target = args.target.resolve()?;
+    let storage = parse_storage_options(&target.table, &target.storage_options)?;
+    let table = sluice_publish::open_table(&target.table, &storage, None).await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let (_, vacuumed) = sluice_publish::vacuum(
         table,
@@ -105,7 +104,7 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
         now_ms,
     )
     .await
-    .with_context(|| format!("vacuuming {}", args.table))?;
+    .with_context(|| format!("vacuuming {}", target.table))?;
     for f in &vacuumed.files {
         println!(
             "{}{f}",
@@ -132,8 +131,9 @@ pub async fn vacuum(args: VacuumArgs) -> anyhow::Result<()> {
 pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
     let older_than_ms = sluice_window::parse_duration_ms(&args.older_than)
         .map_err(|e| usage(format!("--older-than: {e}")))?;
-    let storage = parse_storage_options(&args.table, &args.storage_options)?;
-    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let target = args.target.resolve()?;
+    let storage = parse_storage_options(&target.table, &target.storage_options)?;
+    let table = sluice_publish::open_table(&target.table, &storage, None).await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let orphans = sluice_publish::find_orphans(&table, older_than_ms, now_ms).await?;
     let bytes: u64 = orphans.iter().map(|o| o.size_bytes).sum();
@@ -182,14 +182,30 @@ pub fn parse_storage_options(
 pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     let format = parse_format(&args.format)?;
     let mut tables = Vec::new();
+    let (from_file, file_storage) = match &args.config {
+        Some(path) => crate::args::table_flags::config_tables(path)?,
+        None => (Vec::new(), Vec::new()),
+    };
     for t in &args.tables {
         let mut r = TableRef::parse(t)
             .ok_or_else(|| usage(format!("--table {t:?}: expected NAME=PATH or PATH")))?;
         r.version = args.version;
         tables.push(r);
     }
+    // The config file's tables, but those a flag names.
+    for mut r in from_file {
+        if !tables.iter().any(|t| t.name == r.name) {
+            r.version = args.version;
+            tables.push(r);
+        }
+    }
     // The options go to every table's store: each checks them.
-    let storage = parse_storage_options("", &args.storage_options)?;
+    let storage_options = if args.storage_options.is_empty() {
+        &file_storage
+    } else {
+        &args.storage_options
+    };
+    let storage = parse_storage_options("", storage_options)?;
     for t in &tables {
         crate::args::check_store_options_at("--storage-option", &t.location, &storage)?;
     }
@@ -210,8 +226,9 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
 
 pub async fn windows(args: WindowsArgs) -> anyhow::Result<()> {
     let format = parse_format(&args.format)?;
-    let storage = parse_storage_options(&args.table, &args.storage_options)?;
-    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let target = args.target.resolve()?;
+    let storage = parse_storage_options(&target.table, &target.storage_options)?;
+    let table = sluice_publish::open_table(&target.table, &storage, None).await?;
     if args.schema_history {
         let history = sluice_publish::schema_history(&table).await?;
         let batch = RecordBatch::try_new(

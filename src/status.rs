@@ -10,24 +10,21 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
 use sluice_publish::{TableStatus, REPLAYED_REASON};
 
+use crate::args::table_flags::TableFlags;
 use crate::dead_letters::meant_for;
 use crate::report::parse_storage_options;
 use crate::usage;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub target: TableFlags,
     /// Its dead-letter table. [default: the table's location with _dlq appended]
     #[arg(long)]
     pub dlq: Option<String>,
     /// table (for people) or json (one object, documented in docs/cli.md).
     #[arg(long, default_value = "table")]
     pub format: String,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
     /// Also count the objects and bytes under _delta_log/ (lists the whole log: on S3 a
     /// request per thousand objects).
     #[arg(long)]
@@ -40,24 +37,24 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         "json" => true,
         other => return Err(usage(format!("--format {other:?}: use table or json"))),
     };
-    let storage = parse_storage_options(&args.table, &args.storage_options)?;
-    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
+    let target = args.target.resolve()?;
+    let storage = parse_storage_options(&target.table, &target.storage_options)?;
+    let table = sluice_publish::open_table(&target.table, &storage, None).await?;
     let mut status = sluice_publish::status(&table)
         .await
-        .with_context(|| format!("reading the status of {}", args.table))?;
+        .with_context(|| format!("reading the status of {}", target.table))?;
     if args.log_size {
         let (objects, bytes) = sluice_publish::log_size(&table)
             .await
-            .with_context(|| format!("listing the log of {}", args.table))?;
+            .with_context(|| format!("listing the log of {}", target.table))?;
         status.log.objects = Some(objects);
         status.log.bytes = Some(bytes);
     }
-    let dlq = args
-        .dlq
-        .clone()
-        .unwrap_or_else(|| crate::args::default_dlq_location(&args.table));
+    let dlq = (args.dlq.clone())
+        .or(target.file.dlq)
+        .unwrap_or_else(|| crate::args::default_dlq_location(&target.table));
     let id = sluice_publish::table_id(&table)
-        .with_context(|| format!("reading the id of {}", args.table))?;
+        .with_context(|| format!("reading the id of {}", target.table))?;
     let dead = dead_letters(&dlq, &storage, &id).await?;
     if json {
         let mut value = serde_json::to_value(&status)?;

@@ -6,14 +6,14 @@ use clap::Args;
 use sluice_publish::OpenError;
 use sluice_verify::{Report, Verify, EXAMPLES_PER_CHECK_DEFAULT};
 
+use crate::args::table_flags::TableFlags;
 use crate::report::parse_storage_options;
 use crate::{usage, Exit};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub target: TableFlags,
     /// Its tombstone table, for a mirror or history with deletes. [default: the table's
     /// location with _tombstones appended, when there is a table there]
     #[arg(long)]
@@ -24,9 +24,6 @@ pub struct VerifyArgs {
     /// table (for people) or json (one object, documented in docs/cli.md).
     #[arg(long, default_value = "table")]
     pub format: String,
-    /// Object store option, KEY=VALUE (repeatable).
-    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
-    pub storage_options: Vec<String>,
 }
 
 pub async fn verify(args: VerifyArgs) -> anyhow::Result<()> {
@@ -38,21 +35,23 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     if args.examples == 0 {
         return Err(usage("--examples 0: give at least 1"));
     }
-    let storage = parse_storage_options(&args.table, &args.storage_options)?;
-    let table = sluice_publish::open_table(&args.table, &storage, None).await?;
-    let tombstones = tombstone_table(&args, &storage).await?;
+    let target = args.target.resolve()?;
+    let storage = parse_storage_options(&target.table, &target.storage_options)?;
+    let table = sluice_publish::open_table(&target.table, &storage, None).await?;
+    let tombstones = args.tombstones.clone().or(target.file.tombstones.clone());
+    let tombstones = tombstone_table(&target.table, tombstones, &storage).await?;
     let report = Verify::new(table)
         .with_tombstones(tombstones)
         .with_examples_max(args.examples)
         .await
-        .with_context(|| format!("verifying {}", args.table))?;
+        .with_context(|| format!("verifying {}", target.table))?;
     if json {
         let mut value = serde_json::to_value(&report)?;
-        value["table"] = serde_json::json!(args.table);
+        value["table"] = serde_json::json!(target.table);
         value["holds"] = serde_json::json!(report.holds());
         println!("{value}");
     } else {
-        print!("{}", text(&args.table, &report));
+        print!("{}", text(&target.table, &report));
     }
     if report.holds() {
         Ok(())
@@ -61,22 +60,23 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<()> {
             Exit::FINDINGS,
             format!(
                 "{}: {} finding(s); the table does not keep what sluice promises",
-                args.table,
+                target.table,
                 report.findings.len()
             ),
         ))
     }
 }
 
-/// The tombstone table named by `--tombstones` (which must exist), else the default one if
-/// there is a table there.
+/// The tombstone table given (by `--tombstones` or the config file; it must exist), else
+/// `table`'s default one if there is a table there.
 async fn tombstone_table(
-    args: &VerifyArgs,
+    table: &str,
+    given: Option<String>,
     storage: &std::collections::HashMap<String, String>,
 ) -> anyhow::Result<Option<deltalake::DeltaTable>> {
-    let (location, given) = match &args.tombstones {
-        Some(t) => (t.clone(), true),
-        None => (crate::args::default_tombstones_location(&args.table), false),
+    let (location, given) = match given {
+        Some(t) => (t, true),
+        None => (crate::args::default_tombstones_location(table), false),
     };
     match sluice_publish::open_table(&location, storage, None).await {
         Ok(t) => Ok(Some(t)),

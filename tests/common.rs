@@ -17,8 +17,25 @@ pub fn sluice(args: &[&str]) -> Output {
         .expect("the sluice binary runs")
 }
 
+/// Runs sluice with `args` in directory `cwd`.
+pub fn sluice_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .expect("the sluice binary runs")
+}
+
 pub fn ok(args: &[&str]) -> String {
-    let out = sluice(args);
+    succeeded(args, sluice(args))
+}
+
+/// Runs sluice with `args` in directory `cwd`, asserts it succeeded, and returns its stdout.
+pub fn ok_in(cwd: &Path, args: &[&str]) -> String {
+    succeeded(args, sluice_in(cwd, args))
+}
+
+fn succeeded(args: &[&str], out: Output) -> String {
     assert!(
         out.status.success(),
         "sluice {args:?} failed: {}\n{}",

@@ -6,6 +6,7 @@
 mod cdc;
 mod cdc_formats;
 mod common;
+mod config_file;
 mod dead_letters;
 mod derive;
 mod docs;

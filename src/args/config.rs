@@ -45,24 +45,7 @@ impl RunArgs {
         let Some(path) = self.config.clone() else {
             return Ok(self);
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| usage(format!("--config {}: cannot read it: {e}", path.display())))?;
-        let mut file: RunArgs = toml::from_str(&text).map_err(|e| {
-            let at = e
-                .span()
-                .map(|span| line_and_column(&text, span.start))
-                .map(|(line, column)| format!("line {line}, column {column}: "))
-                .unwrap_or_default();
-            usage(format!(
-                "--config {}: {at}{}",
-                path.display(),
-                e.message().trim()
-            ))
-        })?;
-        // Paths in the file are relative to the file, as in any config format that names
-        // files: the pipeline runs the same from any working directory.
-        let dir = path.parent().unwrap_or(std::path::Path::new(""));
-        file.resolve_paths(dir);
+        let file = read_file(&path)?;
         if let (Some(flag), Some(in_file)) = (&self.table, &file.table) {
             let orphans: Vec<String> = file
                 .derive
@@ -164,16 +147,41 @@ impl RunArgs {
     }
 }
 
+/// The options of config file `path`, its relative paths made relative to the file (as in
+/// any config format that names files: the pipeline runs the same from any working
+/// directory); a usage error naming the line and column of what it cannot take.
+pub(super) fn read_file(path: &std::path::Path) -> anyhow::Result<RunArgs> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("--config {}: cannot read it: {e}", path.display())))?;
+    let mut file: RunArgs = toml::from_str(&text).map_err(|e| {
+        let at = e
+            .span()
+            .map(|span| line_and_column(&text, span.start))
+            .map(|(line, column)| format!("line {line}, column {column}: "))
+            .unwrap_or_default();
+        usage(format!(
+            "--config {}: {at}{}",
+            path.display(),
+            e.message().trim()
+        ))
+    })?;
+    file.resolve_paths(path.parent().unwrap_or(std::path::Path::new("")));
+    Ok(file)
+}
+
 impl RunArgs {
-    /// Makes the file's relative paths (source, table, dead-letter and derived tables,
-    /// schema) relative to `dir`, the config file's directory.
+    /// Makes the file's relative paths (source, table, dead-letter, tombstone and derived
+    /// tables, schema) relative to `dir`, the config file's directory.
     fn resolve_paths(&mut self, dir: &std::path::Path) {
         if let Some(source) = &self.source {
             if let Some(path) = source.strip_prefix("ndjson:") {
                 self.source = Some(format!("ndjson:{}", relative_to(dir, path)));
             }
         }
-        for location in [&mut self.table, &mut self.dlq].into_iter().flatten() {
+        for location in [&mut self.table, &mut self.dlq, &mut self.tombstones]
+            .into_iter()
+            .flatten()
+        {
             *location = relative_to(dir, location);
         }
         if let Some(schema) = &self.schema {
