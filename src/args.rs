@@ -342,6 +342,13 @@ pub struct RunArgs {
     /// The summary line's format: text, or json (one JSON object on stdout). [default: text]
     #[arg(long)]
     pub format: Option<String>,
+    /// Run the whole pipeline over the input as it is now and write nothing (every store
+    /// behind an overlay in memory): print the contract a run would record, the windows it
+    /// would publish (address, rows, new or replacing) and its dead letters by reason; exit
+    /// as the run would. Not with --follow or a Kafka source.
+    #[arg(long)]
+    #[serde(skip)]
+    pub dry_run: bool,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics while the run lasts, e.g.
     /// 127.0.0.1:9464 (docs/metrics.md lists them). [default: off]
     #[arg(long, value_name = "HOST:PORT")]
@@ -414,6 +421,8 @@ pub struct RunSettings {
     pub max_reject_ratio: f64,
     /// The summary as one JSON object instead of a line of text.
     pub json: bool,
+    /// `--dry-run`: every store behind an overlay in memory, a report of what would land.
+    pub dry_run: bool,
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
@@ -1038,6 +1047,16 @@ impl RunArgs {
             }
         };
         let follow = a.follow_settings(kafka.is_some(), idle_timeout_ms, until_idle_ms)?;
+        if a.dry_run && kafka.is_some() {
+            return Err(usage(
+                "--dry-run: reads files, not a Kafka topic (a run commits its group's offsets to the broker); to try a topic, backfill a scratch table",
+            ));
+        }
+        if a.dry_run && follow.is_some() {
+            return Err(usage(
+                "--dry-run: reads the input as it is now; leave out --follow",
+            ));
+        }
         if let Some(attempt) = &a.attempt {
             if attempt.is_empty()
                 || !attempt
@@ -1119,6 +1138,7 @@ impl RunArgs {
             notify_drain_ms,
             max_reject_ratio,
             json,
+            dry_run: a.dry_run,
             metrics_addr,
         })
     }

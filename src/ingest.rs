@@ -14,7 +14,11 @@ use crate::usage;
 use crate::words::{busy_seconds, counted};
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let settings = resolve(args).await?;
+    let mut settings = resolve(args).await?;
+    let dry_run = match settings.dry_run {
+        true => Some(crate::dry_run::DryRun::start(&mut settings).await?),
+        false => None,
+    };
     if let Some(addr) = settings.metrics_addr {
         crate::metrics::serve(addr)?;
     }
@@ -40,6 +44,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let secs = started.elapsed().as_secs_f64();
     let version = summary.last_version.or(version);
+    if let Some(dry_run) = dry_run {
+        return dry_run.finish(&settings, &summary).await;
+    }
     print_summary(&settings, &summary, version, kafka, &notified, secs);
     crate::warnings::warn_about_input(&summary, &settings)
 }

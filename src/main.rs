@@ -9,6 +9,7 @@ mod backfill;
 mod dead_letters;
 mod demo;
 mod derive;
+mod dry_run;
 mod ingest;
 mod maintenance;
 mod metrics;

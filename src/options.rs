@@ -11,7 +11,8 @@ use crate::Cli;
 
 /// Options of `sluice run` that a bounded recomputation does not take (a Kafka backfill takes
 /// the first three).
-const STREAM_ONLY: [&str; 19] = [
+const STREAM_ONLY: [&str; 20] = [
+    "dry_run",
     "brokers",
     "group",
     "start",

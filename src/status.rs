@@ -55,7 +55,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| crate::args::default_dlq_location(&target.table));
     let id = sluice_publish::table_id(&table)
         .with_context(|| format!("reading the id of {}", target.table))?;
-    let dead = dead_letters(&dlq, &storage, &id).await?;
+    let dead = dead_letters(&dlq, &storage, Some(&id)).await?;
     if json {
         let mut value = serde_json::to_value(&status)?;
         value["dead_letter_table"] = serde_json::json!(dead.as_ref().map(|_| &dlq));
@@ -70,15 +70,15 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 /// Dead letters by pipeline and reason.
-type DeadCounts = BTreeMap<String, BTreeMap<String, i64>>;
+pub(crate) type DeadCounts = BTreeMap<String, BTreeMap<String, i64>>;
 
-/// The dead letters meant for the table of id `table_id`, by pipeline and reason, and the
-/// number meant for other tables once at its location; `None` when there is no dead-letter
-/// table.
-async fn dead_letters(
+/// The dead letters meant for the table of id `table_id` (none: for any table), by pipeline
+/// and reason, and the number meant for other tables once at its location; `None` when
+/// there is no dead-letter table.
+pub(crate) async fn dead_letters(
     dlq: &str,
     storage: &std::collections::HashMap<String, String>,
-    table_id: &str,
+    table_id: Option<&str>,
 ) -> anyhow::Result<Option<(DeadCounts, usize)>> {
     if sluice_publish::open_table(dlq, storage, None)
         .await
@@ -92,7 +92,7 @@ async fn dead_letters(
         version: None,
     }];
     let ctx = sluice_sql::session(&tables, storage).await?;
-    let (own, others) = meant_for(ctx.table("d").await?, Some(table_id)).await?;
+    let (own, others) = meant_for(ctx.table("d").await?, table_id).await?;
     ctx.register_table("own", own.into_view())?;
     let batches = sluice_sql::query(
         &ctx,

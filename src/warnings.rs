@@ -77,7 +77,12 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
         s.rejected as f64 / records as f64
     };
     if s.rejected > 0 && (share > settings.max_reject_ratio || s.rows == 0) {
-        warn(&rejection_warning(s, share, &settings.dlq));
+        warn(&rejection_warning(
+            s,
+            share,
+            &settings.dlq,
+            settings.dry_run,
+        ));
     }
     if settings.key.is_none() && s.duplicates_kept > 0 {
         warn(&format!(
@@ -90,8 +95,14 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
         return Err(crate::Exit::error(
             crate::Exit::ALL_REJECTED,
             format!(
-                "every record of this run ({}) was rejected; nothing landed in {}",
-                s.rejected, settings.table
+                "every record of this run ({}) was rejected; nothing {} in {}",
+                s.rejected,
+                if settings.dry_run {
+                    "would land"
+                } else {
+                    "landed"
+                },
+                settings.table
             ),
         ));
     }
@@ -99,7 +110,7 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
 }
 
 /// The warning for many rejected records: how many, the top reasons, the first line.
-fn rejection_warning(s: &RunSummary, share: f64, dlq: &str) -> String {
+fn rejection_warning(s: &RunSummary, share: f64, dlq: &str, dry_run: bool) -> String {
     let reasons = s
         .rejections
         .top()
@@ -109,10 +120,11 @@ fn rejection_warning(s: &RunSummary, share: f64, dlq: &str) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let mut text = format!(
-        "sluice run: warning: {} of {} records rejected ({:.1}%): {reasons}; all are in the dead-letter table {dlq}",
+        "sluice run: warning: {} of {} records rejected ({:.1}%): {reasons}; all {} the dead-letter table {dlq}",
         s.rejected,
         s.rows + s.rejected,
-        share * 100.0
+        share * 100.0,
+        if dry_run { "would be in" } else { "are in" }
     );
     if let Some(first) = &s.rejections.first {
         text += &format!(

@@ -156,7 +156,7 @@ fn sequence_options_are_validated() {
 }
 
 /// A change with an operation: `c`reate, `u`pdate or `d`elete.
-fn op(id: &str, op: &str, lsn: i64, ts: &str, balance: i64) -> String {
+pub(crate) fn op(id: &str, op: &str, lsn: i64, ts: &str, balance: i64) -> String {
     format!(
         "{{\"id\":\"{id}\",\"op\":\"{op}\",\"lsn\":{lsn},\"ts\":\"2026-10-03T{ts}Z\",\"balance\":{balance}}}\n"
     )

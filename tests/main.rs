@@ -10,6 +10,7 @@ mod config_file;
 mod dead_letters;
 mod derive;
 mod docs;
+mod dry_run;
 mod e2e;
 mod file_sources;
 mod first_hour;

@@ -296,3 +296,65 @@ fn s3_options_are_checked_and_the_documented_keys_reach_the_store() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("data      {lines} rows")), "{text}");
 }
+
+/// Every object of `bucket` on `s3`, with its size and ETag, listed with boto3.
+fn objects(s3: &crate::servers::Server, bucket: &str) -> Vec<String> {
+    let script = "import sys, boto3\n\
+                  pages = boto3.client('s3').get_paginator('list_objects_v2').paginate(Bucket=sys.argv[1])\n\
+                  for page in pages:\n    \
+                      for o in page.get('Contents', []):\n        \
+                          print(o['Key'], o['Size'], o['ETag'])\n";
+    let out = Command::new(crate::common::python())
+        .args(["-c", script, bucket])
+        .envs(crate::servers::s3_env(s3))
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// `sluice run --dry-run` on an S3 table (moto) reports what the run then publishes and
+/// leaves every object of the bucket as it was.
+#[test]
+fn a_dry_run_leaves_the_bucket_as_it_was() {
+    let moto = crate::servers::moto("lake");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let source = format!("ndjson:{}", input.display());
+    let run = |extra: &[&str]| {
+        let mut args = crate::common::run_args(&source, "s3://lake/events", &["--key", "event_id"]);
+        args.extend_from_slice(extra);
+        let out = Command::new(BIN)
+            .args(&args)
+            .envs(crate::servers::s3_env(&moto))
+            .output()
+            .expect("sluice runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let slices = crate::common::stream_slices(2_000, 2, 13, 2, 0);
+    for (i, (name, bytes)) in slices.iter().enumerate() {
+        std::fs::write(input.join(name), bytes).unwrap();
+        let before = objects(&moto, "lake");
+        let report: serde_json::Value =
+            serde_json::from_str(&run(&["--dry-run", "--format", "json"])).unwrap();
+        assert_eq!(objects(&moto, "lake"), before, "slice {i}");
+        assert_eq!(report["table_exists"], i > 0, "{report}");
+        let rows: i64 = (report["windows"].as_array().unwrap().iter())
+            .map(|w| w["rows"].as_i64().unwrap())
+            .sum();
+        assert!(rows > 0, "{report}");
+        run(&[]);
+        assert_ne!(objects(&moto, "lake"), before, "the run writes");
+    }
+}

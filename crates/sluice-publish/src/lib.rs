@@ -39,6 +39,7 @@ mod local;
 mod log_txns;
 mod marks;
 mod notify;
+mod overlay;
 mod retry;
 mod status;
 mod table;
@@ -65,6 +66,7 @@ pub use notify::{
     notified_through, notify_txn, record_notified, valid_target_name, ChangeFeed, ChangeReason,
     DeliveredMarks, NotifyLogError, WindowChange,
 };
+pub use overlay::{write_to_memory, Overlay};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use status::{
     log_size, read_txns, status, CheckpointStatus, LastCommit, LogStatus, PipelineStatus,
@@ -81,10 +83,10 @@ pub use table::merge::{
 };
 pub use table::store_options::{check_store_options, StoreKind, StoreOptionError};
 pub use table::{
-    active_files, location_url, open_table, open_table_with, reserved_columns, source_store,
-    table_id, OpenError, Pipelines, PublishedFile, PublishedWindow, ReservedKind, TableOptions,
-    WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY,
-    SOURCE_COLUMN,
+    active_files, location_url, open_table, open_table_with, read_through_table_store,
+    reserved_columns, source_store, table_id, OpenError, Pipelines, PublishedFile, PublishedWindow,
+    ReservedKind, TableOptions, WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN,
+    PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
 };
 pub use tombstones::{
     expire_tombstones, TombstoneError, TombstoneTable, Tombstones, DELETED_AT_COLUMN,

@@ -144,6 +144,7 @@ impl TombstoneTable {
         }
         self.table.update_state().await.map_err(read)?;
         let ctx = plain_types_session();
+        crate::table::read_through_table_store(&ctx, &self.table);
         let provider = self.table.table_provider().await.map_err(df_error)?;
         let mut current = ctx.read_table(provider).map_err(df_error)?;
         // Only the files whose statistics admit an offered key are read (as a mirror's MERGE).
@@ -244,7 +245,9 @@ pub async fn expire_tombstones(
     let predicate = Expr::Column(Column::new_unqualified(DELETED_AT_COLUMN)).lt(lit(cutoff));
     if dry_run {
         let provider = table.table_provider().await.map_err(|e| expire(e.into()))?;
-        let due = plain_types_session()
+        let ctx = plain_types_session();
+        crate::table::read_through_table_store(&ctx, &table);
+        let due = ctx
             .read_table(provider)
             .and_then(|df| df.filter(predicate))
             .map_err(|e| expire(e.into()))?
@@ -253,8 +256,13 @@ pub async fn expire_tombstones(
             .map_err(|e| expire(e.into()))?;
         return Ok(Some(due as u64));
     }
+    // deltalake's own session (its planner runs the delete), reading through the table's
+    // store.
+    let ctx = deltalake::delta_datafusion::DeltaSessionContext::new().into_inner();
+    crate::table::read_through_table_store(&ctx, &table);
     let (_, metrics) = table
         .delete()
+        .with_session_state(Arc::new(ctx.state()))
         .with_predicate(predicate)
         .await
         .map_err(expire)?;

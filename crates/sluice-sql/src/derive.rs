@@ -222,6 +222,7 @@ async fn window_frame(
     address: &[(&str, &str)],
     columns: &SchemaRef,
 ) -> Result<DataFrame, DataFusionError> {
+    sluice_publish::read_through_table_store(ctx, table);
     let mut df = ctx.read_table(table.table_provider().await?)?;
     for (k, v) in address {
         df = df.filter(col_named(k).eq(lit(v.to_string())))?;

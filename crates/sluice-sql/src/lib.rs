@@ -89,6 +89,7 @@ pub async fn session(
             return Err(SqlError::BadName(t.name.clone()));
         }
         let table = open_table(&t.location, storage_options, t.version).await?;
+        sluice_publish::read_through_table_store(&ctx, &table);
         let provider = table
             .table_provider()
             .await

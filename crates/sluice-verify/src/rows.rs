@@ -42,6 +42,7 @@ pub(crate) struct RowScan<'a> {
 
 impl RowScan<'_> {
     async fn frame(&self) -> Result<DataFrame, VerifyError> {
+        sluice_publish::read_through_table_store(&self.ctx, self.table);
         let mut provider = self.table.table_provider().with_file_column(FILE_COLUMN);
         if let Some(readable) = &self.readable {
             provider = provider.with_file_paths(readable.iter().cloned());
@@ -212,6 +213,7 @@ impl RowScan<'_> {
         promise: &Promise,
         tombstones: &DeltaTable,
     ) -> Result<Vec<Finding>, VerifyError> {
+        sluice_publish::read_through_table_store(&self.ctx, tombstones);
         let marks = self.ctx.read_table(tombstones.table_provider().await?)?;
         let marks_schema = marks.schema().as_arrow().clone();
         let names: Vec<&String> = promise.key.iter().chain(&promise.sequence).collect();

@@ -328,3 +328,16 @@ pub(crate) async fn open_or_create_table(
     };
     Ok((table, url_text))
 }
+
+/// Makes `ctx` read `table`'s files through the table's own store (its retries, and the
+/// overlay of a dry run), not through the store DataFusion's registry holds for the URL's
+/// scheme (for `file://`, a plain local file system of its own), which deltalake's table
+/// provider leaves in place.
+pub fn read_through_table_store(
+    ctx: &deltalake::datafusion::prelude::SessionContext,
+    table: &DeltaTable,
+) {
+    let log_store = table.log_store();
+    ctx.runtime_env()
+        .register_object_store(log_store.root_url(), log_store.root_object_store(None));
+}

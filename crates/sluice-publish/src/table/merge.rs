@@ -206,6 +206,7 @@ pub(crate) fn merge_builder(
     predicate: Expr,
     properties: CommitProperties,
 ) -> MergeBuilder {
+    crate::table::read_through_table_store(ctx, table);
     table
         .clone()
         .merge(source, predicate)
@@ -246,6 +247,7 @@ impl WindowTable {
         }
         self.catch_up().await.map_err(delta)?;
         let ctx = plain_types_session();
+        crate::table::read_through_table_store(&ctx, &self.loaded);
         let provider = self.loaded.table_provider().await.map_err(df_error)?;
         let mut current = ctx.read_table(provider).map_err(df_error)?;
         match scope {
