@@ -11,8 +11,8 @@ use sluice_window::parse_instant;
 use crate::args::parse_bytes;
 use crate::args::table_flags::TableFlags;
 use crate::report::parse_storage_options;
-use crate::status::human_bytes;
 use crate::usage;
+use crate::words::human_bytes;
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {

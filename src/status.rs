@@ -14,6 +14,7 @@ use crate::args::table_flags::TableFlags;
 use crate::dead_letters::meant_for;
 use crate::report::parse_storage_options;
 use crate::usage;
+use crate::words::human_bytes;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -29,6 +30,24 @@ pub struct StatusArgs {
     /// request per thousand objects).
     #[arg(long)]
     pub log_size: bool,
+    /// The pipeline's source, to show its lag (what the table has not read of it): a file
+    /// source as `run` takes it, or kafka:TOPIC with --brokers. [default: the config file's]
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Object store option of --source, KEY=VALUE (repeatable). [default: the config file's]
+    #[arg(long = "source-option", value_name = "KEY=VALUE")]
+    pub source_options: Vec<String>,
+    /// With --source kafka:TOPIC: the brokers. [default: the config file's]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub brokers: Option<String>,
+    /// The pipeline that reads --source. [default: the config file's, else sluice]
+    #[arg(long)]
+    pub pipeline: Option<String>,
+    /// Also write the status as a page to FILE (HTML and inline SVG, no script or external
+    /// asset): the windows on a timeline with the missing ones between them, the source's
+    /// lag, dead letters by reason and per hour, commits per hour.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
 }
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
@@ -51,20 +70,60 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         status.log.bytes = Some(bytes);
     }
     let dlq = (args.dlq.clone())
-        .or(target.file.dlq)
+        .or(target.file.dlq.clone())
         .unwrap_or_else(|| crate::args::default_dlq_location(&target.table));
     let id = sluice_publish::table_id(&table)
         .with_context(|| format!("reading the id of {}", target.table))?;
     let dead = dead_letters(&dlq, &storage, Some(&id)).await?;
+    let resume = status
+        .pipelines
+        .iter()
+        .map(|p| {
+            let offsets = p.positions.iter().map(|(k, t)| (k.clone(), t.version));
+            (p.pipeline.clone(), offsets.collect())
+        })
+        .collect();
+    let flags = crate::lag::SourceFlags {
+        source: args.source.clone(),
+        source_options: args.source_options.clone(),
+        brokers: args.brokers.clone(),
+        pipeline: args.pipeline.clone(),
+    };
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let lag = crate::lag::source_lag(&target, flags, &resume, now_ms).await?;
+    if let Some(path) = &args.html {
+        let dead_by_hour = match &dead {
+            Some(_) => dead_letters_by_hour(&dlq, &storage, &id).await?,
+            None => Vec::new(),
+        };
+        let page = crate::status_page::Page {
+            status: &status,
+            windows: &sluice_publish::list_windows(&table).await?,
+            dead: dead.as_ref().map(|(d, _)| d),
+            dead_by_hour: &dead_by_hour,
+            commits: &sluice_publish::commit_history(&table).await?,
+            lag: lag.as_ref(),
+            now_ms,
+        };
+        let size = (status.pipelines.first())
+            .and_then(|p| p.contract.get(sluice_publish::terms::WINDOW))
+            .and_then(|w| sluice_window::WindowSize::parse(w).ok());
+        std::fs::write(path, crate::status_page::render(&page, size))
+            .with_context(|| format!("--html {}: writing the page", path.display()))?;
+    }
     if json {
         let mut value = serde_json::to_value(&status)?;
         value["dead_letter_table"] = serde_json::json!(dead.as_ref().map(|_| &dlq));
         let (counts, others) = dead.unwrap_or_default();
         value["dead_letters"] = serde_json::json!(counts);
         value["dead_letters_of_other_tables"] = serde_json::json!(others);
+        value["lag"] = serde_json::to_value(&lag)?;
         println!("{value}");
     } else {
         print!("{}", text(&status, &dlq, dead.as_ref()));
+        if let Some(lag) = &lag {
+            println!("\n{}", crate::lag::text(lag));
+        }
     }
     Ok(())
 }
@@ -80,6 +139,41 @@ pub(crate) async fn dead_letters(
     storage: &std::collections::HashMap<String, String>,
     table_id: Option<&str>,
 ) -> anyhow::Result<Option<(DeadCounts, usize)>> {
+    let sql = "SELECT pipeline, reason, count(*) AS n FROM own GROUP BY pipeline, reason";
+    let Some((rows, others)) = dead_letter_counts(dlq, storage, table_id, sql).await? else {
+        return Ok(None);
+    };
+    let mut out = DeadCounts::new();
+    for (pipeline, reason, n) in rows {
+        out.entry(pipeline).or_default().insert(reason, n);
+    }
+    Ok(Some((out, others)))
+}
+
+/// The table's dead letters per hour they were detected in, by reason: (hour, reason,
+/// count), oldest first.
+async fn dead_letters_by_hour(
+    dlq: &str,
+    storage: &std::collections::HashMap<String, String>,
+    table_id: &str,
+) -> anyhow::Result<Vec<(String, String, i64)>> {
+    let sql = format!(
+        "SELECT CAST(date_trunc('hour', detected_at) AS VARCHAR) AS hour, reason, count(*) AS n \
+         FROM own WHERE reason <> '{REPLAYED_REASON}' GROUP BY 1, 2 ORDER BY 1, 2"
+    );
+    let counted = dead_letter_counts(dlq, storage, Some(table_id), &sql).await?;
+    Ok(counted.map(|(rows, _)| rows).unwrap_or_default())
+}
+
+/// `sql` over `own`, the dead letters of `dlq` meant for the table of id `table_id` (none:
+/// any), selecting two strings and a count (rows with a null string left out); and how many
+/// dead letters are meant for other tables. `None` without a dead-letter table.
+async fn dead_letter_counts(
+    dlq: &str,
+    storage: &std::collections::HashMap<String, String>,
+    table_id: Option<&str>,
+    sql: &str,
+) -> anyhow::Result<Option<(Vec<(String, String, i64)>, usize)>> {
     if sluice_publish::open_table(dlq, storage, None)
         .await
         .is_err()
@@ -94,35 +188,29 @@ pub(crate) async fn dead_letters(
     let ctx = sluice_sql::session(&tables, storage).await?;
     let (own, others) = meant_for(ctx.table("d").await?, table_id).await?;
     ctx.register_table("own", own.into_view())?;
-    let batches = sluice_sql::query(
-        &ctx,
-        "SELECT pipeline, reason, count(*) AS n FROM own GROUP BY pipeline, reason",
-    )
-    .await
-    .with_context(|| format!("counting the dead letters of {dlq}"))?;
-    let mut out = DeadCounts::new();
+    let batches = sluice_sql::query(&ctx, sql)
+        .await
+        .with_context(|| format!("counting the dead letters of {dlq}"))?;
+    let mut out = Vec::new();
     for b in &batches {
         // DataFusion may give strings as views or dictionaries: read them as plain strings.
         let as_type = |i: usize, t: &DataType| cast(b.column(i), t);
-        let (p, r, n) = (
+        let (x, y, n) = (
             as_type(0, &DataType::Utf8)?,
             as_type(1, &DataType::Utf8)?,
             as_type(2, &DataType::Int64)?,
         );
-        let (Some(p), Some(r), Some(n)) = (
-            p.as_string_opt::<i32>(),
-            r.as_string_opt::<i32>(),
+        let (Some(x), Some(y), Some(n)) = (
+            x.as_string_opt::<i32>(),
+            y.as_string_opt::<i32>(),
             n.as_primitive_opt::<Int64Type>(),
         ) else {
             anyhow::bail!("the dead-letter table {dlq} has unexpected column types");
         };
         for i in 0..b.num_rows() {
-            if p.is_null(i) || r.is_null(i) {
-                continue;
+            if !x.is_null(i) && !y.is_null(i) {
+                out.push((x.value(i).to_string(), y.value(i).to_string(), n.value(i)));
             }
-            out.entry(p.value(i).to_string())
-                .or_default()
-                .insert(r.value(i).to_string(), n.value(i));
         }
     }
     Ok(Some((out, others)))
@@ -288,17 +376,4 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
         ));
     }
     out
-}
-
-pub fn human_bytes(bytes: i64) -> String {
-    let b = bytes as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.1} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.1} MiB", b / (1 << 20) as f64)
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
 }

@@ -17,3 +17,27 @@ pub fn busy_seconds(busy_us: &[(&str, u64)]) -> serde_json::Value {
         .collect::<serde_json::Map<String, serde_json::Value>>()
         .into()
 }
+
+/// A span of milliseconds for people: `45s`, `12m`, `3h 5m`, `2d 4h`.
+pub fn duration_ms(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+pub fn human_bytes(bytes: i64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.1} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1 << 20) as f64 {
+        format!("{:.1} MiB", b / (1 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}

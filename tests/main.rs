@@ -37,5 +37,6 @@ mod second_hour;
 mod servers;
 mod shapes;
 mod status;
+mod status_page;
 mod stores;
 mod verify;

@@ -1,7 +1,7 @@
 //! `sluice status` over a table with late windows and dead letters (the sharded case is in
 //! tests/kafka.rs): every figure it prints agrees with the table read another way.
 
-use crate::common::{ok, run_args, sorted_rows, stream_slices};
+use crate::common::{assert_refused, ok, run_args, sorted_rows, stream_slices};
 
 #[test]
 fn status_agrees_with_the_table_read_back() {
@@ -184,4 +184,86 @@ fn status_of_a_table_with_nothing_published_shows_its_pipeline_and_dead_letters(
         serde_json::from_str(&ok(&["status", "--table", t, "--format", "json"])).unwrap();
     assert_eq!(s["pipelines"][0]["pipeline"], "sluice", "{s}");
     assert_eq!(s["dead_letters"]["sluice"]["not_one_object"], 1, "{s}");
+}
+
+/// `status --source` (or the source of `--config`): what the table has not read of its
+/// source, files and bytes and the oldest waiting file's age, without a live run.
+#[test]
+fn status_shows_the_lag_of_a_file_source_from_the_table_and_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let source = format!("ndjson:{}", input.display());
+    let slices = stream_slices(3_000, 3, 17, 3, 0);
+    for (name, bytes) in &slices[..2] {
+        std::fs::write(input.join(name), bytes).unwrap();
+    }
+    ok(&run_args(&source, t, &[]));
+    let (third, bytes) = &slices[2];
+    std::fs::write(input.join(third), bytes).unwrap();
+    let modified_ms = std::fs::metadata(input.join(third))
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let lag = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["status", "--table", t, "--format", "json"];
+        args.extend(extra);
+        let status: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        status["lag"].clone()
+    };
+    let waiting = lag(&["--source", &source]);
+    assert_eq!(waiting["pipeline"], "sluice", "{waiting}");
+    assert_eq!(waiting["files"], 3, "{waiting}");
+    assert_eq!(waiting["files_waiting"], 1, "{waiting}");
+    assert_eq!(waiting["bytes_waiting"], bytes.len(), "{waiting}");
+    assert_eq!(
+        waiting["oldest_waiting_modified_ms"], modified_ms,
+        "{waiting}"
+    );
+    assert!(waiting["oldest_waiting_age_ms"].as_i64().unwrap() >= 0);
+    let text = ok(&["status", "--table", t, "--source", &source]);
+    assert!(
+        text.contains(&format!(
+            "lag       pipeline sluice of {source}: 1 of 3 files waiting"
+        )),
+        "{text}"
+    );
+    // Without a source: no lag.
+    assert_eq!(lag(&[]), serde_json::Value::Null);
+    // The source of a config file; once read, nothing waits.
+    ok(&run_args(&source, t, &[]));
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        format!("source = {source:?}\ntable = {t:?}\nwindow = \"15m\"\n"),
+    )
+    .unwrap();
+    let c = config.to_str().unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--config", c, "--format", "json"])).unwrap();
+    assert_eq!(status["lag"]["files_waiting"], 0, "{status}");
+    assert_eq!(status["lag"]["bytes_waiting"], 0, "{status}");
+    let text = ok(&["status", "--config", c]);
+    assert!(text.contains("nothing waiting in 3 files"), "{text}");
+    // Another pipeline has read nothing of it.
+    let other = lag(&["--source", &source, "--pipeline", "other"]);
+    assert_eq!(other["files_waiting"], 3, "{other}");
+    // Options of another source are refused as a run refuses them.
+    assert_refused(
+        &[
+            "status",
+            "--table",
+            t,
+            "--source",
+            &source,
+            "--brokers",
+            "localhost:9092",
+        ],
+        "--brokers: only with a kafka:TOPIC source",
+    );
 }

@@ -57,8 +57,12 @@ struct Target {
 }
 
 impl Target {
-    /// Re-reads the derived table and the raw version it records as settled.
+    /// Re-reads the derived table and the raw version it records as settled. Swaps staged
+    /// and not committed are dropped (their files are orphans for `sluice gc`): the windows
+    /// are computed again from what the tables hold now, and a window staged twice would be
+    /// published twice in one commit.
     async fn reread(&mut self) -> Result<(), DeriveError> {
+        self.pending.clear();
         let read = |source| DeriveError::Read {
             name: self.query.name.clone(),
             source: Box::new(source),
@@ -477,6 +481,10 @@ impl Deriver {
             .into_iter()
             .filter(|w| w.start() >= from && w.start() < to)
             .collect();
+        // Swaps staged by a pass that failed are dropped: every window is computed again.
+        for target in &mut self.targets {
+            target.pending.clear();
+        }
         let total = (windows.len() * self.targets.len()) as u64;
         let mut done = 0;
         progress(done, total);

@@ -69,8 +69,8 @@ pub use notify::{
 pub use overlay::{write_to_memory, Overlay};
 pub use retry::{is_transient, RetryPolicy, RetryStore};
 pub use status::{
-    log_size, read_txns, status, CheckpointStatus, LastCommit, LogStatus, PipelineStatus,
-    StatusError, TableStatus, Txn, WindowFiles,
+    commit_history, log_size, read_txns, status, CheckpointStatus, LastCommit, LogStatus,
+    PipelineStatus, StatusError, TableStatus, Txn, WindowFiles,
 };
 pub use table::commit::{
     Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,

@@ -422,3 +422,23 @@ pub async fn log_size(table: &DeltaTable) -> Result<(usize, u64), StatusError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The retained commits, oldest first: version, the committer's time (ms) and Delta's
+/// operation (for `sluice status --html`).
+pub async fn commit_history(
+    table: &DeltaTable,
+) -> Result<Vec<(u64, Option<i64>, String)>, deltalake::DeltaTableError> {
+    let newest = table.version().unwrap_or(0);
+    let infos: Vec<_> = table.history(None).try_collect().await?;
+    // Newest first, one per retained version.
+    let mut out: Vec<(u64, Option<i64>, String)> = infos
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let version = newest.saturating_sub(i as u64);
+            (version, c.timestamp, c.operation.unwrap_or_default())
+        })
+        .collect();
+    out.reverse();
+    Ok(out)
+}

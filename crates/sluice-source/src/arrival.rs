@@ -112,6 +112,7 @@ mod tests {
             len: 1,
             size: 1,
             compression: Compression::None,
+            modified_ms: None,
         }
     }
 

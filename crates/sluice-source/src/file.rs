@@ -48,6 +48,9 @@ pub struct SourceFile {
     /// Stored bytes.
     pub size: u64,
     pub compression: Compression,
+    /// When the file was last written (its modification time), in milliseconds since the
+    /// epoch, where the store says.
+    pub modified_ms: Option<i64>,
 }
 
 impl SourceFile {

@@ -196,9 +196,9 @@ impl ObjectFiles {
         }
     }
 
-    /// Objects under the prefix whose names sort after `after` (all, without): names and
-    /// sizes.
-    fn list_after(&self, after: Option<&str>) -> Result<Vec<(String, u64)>, SourceError> {
+    /// Objects under the prefix whose names sort after `after` (all, without): names, sizes
+    /// and modification times.
+    fn list_after(&self, after: Option<&str>) -> Result<Vec<ListedObject>, SourceError> {
         let store = self.store.clone();
         let prefix = self.prefix.clone();
         let offset = after.map(|a| self.location(a)).transpose()?;
@@ -226,7 +226,8 @@ impl ObjectFiles {
                 // Hidden, as in a directory: any part of the name starting with a dot.
                 let hidden = name.split('/').any(|p| p.starts_with('.'));
                 let other = self.only.as_ref().is_some_and(|only| *only != name);
-                (!name.is_empty() && !hidden && !other).then_some((name, meta.size))
+                let modified_ms = Some(meta.last_modified.timestamp_millis());
+                (!name.is_empty() && !hidden && !other).then_some((name, meta.size, modified_ms))
             })
             .collect())
     }
@@ -247,11 +248,16 @@ impl ObjectFiles {
             .unwrap_or_default()
     }
 
-    fn file(&self, name: String, size: u64) -> SourceFile {
+    fn file(&self, (name, size, modified_ms): ListedObject) -> SourceFile {
         let path = PathBuf::from(format!("{}{name}", self.url));
-        entry(name.clone(), path, size, || self.head(&name, size))
+        entry(name.clone(), path, (size, modified_ms), || {
+            self.head(&name, size)
+        })
     }
 }
+
+/// An object as listed: its name under the prefix, size and modification time.
+type ListedObject = (String, u64, Option<i64>);
 
 impl FileStore for ObjectFiles {
     fn list(&self) -> Result<Vec<SourceFile>, SourceError> {
@@ -271,10 +277,10 @@ impl FileStore for ObjectFiles {
         } else {
             listed.files.clone()
         };
-        for (name, size) in objects {
-            let file = match listed.files.get(name.as_str()) {
-                Some(known) if known.size == size => known.clone(),
-                _ => self.file(name, size),
+        for object in objects {
+            let file = match listed.files.get(object.0.as_str()) {
+                Some(known) if known.size == object.1 => known.clone(),
+                _ => self.file(object),
             };
             now.insert(file.name.clone(), file);
         }

@@ -30,11 +30,12 @@ pub trait FileStore: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// A file source's entry before its compression is known: its name, location and size.
+/// A file source's entry before its compression is known: its name, location, size and
+/// modification time.
 pub(crate) fn entry(
     name: String,
     path: PathBuf,
-    size: u64,
+    (size, modified_ms): (u64, Option<i64>),
     head: impl FnOnce() -> Vec<u8>,
 ) -> SourceFile {
     let compression = match Compression::of_name(&name) {
@@ -52,7 +53,18 @@ pub(crate) fn entry(
             size
         },
         compression,
+        modified_ms,
     }
+}
+
+/// A local file's size and modification time.
+fn size_and_time(meta: &std::fs::Metadata) -> (u64, Option<i64>) {
+    let modified_ms = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| i64::try_from(d.as_millis()).ok());
+    (meta.len(), modified_ms)
 }
 
 /// One local file, or the regular, non-hidden files of a local directory.
@@ -107,18 +119,24 @@ impl FileStore for LocalFiles {
                     continue;
                 }
                 let path = entry.path();
-                files.push(crate::store::entry(name, path.clone(), meta.len(), || {
-                    local_head(&path)
-                }));
+                files.push(crate::store::entry(
+                    name,
+                    path.clone(),
+                    size_and_time(&meta),
+                    || local_head(&path),
+                ));
             }
         } else {
             let name = path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .ok_or_else(|| SourceError::NonUtf8Name(path.to_path_buf()))?;
-            files.push(entry(name.to_string(), path.clone(), meta.len(), || {
-                local_head(path)
-            }));
+            files.push(entry(
+                name.to_string(),
+                path.clone(),
+                size_and_time(&meta),
+                || local_head(path),
+            ));
         }
         Ok(files)
     }
