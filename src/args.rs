@@ -17,7 +17,7 @@ use sluice_window::{
     WindowSize, Zone,
 };
 
-use crate::usage;
+use crate::exit::usage;
 
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields, default)]

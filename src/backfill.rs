@@ -10,9 +10,9 @@ use sluice_ingest::{BackfillProgress, NdjsonBackfill, RawShape, RestartPolicy};
 use sluice_window::{parse_instant, EventTime, Window};
 
 use crate::args::{parse_range_of, RunArgs, RunSettings};
+use crate::exit::usage;
 use crate::open::open_deriver;
 use crate::open::{attempt, wire, SystemClock};
-use crate::usage;
 
 #[derive(Debug, Args)]
 pub struct BackfillArgs {
@@ -201,8 +201,8 @@ fn report(
             .map_or(String::new(), |f| {
                 format!("{} at {}:{}: {}", f.reason, f.source, f.offset, f.detail)
             });
-        return Err(crate::Exit::error(
-            crate::Exit::ALL_REJECTED,
+        return Err(crate::exit::Exit::error(
+            crate::exit::Exit::ALL_REJECTED,
             format!(
                 "every line of the source ({}) was rejected (first: {first}); nothing was recomputed",
                 summary.rejected

@@ -23,9 +23,9 @@ use sluice_window::Shard;
 
 use crate::args::table_flags::{TableFlags, TableTarget};
 use crate::args::{default_dlq_location, RunArgs};
+use crate::exit::usage;
 use crate::open::SystemClock;
 use crate::report::parse_storage_options;
-use crate::usage;
 use crate::words::counted;
 
 #[derive(Debug, Clone, Args)]

@@ -64,14 +64,14 @@ pub struct GenerateArgs {
 
 pub fn generate_files(args: GenerateArgs) -> anyhow::Result<()> {
     if args.files == 0 || args.events == 0 || args.hours == 0 {
-        return Err(crate::usage(
+        return Err(crate::exit::usage(
             "--files, --events and --hours must be at least 1",
         ));
     }
     let shape = sluice_source::generate::Shape::parse_name(&args.shape)
-        .ok_or_else(|| crate::usage("--shape: use flat or nested"))?;
+        .ok_or_else(|| crate::exit::usage("--shape: use flat or nested"))?;
     if args.null_keys_per_mille > 1000 {
-        return Err(crate::usage("--null-keys-per-mille: at most 1000"));
+        return Err(crate::exit::usage("--null-keys-per-mille: at most 1000"));
     }
     let spec = GeneratorSpec {
         seed: args.seed,

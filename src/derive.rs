@@ -11,8 +11,8 @@ use sluice_publish::{TableOptions, WindowTable};
 use sluice_window::EventTime;
 
 use crate::args::{parse_range_of, RunSettings};
+use crate::exit::usage;
 use crate::open::{attempt, open_deriver, raw_options, SystemClock};
-use crate::usage;
 
 /// `sluice derive` takes the run options and a range, as `backfill` does, or `--follow`.
 #[derive(Debug, clap::Args)]

@@ -8,9 +8,9 @@ use sluice_ingest::{Clock, Follow, Ingester};
 use sluice_publish::{DeadLetterTable, TableOptions};
 
 use crate::args::{RunArgs, RunSettings};
+use crate::exit::usage;
 use crate::open::{attempt, open_deriver, resolve, wire, SystemClock};
 use crate::signals::{Signal, Stop};
-use crate::usage;
 use crate::words::{busy_seconds, counted};
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {

@@ -95,7 +95,7 @@ pub async fn source_lag(
         }
         #[cfg(not(feature = "kafka"))]
         Some(k) => {
-            return Err(crate::usage(format!(
+            return Err(crate::exit::usage(format!(
                 "--source kafka:{}: this sluice was built without Kafka support",
                 k.topic
             )))

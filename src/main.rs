@@ -10,6 +10,7 @@ mod dead_letters;
 mod demo;
 mod derive;
 mod dry_run;
+mod exit;
 mod ingest;
 mod lag;
 mod maintenance;
@@ -30,6 +31,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use exit::Exit;
 
 /// Land event streams in Delta Lake tables: every window is an address, every restart a rerun.
 #[derive(Debug, Parser)]
@@ -106,43 +109,6 @@ enum Command {
     Completions(options::CompletionsArgs),
     /// Print the man page (roff) to stdout: `sluice man > sluice.1`.
     Man,
-}
-
-/// A failure with an exit status of its own, printed as one line: an invalid option or
-/// config value (2), a run whose every record was rejected (3), a table that `verify` finds
-/// breaking a promise (4), an interrupted run (130).
-#[derive(Debug)]
-pub struct Exit {
-    pub status: u8,
-    pub message: String,
-}
-
-impl Exit {
-    pub const USAGE: u8 = 2;
-    pub const ALL_REJECTED: u8 = 3;
-    /// `sluice verify` found a broken promise.
-    pub const FINDINGS: u8 = 4;
-    pub const INTERRUPTED: u8 = 130;
-
-    pub fn error(status: u8, message: impl Into<String>) -> anyhow::Error {
-        anyhow::Error::new(Exit {
-            status,
-            message: message.into(),
-        })
-    }
-}
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Exit {}
-
-/// Shorthand for a usage error (exit status 2).
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    Exit::error(Exit::USAGE, message)
 }
 
 /// At most 2 malloc arenas (glibc). glibc gives threads that allocate under contention arenas

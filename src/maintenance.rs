@@ -10,8 +10,8 @@ use sluice_window::parse_instant;
 
 use crate::args::parse_bytes;
 use crate::args::table_flags::TableFlags;
+use crate::exit::usage;
 use crate::report::parse_storage_options;
-use crate::usage;
 use crate::words::human_bytes;
 
 #[derive(Debug, Args)]

@@ -9,7 +9,7 @@ use sluice_notify::{
 use sluice_publish::TableOptions;
 
 use crate::args::{timeout_ms, RunSettings};
-use crate::usage;
+use crate::exit::usage;
 
 /// Backoff of a failing delivery.
 const RETRY_INITIAL_MS: u64 = 500;

@@ -19,7 +19,7 @@ use sluice_sql::DerivedQuery;
 use sluice_stage::StageOptions;
 
 use crate::args::{RunArgs, RunSettings};
-use crate::usage;
+use crate::exit::usage;
 
 /// The process's wall clock: the one place sluice reads it.
 pub struct SystemClock;

@@ -13,7 +13,7 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use sluice_sql::{Format, TableRef};
 
 use crate::args::table_flags::TableFlags;
-use crate::usage;
+use crate::exit::usage;
 
 #[derive(Debug, Args)]
 pub struct QueryArgs {

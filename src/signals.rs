@@ -53,7 +53,7 @@ impl Stop {
             .await
             .ok()
             .and_then(|t| t.version());
-        crate::Exit::error(crate::Exit::INTERRUPTED, format!(
+        crate::exit::Exit::error(crate::exit::Exit::INTERRUPTED, format!(
             "interrupted: {how}. The table {} holds every window published before the signal (version {}); windows still open are not published, and the next run re-reads their events from the positions the table records",
             settings.table,
             version.map_or("-".into(), |v| v.to_string())

@@ -12,8 +12,8 @@ use sluice_publish::{TableStatus, REPLAYED_REASON};
 
 use crate::args::table_flags::TableFlags;
 use crate::dead_letters::meant_for;
+use crate::exit::usage;
 use crate::report::parse_storage_options;
-use crate::usage;
 use crate::words::human_bytes;
 
 #[derive(Debug, Args)]

@@ -7,8 +7,8 @@ use sluice_publish::OpenError;
 use sluice_verify::{Report, Verify, EXAMPLES_PER_CHECK_DEFAULT};
 
 use crate::args::table_flags::TableFlags;
+use crate::exit::{usage, Exit};
 use crate::report::parse_storage_options;
-use crate::{usage, Exit};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {

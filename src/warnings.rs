@@ -92,8 +92,8 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
         ));
     }
     if s.rows == 0 && s.rejected > 0 {
-        return Err(crate::Exit::error(
-            crate::Exit::ALL_REJECTED,
+        return Err(crate::exit::Exit::error(
+            crate::exit::Exit::ALL_REJECTED,
             format!(
                 "every record of this run ({}) was rejected; nothing {} in {}",
                 s.rejected,

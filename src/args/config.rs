@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::RunArgs;
-use crate::usage;
+use crate::exit::usage;
 
 impl RunArgs {
     /// Fills options not given as flags from the config file.

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::usage;
+use crate::exit::usage;
 
 /// One derived table as configured.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

@@ -8,7 +8,7 @@ use sluice_notify::parse_reasons;
 use sluice_publish::valid_target_name;
 use sluice_window::parse_duration_ms;
 
-use crate::usage;
+use crate::exit::usage;
 
 /// One delivery attempt's bound unless a target gives its own.
 const TIMEOUT_DEFAULT: &str = "10s";

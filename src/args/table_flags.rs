@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::RunArgs;
-use crate::usage;
+use crate::exit::usage;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct TableFlags {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use sluice_window::{parse_duration_ms, parse_instant, EventTime};
 
-use crate::usage;
+use crate::exit::usage;
 
 /// An optional duration option.
 pub(super) fn duration_option(flag: &str, text: Option<&str>) -> anyhow::Result<Option<i64>> {

@@ -8,7 +8,8 @@
 //! is applied whenever its sequence is above the row's. The other order would lose the
 //! tombstone of a delete whose data commit landed. Rows are appended only (a replay may
 //! append a tombstone again; readers take the highest sequence per key) and removed by
-//! [`TombstoneTable::expire`] once older than the lateness the pipeline allows.
+//! [`expire_tombstones`] (`sluice expire --tombstones`, or `--table` beside the table) once
+//! their delete's event time is older than the retention asked for.
 //!
 //! Columns: the key fields, then the sequence fields (each named by its path in the record,
 //! `source.lsn` for a struct member, typed as the record's), `deleted_at` (the delete's event

@@ -3,11 +3,15 @@
 //! to one window's address or across the whole table.
 //!
 //! The winner of an upsert is decided by the caller, in Rust, with the same rule as every
-//! dedupe (later event time, then higher source position; `sluice_window::key_winner`): it
-//! reads the current rows of the offered keys with [`WindowTable::incumbents`], drops the
-//! offered rows that lose, and the MERGE then replaces matched rows unconditionally. Both
-//! read the same table version and the MERGE commits with no retries, so a concurrent writer
-//! makes the commit fail ([`PublishError::TableMoved`]) instead of slipping in between.
+//! dedupe (the later order: the sequence fields where the pipeline declares them, else the
+//! event time; then the higher source position; `sluice_window::key_winner`): it reads the
+//! current rows of the offered keys with [`WindowTable::incumbents`], drops the offered rows
+//! that lose, and the MERGE then replaces matched rows unconditionally. Both read the same
+//! table version. The MERGE retries its commit only as often as the writer's
+//! `commit_retries` says: none for a table of one writer per pipeline, so a concurrent writer
+//! makes the commit fail ([`PublishError::TableMoved`]) instead of slipping in between; a
+//! shard writer retries over commits deltalake's conflict checker finds disjoint from its own
+//! (other shards' addresses, other `txn` app ids).
 //! Across the whole table, both reads skip the files whose key statistics admit no offered
 //! key ([`KeyRanges`]).
 
