@@ -213,6 +213,12 @@ impl Plan {
         changes.dedup_by(|later, first| seq(later.at) == seq(first.at));
         for (j, change) in changes.iter().enumerate() {
             let end = changes.get(j + 1).map(|next| next.at as u32);
+            // A history version ends after it starts (`sluice verify`'s `history_overlap`):
+            // the changes are in sequence order, one per sequence.
+            debug_assert!(
+                end.is_none_or(|e| seq(e as usize) > seq(change.at)),
+                "history: a version ends at or before its start"
+            );
             let moved = match change.what {
                 What::Offered(_) => true,
                 What::Held(i) => {

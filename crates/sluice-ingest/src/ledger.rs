@@ -228,6 +228,13 @@ impl Ledger {
             } else if let Some(partition) = name.strip_prefix(END_TXN_PREFIX) {
                 self.ends.insert(partition.to_string(), offset);
             } else {
+                // E1: a partition's resume offset only moves forward (`sluice verify`'s
+                // `offset_regression` checks the same of the table's log).
+                debug_assert!(
+                    self.committed.get(&name).is_none_or(|at| offset >= *at),
+                    "E1: the resume offset of {name} moved back from {:?} to {offset}",
+                    self.committed.get(&name)
+                );
                 self.committed.insert(name, offset);
             }
         }
