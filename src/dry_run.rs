@@ -270,7 +270,7 @@ impl MadeDirs {
         locations.extend(settings.derive.iter().map(|d| &d.table));
         let mut missing = Vec::new();
         for location in locations {
-            let Some(mut dir) = local_path(location) else {
+            let Some(mut dir) = sluice_publish::local_path(location) else {
                 continue;
             };
             while !dir.as_os_str().is_empty() && !dir.exists() {
@@ -294,14 +294,5 @@ impl Drop for MadeDirs {
             // Fails, and so keeps it, unless the directory is empty.
             let _ = std::fs::remove_dir(dir);
         }
-    }
-}
-
-/// The local path `location` names; `None` for an object-store URL.
-fn local_path(location: &str) -> Option<PathBuf> {
-    match url::Url::parse(location) {
-        Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
-        Ok(url) if url.scheme().len() > 1 => None,
-        _ => Some(PathBuf::from(location)),
     }
 }

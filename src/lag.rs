@@ -163,7 +163,7 @@ fn of_topic(
     }
 }
 
-/// The lag as `status` prints it: one line.
+/// The lag for people, in one line: `pipeline P of SOURCE: 2 of 3 files waiting (...)`.
 pub fn text(lag: &Lag) -> String {
     let waiting = match &lag.waiting {
         Waiting::Files {
@@ -207,10 +207,7 @@ pub fn text(lag: &Lag) -> String {
                 .join(", ")
         ),
     };
-    format!(
-        "lag       pipeline {} of {}: {waiting}",
-        lag.pipeline, lag.source
-    )
+    format!("pipeline {} of {}: {waiting}", lag.pipeline, lag.source)
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", text(&status, &dlq, dead.as_ref()));
         if let Some(lag) = &lag {
-            println!("\n{}", crate::lag::text(lag));
+            println!("\nlag       {}", crate::lag::text(lag));
         }
     }
     Ok(())

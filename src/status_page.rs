@@ -64,7 +64,7 @@ impl SlotState {
 /// The windows in time order, with a `Missing` slot for each window between two published
 /// ones (known when the window size is: the contract's, or the one the layout fixes).
 pub fn slots(windows: &[WindowListing], size: Option<WindowSize>) -> Vec<Slot> {
-    let mut placed: Vec<(Window, &WindowListing)> = windows
+    let mut placed: Vec<(Window, AddressLayout, &WindowListing)> = windows
         .iter()
         .filter_map(|w| {
             let values: Vec<(String, String)> = w
@@ -74,12 +74,12 @@ pub fn slots(windows: &[WindowListing], size: Option<WindowSize>) -> Vec<Slot> {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
             let layout = AddressLayout::of_partition_values(&values)?;
-            Some((layout.window_at(size, &values)?, w))
+            Some((layout.window_at(size, &values)?, layout, w))
         })
         .collect();
-    placed.sort_by_key(|(window, _)| window.start());
+    placed.sort_by_key(|(window, ..)| window.start());
     let mut out: Vec<Slot> = Vec::new();
-    for (i, (window, w)) in placed.iter().enumerate() {
+    for (i, &(window, layout, w)) in placed.iter().enumerate() {
         if i > 0 {
             let mut next = Window::starting_at(window.size(), placed[i - 1].0.end());
             while let Some(gap) = next.filter(|g| g.start() < window.start()) {
@@ -87,7 +87,7 @@ pub fn slots(windows: &[WindowListing], size: Option<WindowSize>) -> Vec<Slot> {
                     break;
                 }
                 out.push(Slot {
-                    address: layout_address(&placed[i - 1].1.address, gap),
+                    address: layout.address(gap).hive_path(),
                     start_ms: gap.start().as_micros() / 1000,
                     state: SlotState::Missing,
                     rows: 0,
@@ -109,21 +109,6 @@ pub fn slots(windows: &[WindowListing], size: Option<WindowSize>) -> Vec<Slot> {
         });
     }
     out
-}
-
-/// The address of `window` in the layout of a published window's `address`.
-fn layout_address(address: &str, window: Window) -> String {
-    let values: Vec<(String, String)> = address
-        .split('/')
-        .filter_map(|p| p.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let Some(layout) = AddressLayout::of_partition_values(&values) else {
-        return String::new();
-    };
-    let address = layout.address(window);
-    let pairs: Vec<String> = address.pairs().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.join("/")
 }
 
 /// Text for HTML: `&`, `<`, `>` and quotes escaped.
@@ -207,29 +192,23 @@ fn lag(lag: Option<&Lag>) -> String {
     let Some(lag) = lag else {
         return "<h2>Lag</h2><p id=\"lag\" class=\"muted\">no source given (status --source, or --config)</p>".into();
     };
-    let (attrs, text) = match &lag.waiting {
+    let attrs = match &lag.waiting {
         Waiting::Files {
             files,
             files_waiting,
             bytes_waiting,
             oldest_waiting_age_ms,
             ..
-        } => (
-            format!(
-                "data-files=\"{files}\" data-files-waiting=\"{files_waiting}\" data-bytes-waiting=\"{bytes_waiting}\" data-oldest-waiting-age-ms=\"{}\"",
-                oldest_waiting_age_ms.map_or(String::new(), |a| a.to_string())
-            ),
-            crate::lag::text(lag),
+        } => format!(
+            "data-files=\"{files}\" data-files-waiting=\"{files_waiting}\" data-bytes-waiting=\"{bytes_waiting}\" data-oldest-waiting-age-ms=\"{}\"",
+            oldest_waiting_age_ms.map_or(String::new(), |a| a.to_string())
         ),
         Waiting::Records {
             records_waiting, ..
-        } => (
-            format!("data-records-waiting=\"{records_waiting}\""),
-            crate::lag::text(lag),
-        ),
+        } => format!("data-records-waiting=\"{records_waiting}\""),
     };
-    let text = text.trim_start_matches("lag").trim();
-    format!("<h2>Lag</h2><p id=\"lag\" {attrs}>{}</p>", esc(text))
+    let text = crate::lag::text(lag);
+    format!("<h2>Lag</h2><p id=\"lag\" {attrs}>{}</p>", esc(&text))
 }
 
 fn timeline(slots: &[Slot]) -> String {

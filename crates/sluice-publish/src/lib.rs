@@ -83,7 +83,7 @@ pub use table::merge::{
 };
 pub use table::store_options::{check_store_options, StoreKind, StoreOptionError};
 pub use table::{
-    active_files, location_url, open_table, open_table_with, read_through_table_store,
+    active_files, local_path, location_url, open_table, open_table_with, read_through_table_store,
     reserved_columns, source_store, table_id, OpenError, Pipelines, PublishedFile, PublishedWindow,
     ReservedKind, TableOptions, WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN,
     PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,

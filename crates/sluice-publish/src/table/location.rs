@@ -109,7 +109,7 @@ impl Drop for MadeDir {
 }
 
 /// The local path `location` names; `None` for an object store URL.
-fn local_path(location: &str) -> Option<std::path::PathBuf> {
+pub fn local_path(location: &str) -> Option<std::path::PathBuf> {
     match Url::parse(location) {
         Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
         // A one-letter scheme is a Windows drive.

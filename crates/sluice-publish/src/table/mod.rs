@@ -38,7 +38,7 @@ use contract::ContractDifference;
 pub use files::active_files;
 pub(crate) use files::file_of;
 pub use location::{
-    location_url, open_table, open_table_with, read_through_table_store, source_store,
+    local_path, location_url, open_table, open_table_with, read_through_table_store, source_store,
 };
 pub mod store_options;
 pub(crate) use location::{missing_local_dir, open_table_if_exists, unloaded_table};
