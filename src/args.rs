@@ -1,7 +1,7 @@
 //! Options of `sluice run`: flags, a TOML config file (`--config`, same names in snake_case),
 //! and their validation. Flags win over the file; the file wins over defaults.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -193,6 +193,43 @@ pub struct RunArgs {
     /// [default: <table>_tombstones]
     #[arg(long)]
     pub tombstones: Option<String>,
+    /// An expectation on the rows, NAME=SQL (repeatable): a condition every row should meet,
+    /// SQL over the record's top-level fields as --delete-when takes it (comparisons,
+    /// BETWEEN, LIKE, IN lists, IS [NOT] NULL, AND, OR, NOT; a null result passes). A row
+    /// for which it is false lands all the same, counted per rule (the run's summary,
+    /// status, the metrics). The rules are recorded in the table: a run that gives none keeps
+    /// them. In a config file: [expect] NAME = "SQL".
+    #[arg(long = "expect", value_name = "NAME=SQL")]
+    #[serde(skip)]
+    pub expect_flags: Vec<String>,
+    /// An expectation whose breaking rows are dead letters `expectation` naming the rule,
+    /// replayable with `dead-letters --replay` once the rule is loosened (repeatable). In a
+    /// config file: [expect_or_drop].
+    #[arg(long = "expect-or-drop", value_name = "NAME=SQL")]
+    #[serde(skip)]
+    pub expect_or_drop_flags: Vec<String>,
+    /// An expectation that stops the run at the first row breaking it, before that row's
+    /// window is published: exit 3, naming the rule and the record's position (repeatable).
+    /// In a config file: [expect_or_fail].
+    #[arg(long = "expect-or-fail", value_name = "NAME=SQL")]
+    #[serde(skip)]
+    pub expect_or_fail_flags: Vec<String>,
+    /// Check no expectation, and remove the ones the table records.
+    #[arg(long, conflicts_with_all = ["expect_flags", "expect_or_drop_flags", "expect_or_fail_flags"])]
+    pub no_expectations: bool,
+    /// The config file's [expect] rules, by name.
+    #[arg(skip)]
+    pub expect: BTreeMap<String, String>,
+    /// The config file's [expect_or_drop] rules.
+    #[arg(skip)]
+    pub expect_or_drop: BTreeMap<String, String>,
+    /// The config file's [expect_or_fail] rules.
+    #[arg(skip)]
+    pub expect_or_fail: BTreeMap<String, String>,
+    /// The rules the table records (the contract's), taken where none are given.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub expect_recorded: Option<String>,
     /// With --mode merge --merge-scope table and one --sequence-field: 1 keeps each key's
     /// latest change; 2 keeps every change as a version of its row, current from its
     /// sequence (__start_at) until the key's next change or delete (__end_at; null while
@@ -395,6 +432,8 @@ pub struct RunSettings {
     pub envelope: Option<Envelope>,
     /// `--tombstones`: the tombstone table's location.
     pub tombstones: String,
+    /// The rules on the rows: the given ones, or else the table's.
+    pub expectations: sluice_ingest::expectations::Expectations,
     pub late: LatePolicy,
     pub max_rewrite_age_ms: Option<i64>,
     pub late_batch_ms: i64,
@@ -1090,6 +1129,7 @@ impl RunArgs {
                 ))
             })?),
         };
+        let expectations = expect_rules::resolve(&a)?;
         Ok(RunSettings {
             source,
             input,
@@ -1136,6 +1176,7 @@ impl RunArgs {
             derive: a.derive,
             notify: a.notify,
             notify_drain_ms,
+            expectations,
             max_reject_ratio,
             json,
             dry_run: a.dry_run,
@@ -1185,6 +1226,7 @@ pub(crate) fn default_dlq_location(table: &str) -> String {
 
 mod config;
 mod derive_tables;
+mod expect_rules;
 mod notify_targets;
 pub mod table_flags;
 mod values;

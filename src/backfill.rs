@@ -182,6 +182,7 @@ fn report(
             "rows_outside": summary.outside,
             "rejected": summary.rejected,
             "rejected_by_reason": summary.rejections.by_reason,
+            "expectations": summary.expectations,
             "table_version": summary.last_version,
             "seconds": started.elapsed().as_secs_f64(),
             "busy_seconds": crate::words::busy_seconds(&summary.busy_us),
@@ -327,7 +328,7 @@ fn print_summary(
 ) {
     println!(
         "sluice {what}: windows in [{}, {}): {} republished, {} already complete and left unchanged; \
-         {} rows in range, {} outside ignored, {} bad lines ignored; table version {}{derived}; {:.2} s",
+         {} rows in range, {} outside ignored, {} bad lines ignored{}; table version {}{derived}; {:.2} s",
         from.to_rfc3339(),
         to.to_rfc3339(),
         summary.windows_published,
@@ -335,6 +336,13 @@ fn print_summary(
         summary.rows,
         summary.outside,
         summary.rejected,
+        match summary.expectations.is_empty() {
+            true => String::new(),
+            false => format!(
+                " (expectations broken: {})",
+                crate::words::violations(&summary.expectations)
+            ),
+        },
         summary
             .last_version
             .map_or_else(|| "unchanged".to_string(), |v| v.to_string()),

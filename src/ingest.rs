@@ -142,6 +142,12 @@ fn summary_line(
     if !s.fields_added.is_empty() {
         extra += &format!("; new columns: {}", s.fields_added.join(", "));
     }
+    if !s.expectations.is_empty() {
+        extra += &format!(
+            "; expectations broken: {}",
+            crate::words::violations(&s.expectations)
+        );
+    }
     if s.ahead > 0 {
         extra += &format!(
             "; {} events far ahead of the stream (their windows published on their own)",
@@ -189,6 +195,7 @@ fn summary_json(
         "late_dead_lettered": s.late_dead_lettered,
         "rejected": s.rejected,
         "rejected_by_reason": s.rejections.by_reason,
+        "expectations": s.expectations,
         "dead_letter_table": dlq,
         "duplicates_kept": s.duplicates_kept,
         "restarts": s.restarts,

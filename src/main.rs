@@ -20,6 +20,7 @@ mod open;
 mod options;
 mod progress;
 mod report;
+mod rule_counts;
 mod signals;
 mod status;
 mod status_page;
@@ -183,7 +184,7 @@ fn main() -> ExitCode {
             Command::Man => options::man_page(),
         }
     });
-    match result {
+    match result.map_err(exit::of_failure) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<Exit>().is_some() => {
             warnings::error(&[format!("sluice: {e}")]);

@@ -144,6 +144,7 @@ pub(crate) async fn open_raw(
         infer_from: infer_from.map(|source| (source, settings.infer_lines)),
         decode,
         deletes,
+        expectations: &settings.expectations,
         history: settings.history,
     };
     open_raw_table(spec).await.map_err(|e| match e {
@@ -156,6 +157,7 @@ pub(crate) async fn open_raw(
             usage(format!("--schema: {e}"))
         }
         OpenRawError::Deletes(e) => usage(format!("{e}; nothing was written")),
+        OpenRawError::Expectations(e) => usage(format!("{e}; nothing was written")),
         e @ OpenRawError::VersionColumns(_) => usage(format!("{e}; nothing was written")),
         OpenRawError::Decode { source, fields } => usage(decode_refusal(&source, &fields)),
     })
@@ -329,6 +331,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
             },
         }),
         history: settings.history,
+        expectations: settings.expectations.clone(),
         late_batch_ms: settings.late_batch_ms,
         late: settings.late,
         mode: settings.mode,

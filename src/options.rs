@@ -35,8 +35,12 @@ const STREAM_ONLY: [&str; 20] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 24] = [
+const SOURCE_ONLY: [&str; 28] = [
     "source",
+    "expect_flags",
+    "expect_or_drop_flags",
+    "expect_or_fail_flags",
+    "no_expectations",
     "schema_registry",
     "kafka_columns",
     "kafka_bytes",

@@ -75,6 +75,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let id = sluice_publish::table_id(&table)
         .with_context(|| format!("reading the id of {}", target.table))?;
     let dead = dead_letters(&dlq, &storage, Some(&id)).await?;
+    let rules = expectations(&status, &target.table, &storage, &dlq, &id).await?;
     let resume = status
         .pipelines
         .iter()
@@ -118,14 +119,44 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         value["dead_letters"] = serde_json::json!(counts);
         value["dead_letters_of_other_tables"] = serde_json::json!(others);
         value["lag"] = serde_json::to_value(&lag)?;
+        value["expectations"] = serde_json::to_value(&rules)?;
         println!("{value}");
     } else {
-        print!("{}", text(&status, &dlq, dead.as_ref()));
+        print!("{}", text(&status, &dlq, dead.as_ref(), &rules));
         if let Some(lag) = &lag {
             println!("\nlag       {}", crate::lag::text(lag));
         }
     }
     Ok(())
+}
+
+/// What each pipeline's expectations found ([`crate::rule_counts`]); the dead-letter table is
+/// read only when a pipeline has rules.
+async fn expectations(
+    status: &TableStatus,
+    location: &str,
+    storage: &std::collections::HashMap<String, String>,
+    dlq: &str,
+    table_id: &str,
+) -> anyhow::Result<crate::rule_counts::RuleCounts> {
+    let any = status.pipelines.iter().any(|p| {
+        p.contract
+            .get(sluice_publish::terms::EXPECT)
+            .is_some_and(|t| !t.is_empty())
+    });
+    if !any {
+        return Ok(Default::default());
+    }
+    // A dead letter `expectation` names its rule first in its detail (`rule: condition ...`).
+    let sql = "SELECT pipeline, split_part(detail, ':', 1) AS rule, count(*) AS n FROM own \
+               WHERE reason = 'expectation' GROUP BY 1, 2";
+    let mut dropped = DeadCounts::new();
+    if let Some((rows, _)) = dead_letter_counts(dlq, storage, Some(table_id), sql).await? {
+        for (pipeline, rule, n) in rows {
+            dropped.entry(pipeline).or_default().insert(rule, n);
+        }
+    }
+    crate::rule_counts::count(status, location, storage, &dropped).await
 }
 
 /// Dead letters by pipeline and reason.
@@ -216,7 +247,12 @@ async fn dead_letter_counts(
     Ok(Some((out, others)))
 }
 
-fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> String {
+fn text(
+    s: &TableStatus,
+    dlq: &str,
+    dead: Option<&(DeadCounts, usize)>,
+    rules: &crate::rule_counts::RuleCounts,
+) -> String {
     let mut out = String::new();
     let mut line = |l: String| {
         out.push_str(&l);
@@ -275,7 +311,8 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
                 "  options   {}",
                 p.contract
                     .iter()
-                    .filter(|(_, v)| !v.is_empty())
+                    // Expectations have lines of their own.
+                    .filter(|(k, v)| !v.is_empty() && *k != sluice_publish::terms::EXPECT)
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect::<Vec<_>>()
                     .join(" ")
@@ -366,6 +403,9 @@ fn text(s: &TableStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> Strin
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+        }
+        for l in crate::rule_counts::lines(rules.get(&p.pipeline).map_or(&[], Vec::as_slice)) {
+            line(l);
         }
     }
     if let Some((_, others @ 1..)) = dead {

@@ -9,6 +9,15 @@ pub fn counted(n: u64, noun: &str) -> String {
     }
 }
 
+/// Rows that broke each expectation, for a summary line: `positive_amount 3, known_country 1`.
+pub fn violations(by_rule: &std::collections::BTreeMap<String, u64>) -> String {
+    by_rule
+        .iter()
+        .map(|(rule, n)| format!("{rule} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Busy time by phase as a JSON object of seconds (`busy_seconds` of `--format json`).
 pub fn busy_seconds(busy_us: &[(&str, u64)]) -> serde_json::Value {
     busy_us

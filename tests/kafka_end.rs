@@ -53,6 +53,7 @@ fn record_schema() -> Arc<Schema> {
 
 fn config(window: WindowSize) -> IngestConfig {
     IngestConfig {
+        expectations: Default::default(),
         pipeline: "sluice".into(),
         window,
         layout: AddressLayout::default_for(window),

@@ -12,6 +12,7 @@ mod derive;
 mod docs;
 mod dry_run;
 mod e2e;
+mod expectations;
 mod file_sources;
 mod first_hour;
 mod hostile;

@@ -89,6 +89,27 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// `sluice run` following `source` into `table` (polled every 200 ms, idle after 1 s) with
+/// its metrics served at `addr`, and `extra` options.
+fn followed<'a>(source: &'a str, table: &'a str, addr: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--source",
+        source,
+        "--table",
+        table,
+        "--follow",
+        "--poll-interval",
+        "200ms",
+        "--idle-timeout",
+        "1s",
+        "--metrics-addr",
+        addr,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// Rows of a table (registered as `t`), 0 if it does not exist yet.
 fn rows(table: &Path) -> u64 {
     if !table.join("_delta_log").exists() {
@@ -263,7 +284,13 @@ fn metrics_of_a_followed_file_run_agree_with_the_tables() {
     // uses only documented ones.
     let documented = metric_names(include_str!("../docs/metrics.md"));
     for name in &documented {
-        if ["sluice_source_lag_records", "sluice_store_retries_total"].contains(&name.as_str()) {
+        // Nor expectations, which this run has none of.
+        let absent = [
+            "sluice_source_lag_records",
+            "sluice_store_retries_total",
+            "sluice_expectation_violations_total",
+        ];
+        if absent.contains(&name.as_str()) {
             continue;
         }
         assert!(
@@ -330,6 +357,60 @@ fn metrics_of_a_followed_file_run_agree_with_the_tables() {
     );
 }
 
+/// Each expectation's broken rows are counted in `sluice_expectation_violations_total`, by
+/// rule: a warn rule's as the model of the input says, a drop rule's as many as the
+/// dead letters it made.
+#[test]
+fn expectation_violations_are_counted_by_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = (0..300)
+        .map(|i| {
+            let country = if i % 3 == 0 { "XX" } else { "DE" };
+            format!(
+                "{{\"id\":{i},\"ts\":\"2026-10-03T{:02}:{:02}:00Z\",\"amount\":{},\"country\":\"{country}\"}}\n",
+                14 + i / 60,
+                i % 60,
+                i % 5 - 1
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("events.ndjson"), lines).unwrap();
+    let table = dir.path().join("table");
+    let dlq = dir.path().join("table_dlq");
+    let addr = free_addr();
+    let source = format!("ndjson:{}", dir.path().join("events.ndjson").display());
+    let rules = [
+        "--window",
+        "1h",
+        "--expect",
+        "known=country <> 'XX'",
+        "--expect-or-drop",
+        "positive=amount >= 0",
+    ];
+    let args = followed(&source, table.to_str().unwrap(), &addr, &rules);
+    let mut run = Running::start(&args, dir.path().join("run.err"));
+    let violations = |s: &Scrape, rule: &str| {
+        s.sum(
+            "sluice_expectation_violations_total",
+            &[&format!("rule=\"{rule}\"")],
+        )
+    };
+    let settled = run.scrape_until(
+        &addr,
+        Duration::from_secs(120),
+        "every row in the table or the dead-letter table",
+        |_| {},
+        |s| rows(&table) + rows(&dlq) == 300 && violations(s, "positive") == rows(&dlq) as f64,
+    );
+    assert_eq!(rows(&dlq), 60, "one in five amounts is -1");
+    assert_eq!(violations(&settled, "known"), 100.0, "{}", settled.0);
+    assert_eq!(
+        scalar(&table, "SELECT count(*) FROM t WHERE country = 'XX'"),
+        "80",
+        "the warn rule's rows landed, but for those the drop rule took"
+    );
+}
+
 /// A followed directory labels its series `source="*"`, also while it holds one file: the
 /// label does not change (a new series) when a second file arrives, and the lag of the
 /// directory is one series.
@@ -343,23 +424,9 @@ fn a_followed_directory_labels_its_series_with_a_star() {
     let table = dir.path().join("table");
     let dlq = dir.path().join("table_dlq");
     let addr = free_addr();
-    let mut run = Running::start(
-        &[
-            "run",
-            "--source",
-            &format!("ndjson:{}", input.display()),
-            "--table",
-            table.to_str().unwrap(),
-            "--follow",
-            "--poll-interval",
-            "200ms",
-            "--idle-timeout",
-            "1s",
-            "--metrics-addr",
-            &addr,
-        ],
-        dir.path().join("run.err"),
-    );
+    let source = format!("ndjson:{}", input.display());
+    let args = followed(&source, table.to_str().unwrap(), &addr, &[]);
+    let mut run = Running::start(&args, dir.path().join("run.err"));
     let only_star = |s: &Scrape| {
         s.0.lines()
             .filter(|l| l.starts_with("sluice_") && l.contains("source=\""))

@@ -133,6 +133,9 @@ impl RunArgs {
             self.kafka_options = file.kafka_options;
         }
         self.follow |= file.follow;
+        self.no_expectations |= file.no_expectations;
+        (self.expect, self.expect_or_drop, self.expect_or_fail) =
+            (file.expect, file.expect_or_drop, file.expect_or_fail);
         for t in file.notify {
             if !self.notify.iter().any(|f| f.name == t.name) {
                 self.notify.push(t);
@@ -228,6 +231,9 @@ impl RunArgs {
                 Some(value) if field.is_none() => *field = Some(value.to_string()),
                 Some(_) => {}
             }
+        }
+        if !self.gives_expectations() {
+            self.expect_recorded = recorded.get(terms::EXPECT).map(String::from);
         }
         // A recorded window carries its zone (`1h in America/New_York`); a zone given on its
         // own replaces it, so that a different one is refused as a different window.

@@ -32,6 +32,8 @@ pub struct BackfillSummary {
     pub rejected: u64,
     /// The bad lines by reason, and the first.
     pub rejections: crate::Rejections,
+    /// Rows that broke each expectation, by rule.
+    pub expectations: crate::expectations::Violations,
     pub windows_published: u64,
     /// Windows whose publication already covers the whole source: left as they are.
     pub windows_unchanged: u64,
@@ -263,6 +265,11 @@ pub(crate) async fn recompute(
         decoder = grown;
         busy.add(Phase::Decode, took);
         let decoded = decoded?;
+        let name = input.name(decoded.file);
+        let decoded =
+            config
+                .expectations
+                .apply(decoded, &chunk, &name, &mut summary.expectations)?;
         if !decoded.added.is_empty() {
             // New fields: the table grows by them with the first window published.
             publisher
@@ -272,7 +279,6 @@ pub(crate) async fn recompute(
             decoder.set_schema(publisher.adopt_table_schema())?;
         }
         summary.bytes += chunk.bytes_read();
-        let name = input.name(decoded.file);
         // Bad lines are counted only: the stream's dead-letter table holds them.
         summary.rejected += decoded.rejects.len() as u64;
         summary.rejections.count_rejects(&name, &decoded.rejects);

@@ -135,6 +135,9 @@ pub struct IngestConfig {
     /// Deletes (`--delete-when`; merge mode across the table, with a sequence): `None`, every
     /// change is an upsert.
     pub deletes: Option<DeleteRule>,
+    /// Rules on the rows (`--expect`, `--expect-or-drop`, `--expect-or-fail`), applied to
+    /// each decoded batch before its rows are routed ([`crate::expectations`]).
+    pub expectations: crate::expectations::Expectations,
     /// History (`--scd 2`; merge mode across the table, with one sequence field): every
     /// change of a key is a version of its row ([`crate::history`]); false: the table holds
     /// each key's latest change.
@@ -192,6 +195,15 @@ pub enum IngestError {
     Tombstones(Box<sluice_publish::TombstoneError>),
     #[error(transparent)]
     DeletePredicate(#[from] crate::deletes::DeletePredicateError),
+    /// An expectation that does not fit the record fields.
+    #[error(transparent)]
+    ExpectationRefused(#[from] crate::expectations::ExpectationError),
+    /// A record broke an expectation under `fail`: the run stopped before publishing its
+    /// window.
+    #[error(transparent)]
+    ExpectationFailed(Box<crate::expectations::Broken>),
+    #[error("{0}")]
+    ExpectationEvaluate(String),
     #[error("reading the table state failed: {0}")]
     Table(Box<deltalake::DeltaTableError>),
     #[error("arrow failed while routing rows: {0}")]
@@ -293,6 +305,19 @@ impl IngestError {
     }
 }
 
+impl From<crate::expectations::ApplyError> for IngestError {
+    fn from(e: crate::expectations::ApplyError) -> Self {
+        match e {
+            crate::expectations::ApplyError::Broken(b) => {
+                IngestError::ExpectationFailed(Box::new(b))
+            }
+            e @ crate::expectations::ApplyError::Evaluate(..) => {
+                IngestError::ExpectationEvaluate(e.to_string())
+            }
+        }
+    }
+}
+
 impl From<PublishError> for IngestError {
     fn from(e: PublishError) -> Self {
         IngestError::Publish(Box::new(e))
@@ -331,6 +356,9 @@ pub struct RunSummary {
     pub bytes: u64,
     /// Records decoded into rows.
     pub rows: u64,
+    /// Rows that broke each expectation, by rule (whatever the rule made of them: a row, a
+    /// dead letter `expectation`, the end of the run).
+    pub expectations: crate::expectations::Violations,
     /// Rows skipped because a publication already handled them (replay after restart).
     pub replayed: u64,
     /// Rows that arrived after their window sealed (handled by the late policy).
@@ -397,6 +425,7 @@ impl RunSummary {
         self.late += s.late;
         self.late_dead_lettered += s.late_dead_lettered;
         self.rejected += s.rejected;
+        crate::expectations::add_violations(&mut self.expectations, &s.expectations);
         self.windows_published += s.windows_published;
         self.commits += s.commits;
         self.dead_letter_commits += s.dead_letter_commits;

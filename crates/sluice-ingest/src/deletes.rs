@@ -1,25 +1,20 @@
 //! Deletes of a mirror (`--delete-when`): which changes are deletes, and which changes a
 //! tombstone buries.
 //!
-//! The predicate is SQL over the record's top-level fields, limited to what cannot fail on
-//! any value: comparisons of a field with a literal or another field of the same kind (text,
-//! number, boolean), `IN` lists, `IS [NOT] NULL`, `IS [NOT] TRUE|FALSE`, `AND`, `OR` and
-//! `NOT`. A cast or a function could fail on one record's value, and a publication that fails
-//! on every restart would stop the pipeline (E8); such predicates are refused at start-up.
-//! A null result is not a delete.
+//! The predicate is a [`RowCondition`]: SQL over the record's top-level fields, limited to
+//! what cannot fail on any value (a publication that failed on every restart would stop the
+//! pipeline, E8). A null result is not a delete.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Schema};
 use deltalake::arrow::error::ArrowError;
-use deltalake::datafusion::common::DFSchema;
-use deltalake::datafusion::logical_expr::{BinaryExpr, Expr, Operator};
-use deltalake::datafusion::prelude::SessionContext;
 use sluice_window::EventTime;
 
+use crate::condition::{ConditionError, RowCondition};
 use crate::dedupe::{columns_named, event_time_reader, sequence_converter, KeySpec};
 use crate::keys::KeyRows;
 
@@ -38,183 +33,41 @@ pub enum DeletePredicateError {
 /// A validated `--delete-when` predicate.
 #[derive(Debug, Clone)]
 pub struct DeletePredicate {
-    sql: String,
+    condition: RowCondition,
 }
 
 impl DeletePredicate {
     /// The predicate `sql`, to be checked against the record fields ([`Self::check`])
     /// before it is evaluated.
     pub fn new(sql: impl Into<String>) -> Self {
-        DeletePredicate { sql: sql.into() }
-    }
-
-    /// Parses the predicate against the record fields `record` and checks that it cannot
-    /// fail on a value (see the module doc).
-    pub fn check(&self, record: &Schema) -> Result<(), DeletePredicateError> {
-        let sql = &self.sql;
-        let expr = parse(sql, record)?;
-        let refused = |why: String| DeletePredicateError::Refused {
-            sql: sql.to_string(),
-            why,
-        };
-        check(&expr, record).map_err(refused)?;
-        match kind(&expr, record) {
-            Some(Kind::Boolean) => Ok(()),
-            _ => Err(refused("not a condition (true or false)".into())),
+        DeletePredicate {
+            condition: RowCondition::new(sql),
         }
     }
 
+    /// Parses the predicate against the record fields `record` and checks that it cannot
+    /// fail on a value (see [`crate::condition`]).
+    pub fn check(&self, record: &Schema) -> Result<(), DeletePredicateError> {
+        let sql = self.sql().to_string();
+        self.condition.check(record).map_err(|e| match e {
+            ConditionError::Parse(source) => DeletePredicateError::Parse { sql, source },
+            ConditionError::Refused(why) => DeletePredicateError::Refused { sql, why },
+        })
+    }
+
     pub fn sql(&self) -> &str {
-        &self.sql
+        self.condition.sql()
     }
 
     /// Per row of `batch`, whether the predicate holds (null: no). `batch` holds at least
     /// the fields the predicate names (the record grown since, and the position columns).
     pub fn evaluate(&self, batch: &RecordBatch) -> Result<Vec<bool>, ArrowError> {
-        let schema = batch.schema();
-        let failed = |e: deltalake::datafusion::error::DataFusionError| {
-            ArrowError::ComputeError(format!("--delete-when {:?}: {e}", self.sql))
-        };
-        let ctx = SessionContext::new();
-        let df_schema = DFSchema::try_from(schema.as_ref().clone()).map_err(failed)?;
-        let expr = ctx.parse_sql_expr(&self.sql, &df_schema).map_err(failed)?;
-        let physical = ctx.create_physical_expr(expr, &df_schema).map_err(failed)?;
-        let values = physical
-            .evaluate(batch)
-            .and_then(|v| v.into_array(batch.num_rows()))
-            .map_err(failed)?;
-        let flags = values.as_boolean_opt().ok_or_else(|| {
-            ArrowError::ComputeError(format!("--delete-when {:?}: not a condition", self.sql))
+        let values = self.condition.evaluate(batch).map_err(|e| {
+            ArrowError::ComputeError(format!("--delete-when {:?}: {e}", self.sql()))
         })?;
-        Ok((0..flags.len())
-            .map(|i| flags.is_valid(i) && flags.value(i))
+        Ok((0..values.len())
+            .map(|i| values.is_valid(i) && values.value(i))
             .collect())
-    }
-}
-
-fn parse(sql: &str, record: &Schema) -> Result<Expr, DeletePredicateError> {
-    let error = |source| DeletePredicateError::Parse {
-        sql: sql.to_string(),
-        source,
-    };
-    let df_schema = DFSchema::try_from(record.clone()).map_err(error)?;
-    SessionContext::new()
-        .parse_sql_expr(sql, &df_schema)
-        .map_err(error)
-}
-
-/// What a predicate's operand holds, as far as comparing it goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Text,
-    Number,
-    Boolean,
-    /// A null literal: compares with anything (and is never true).
-    Null,
-    Other,
-}
-
-fn kind_of_type(t: &DataType) -> Kind {
-    match t {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Kind::Text,
-        DataType::Boolean => Kind::Boolean,
-        DataType::Null => Kind::Null,
-        t if t.is_numeric() => Kind::Number,
-        _ => Kind::Other,
-    }
-}
-
-/// The kind of an operand or condition (`None`: not one the predicate may use).
-fn kind(expr: &Expr, record: &Schema) -> Option<Kind> {
-    match expr {
-        Expr::Column(c) => record
-            .field_with_name(&c.name)
-            .ok()
-            .map(|f| kind_of_type(f.data_type())),
-        Expr::Literal(v, _) => Some(kind_of_type(&v.data_type())),
-        Expr::BinaryExpr(_)
-        | Expr::Not(_)
-        | Expr::IsNull(_)
-        | Expr::IsNotNull(_)
-        | Expr::IsTrue(_)
-        | Expr::IsFalse(_)
-        | Expr::IsNotTrue(_)
-        | Expr::IsNotFalse(_)
-        | Expr::InList(_) => Some(Kind::Boolean),
-        _ => None,
-    }
-}
-
-/// Whether two operands may be compared without a cast that could fail.
-fn comparable(a: Kind, b: Kind) -> bool {
-    a == Kind::Null || b == Kind::Null || (a == b && a != Kind::Other)
-}
-
-/// Checks that `expr` uses only what cannot fail on a value (the module doc).
-fn check(expr: &Expr, record: &Schema) -> Result<(), String> {
-    let operand = |e: &Expr| -> Result<Kind, String> {
-        check(e, record)?;
-        kind(e, record).ok_or_else(|| format!("{e} is not a field, a literal or a condition"))
-    };
-    match expr {
-        Expr::Column(c) => record
-            .field_with_name(&c.name)
-            .map(|_| ())
-            .map_err(|_| format!("no top-level field {:?} in the records", c.name)),
-        Expr::Literal(..) => Ok(()),
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            let (l, r) = (operand(left)?, operand(right)?);
-            match op {
-                Operator::And | Operator::Or if l == Kind::Boolean && r == Kind::Boolean => Ok(()),
-                Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq
-                    if comparable(l, r) =>
-                {
-                    Ok(())
-                }
-                Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq => Err(format!(
-                    "{expr}: compares {l:?} with {r:?} (a comparison needs two of one kind: text, number or boolean)"
-                )),
-                Operator::And | Operator::Or => {
-                    Err(format!("{expr}: {op} needs conditions on both sides"))
-                }
-                _ => Err(format!(
-                    "{expr}: {op} could fail on a value (no arithmetic, no casts, no functions)"
-                )),
-            }
-        }
-        Expr::Not(e) | Expr::IsTrue(e) | Expr::IsFalse(e) | Expr::IsNotTrue(e) | Expr::IsNotFalse(e) => {
-            match operand(e)? {
-                Kind::Boolean | Kind::Null => Ok(()),
-                k => Err(format!("{expr}: {e} is {k:?}, not a condition")),
-            }
-        }
-        Expr::IsNull(e) | Expr::IsNotNull(e) => operand(e).map(|_| ()),
-        Expr::InList(list) => {
-            let k = operand(&list.expr)?;
-            for item in &list.list {
-                if !matches!(item, Expr::Literal(..)) {
-                    return Err(format!("{expr}: an IN list holds literals only"));
-                }
-                let i = operand(item)?;
-                if !comparable(k, i) {
-                    return Err(format!("{expr}: {item} is {i:?}, {} is {k:?}", list.expr));
-                }
-            }
-            Ok(())
-        }
-        other => Err(format!(
-            "{other}: only comparisons of fields and literals, IN lists, IS [NOT] NULL, IS [NOT] TRUE/FALSE, AND, OR and NOT (nothing that could fail on a value: no casts, no functions)"
-        )),
     }
 }
 

@@ -140,6 +140,14 @@ impl Instruments {
         }
     }
 
+    /// Rows that broke expectation `rule` (rules are the pipeline's few named ones, so the
+    /// series stay bounded).
+    pub fn expectation_violated(&self, rule: &str, rows: u64) {
+        let mut l = self.labels.labels();
+        l.push(Label::new("rule", rule.to_string()));
+        metrics::counter!("sluice_expectation_violations_total", l).increment(rows);
+    }
+
     /// The source's backlog: records (a Kafka partition: its high watermark minus the
     /// table's resume offset) or bytes (files: what the table's resume positions have not
     /// reached).
@@ -216,6 +224,10 @@ pub fn describe_metrics() {
     describe_counter!(
         "sluice_dead_letters_total",
         "Rows committed to the dead-letter table, by reason"
+    );
+    describe_counter!(
+        "sluice_expectation_violations_total",
+        "Rows that broke an expectation, by rule (--expect: landed; --expect-or-drop: dead letters; --expect-or-fail: the run stopped)"
     );
     describe_counter!(
         "sluice_commit_retries_total",

@@ -228,6 +228,7 @@ fn add(sum: &mut BackfillSummary, s: BackfillSummary) {
     sum.rows += s.rows;
     sum.outside += s.outside;
     sum.rejected += s.rejected;
+    crate::expectations::add_violations(&mut sum.expectations, &s.expectations);
     sum.windows_published += s.windows_published;
     sum.windows_unchanged += s.windows_unchanged;
     sum.last_version = s.last_version.or(sum.last_version);

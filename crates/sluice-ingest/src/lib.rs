@@ -52,6 +52,7 @@
 
 mod backfill;
 mod buffer;
+pub mod condition;
 mod config;
 mod decoding;
 mod dedupe;
@@ -59,6 +60,7 @@ pub mod defaults;
 mod deletes;
 mod derive;
 pub mod duplicates;
+pub mod expectations;
 mod follow;
 mod history;
 mod instruments;

@@ -50,6 +50,9 @@ pub enum OpenRawError {
     /// written.
     #[error("--scd 2: {0}")]
     VersionColumns(String),
+    /// An expectation does not fit the record schema. Nothing was written.
+    #[error(transparent)]
+    Expectations(#[from] crate::expectations::ExpectationError),
 }
 
 /// How a run's raw table is opened.
@@ -67,6 +70,8 @@ pub struct RawTableSpec<'a> {
     pub decode: DecodeOptions,
     /// Which changes are deletes: checked likewise.
     pub deletes: Option<&'a crate::deletes::DeletePredicate>,
+    /// The rules on the rows: checked likewise.
+    pub expectations: &'a crate::expectations::Expectations,
     /// History (`--scd 2`): a new table gets the version columns, typed as the sequence.
     pub history: bool,
 }
@@ -160,6 +165,7 @@ pub async fn open_raw(
         if let Some(deletes) = spec.deletes {
             deletes.check(&record)?;
         }
+        spec.expectations.check(&record)?;
         let table =
             WindowTable::open_or_create(spec.options, Some(&record), spec.layout, spec.window)
                 .await?;
@@ -208,6 +214,7 @@ pub async fn open_raw(
     if let Some(deletes) = spec.deletes {
         deletes.check(&record)?;
     }
+    spec.expectations.check(&record)?;
     table.record_contract(spec.options).await?;
     Ok((table, decoder))
 }
@@ -326,6 +333,7 @@ pub fn run_contract(config: &IngestConfig, decode: &DecodeOptions) -> Contract {
                 .unwrap_or_default(),
         )
         .with(terms::SCD, if config.history { "2" } else { "" })
+        .with(terms::EXPECT, config.expectations.to_term())
         .with(terms::MODE, mode)
         .with(terms::MERGE_SCOPE, scope)
         .with(terms::LATE, config.late.name())

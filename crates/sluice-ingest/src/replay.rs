@@ -28,6 +28,7 @@ use sluice_window::{TimeSpec, Window, WindowFinder};
 use crate::buffer::WindowBuffer;
 use crate::config::{IngestConfig, IngestError};
 use crate::dedupe::{absent_rows, drop_losers, unique_rows, with_positions};
+use crate::expectations::{ApplyError, Expectations};
 use crate::publisher::{CommitMeta, Committed, Policy, Publisher};
 
 /// A dead letter to replay, as the dead-letter table holds it.
@@ -112,7 +113,9 @@ pub async fn replay(
     let mut fates = Vec::with_capacity(letters.len());
     let mut offered: BTreeMap<Window, Vec<RecordBatch>> = BTreeMap::new();
     for letter in &letters {
-        match decode(decoder, letter).and_then(|(r, t)| Ok((in_stored_time(r, t, stored)?, t))) {
+        match decode(decoder, letter, &config.expectations)
+            .and_then(|(r, t)| Ok((in_stored_time(r, t, stored)?, t)))
+        {
             Err(fate) => fates.push(fate),
             Ok((records, t)) => {
                 let window = finder.find(t);
@@ -164,6 +167,7 @@ pub async fn replay(
 fn decode(
     decoder: &mut LineDecoder,
     letter: &Letter,
+    rules: &Expectations,
 ) -> Result<(RecordBatch, sluice_window::EventTime), Fate> {
     if let Some(why) = changed_copy(&letter.raw).or_else(|| unparsed(&letter.reason)) {
         return Err(Fate::Failing {
@@ -184,6 +188,20 @@ fn decode(
     let decoded = decoder
         .decode(&chunk)
         .map_err(|e| internal_error(e.to_string()))?;
+    // The table's rules hold for a replayed row as for any other: one that breaks a drop or
+    // a fail rule stays a dead letter.
+    let decoded = rules
+        .apply(decoded, &chunk, &letter.source, &mut Default::default())
+        .map_err(|e| match e {
+            ApplyError::Broken(b) => Fate::Failing {
+                reason: "expectation".into(),
+                detail: format!(
+                    "{}: {} is false for this row (--expect-or-fail)",
+                    b.rule, b.sql
+                ),
+            },
+            e => internal_error(e.to_string()),
+        })?;
     if let Some(r) = decoded.rejects.first() {
         return Err(Fate::Failing {
             reason: r.reason.as_str().to_string(),

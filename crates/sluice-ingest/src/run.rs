@@ -95,6 +95,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
         if let Some(deletes) = &config.deletes {
             deletes.when.check(decoder.schema())?;
         }
+        config.expectations.check(decoder.schema())?;
         let busy = Busy::new();
         let stager =
             Stager::new(table.store(), attempt, config.stage_options()).with_busy(busy.clone());
@@ -421,6 +422,7 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
     }
 
     fn route(&mut self, decoded: Decoded, chunk: &Chunk, name: &str) -> Result<(), IngestError> {
+        let decoded = self.expect(decoded, chunk, name)?;
         let dead_below = self.ledger.dead_below(name);
         self.count_read(&decoded);
         self.dead_letter_rejects(&decoded, name, dead_below);
@@ -449,6 +451,27 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
             offset: chunk.end(),
         });
         Ok(())
+    }
+
+    /// Applies the expectations to a decoded chunk (rows a drop rule breaks become rejects)
+    /// and counts the rows that broke each rule.
+    fn expect(
+        &mut self,
+        decoded: Decoded,
+        chunk: &Chunk,
+        name: &str,
+    ) -> Result<Decoded, IngestError> {
+        let rules = &self.config.expectations;
+        if rules.is_empty() {
+            return Ok(decoded);
+        }
+        let mut broke = crate::expectations::Violations::new();
+        let checked = rules.apply(decoded, chunk, name, &mut broke);
+        for (rule, n) in broke {
+            self.instruments.expectation_violated(&rule, n);
+            *self.summary.expectations.entry(rule).or_default() += n;
+        }
+        Ok(checked?)
     }
 
     /// Counts a decoded chunk's records, bad lines and fields left out.

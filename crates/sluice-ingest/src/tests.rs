@@ -12,9 +12,12 @@ use sluice_window::{AddressLayout, TimeFormat, WindowSize};
 
 use super::*;
 
+static NO_RULES: crate::expectations::Expectations = crate::expectations::Expectations::none();
+
 fn config(key: bool, flush_bytes_max: usize) -> IngestConfig {
     let window = WindowSize::parse("1h").unwrap();
     IngestConfig {
+        expectations: Default::default(),
         pipeline: "test".into(),
         window,
         layout: AddressLayout::default_for(window),
@@ -378,6 +381,7 @@ async fn the_raw_table_is_inferred_once_then_grows_only_under_add() {
         infer_from: Some((&source, 1000)),
         decode: sluice_source::DecodeOptions::new(time_field, sluice_window::TimeFormat::Rfc3339),
         deletes: None,
+        expectations: &NO_RULES,
         history: false,
     };
     let spec = |declared, evolution| spec_reading(declared, evolution, "ts");

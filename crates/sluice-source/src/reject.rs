@@ -60,6 +60,9 @@ pub enum RejectReason {
     SchemaMismatch(String),
     /// A record that is not a change event of its envelope (`--envelope debezium`).
     BadEnvelope(String),
+    /// A row that broke an expectation whose rows are dropped (`--expect-or-drop`): the
+    /// rule's name and condition.
+    Expectation { rule: String, sql: String },
 }
 
 impl RejectReason {
@@ -85,6 +88,7 @@ impl RejectReason {
             RejectReason::Truncated(_) => "truncated",
             RejectReason::SchemaMismatch(_) => "schema_mismatch",
             RejectReason::BadEnvelope(_) => "bad_envelope",
+            RejectReason::Expectation { .. } => "expectation",
         }
     }
 
@@ -115,6 +119,9 @@ impl RejectReason {
             }
             RejectReason::Internal(m) => {
                 format!("decoding this record panicked ({m}); a bug in sluice, please report it")
+            }
+            RejectReason::Expectation { rule, sql } => {
+                format!("{rule}: {sql} is false for this row (--expect-or-drop)")
             }
             RejectReason::LineTooLong(len) => format!(
                 "the line is {len} bytes, more than a record may be ({} bytes); its first bytes are kept",

@@ -429,6 +429,7 @@ impl Run {
 
     pub fn config(&self) -> IngestConfig {
         IngestConfig {
+            expectations: Default::default(),
             pipeline: PIPELINE.into(),
             window: window_size(),
             layout: layout(),

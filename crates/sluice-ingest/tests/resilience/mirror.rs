@@ -126,6 +126,7 @@ fn model() -> Vec<String> {
 
 fn config(table_dir: &Path, store: Arc<dyn ObjectStore>, history: bool) -> IngestConfig {
     IngestConfig {
+        expectations: Default::default(),
         pipeline: "mirror".into(),
         window: window_size(),
         layout: layout(),

@@ -53,11 +53,19 @@ pub mod terms {
     pub const INPUT_FORMAT: &str = "input-format";
     /// A Kafka source's message fields as columns (`--kafka-columns`, `--kafka-bytes`).
     pub const KAFKA_COLUMNS: &str = "kafka-columns";
+    /// The rules on the rows (`--expect`, `--expect-or-drop`, `--expect-or-fail`), a JSON
+    /// array; empty: none. The one term a run may change ([`CHANGEABLE`]).
+    pub const EXPECT: &str = "expect";
     /// A derived table's raw table (its URL).
     pub const RAW: &str = "raw";
     /// A derived table's query.
     pub const SQL: &str = "sql";
 }
+
+/// Terms a run may change: a given value replaces the recorded one (recorded by
+/// [`WindowTable::record_contract`]) instead of being refused. Expectations decide which of
+/// the rows to come land, not what the rows that landed mean.
+pub const CHANGEABLE: [&str; 1] = [terms::EXPECT];
 
 /// Named terms, each the value of the option that sets it, spelled as on the command line
 /// (`window` = `90m`, `key` = `event_id` or empty for the source position).
@@ -118,6 +126,7 @@ impl Contract {
         given
             .terms
             .iter()
+            .filter(|(term, _)| !CHANGEABLE.contains(&term.as_str()))
             .filter_map(|(term, value)| {
                 let recorded = self.terms.get(term)?;
                 (recorded != value).then(|| ContractDifference {
@@ -129,16 +138,24 @@ impl Contract {
             .collect()
     }
 
-    /// Whether every term of `given` is recorded here.
+    /// Whether every term of `given` is recorded here (a changeable term, with its value).
     pub fn covers(&self, given: &Contract) -> bool {
-        given.terms.keys().all(|t| self.terms.contains_key(t))
+        given.terms.iter().all(|(t, v)| match self.terms.get(t) {
+            Some(recorded) => recorded == v || !CHANGEABLE.contains(&t.as_str()),
+            None => false,
+        })
     }
 
-    /// This contract with `given`'s terms added where absent.
+    /// This contract with `given`'s terms added where absent, and its changeable terms
+    /// replacing the recorded ones.
     fn extended_by(&self, given: &Contract) -> Contract {
         let mut terms = self.terms.clone();
         for (t, v) in &given.terms {
-            terms.entry(t.clone()).or_insert_with(|| v.clone());
+            if CHANGEABLE.contains(&t.as_str()) {
+                terms.insert(t.clone(), v.clone());
+            } else {
+                terms.entry(t.clone()).or_insert_with(|| v.clone());
+            }
         }
         Contract { terms }
     }
@@ -303,5 +320,23 @@ mod tests {
         let back = Contract::from_property(&extended.to_property()).unwrap();
         assert_eq!(back, extended);
         assert_eq!(Contract::from_property("not json"), None);
+    }
+
+    /// Expectations change without a difference: a given value is not refused, and the
+    /// contract is not covered until it records the given value, which then replaces the old.
+    #[test]
+    fn a_changeable_term_replaces_the_recorded_value() {
+        let recorded = Contract::new()
+            .with(terms::WINDOW, "1h")
+            .with(terms::EXPECT, "[old]");
+        let given = Contract::new()
+            .with(terms::WINDOW, "1h")
+            .with(terms::EXPECT, "[new]");
+        assert!(recorded.differences(&given).is_empty());
+        assert!(!recorded.covers(&given));
+        let extended = recorded.extended_by(&given);
+        assert_eq!(extended.get(terms::EXPECT), Some("[new]"));
+        assert!(extended.covers(&given));
+        assert!(recorded.covers(&recorded.clone()));
     }
 }
