@@ -214,6 +214,13 @@ pub struct RunArgs {
     #[arg(long = "expect-or-fail", value_name = "NAME=SQL")]
     #[serde(skip)]
     pub expect_or_fail_flags: Vec<String>,
+    /// Keep a change data feed (Delta's delta.enableChangeDataFeed, read with Spark's
+    /// readChangeFeed or delta-rs's load_cdf): each commit that replaces rows says which
+    /// rows really changed, by row key (inserts, updates' pre- and post-images, deletes), in
+    /// _change_data files. Set on a new table when it is created, on an existing one by a
+    /// metadata commit; a table keeps it whatever later runs give.
+    #[arg(long)]
+    pub change_feed: bool,
     /// Check no expectation, and remove the ones the table records.
     #[arg(long, conflicts_with_all = ["expect_flags", "expect_or_drop_flags", "expect_or_fail_flags"])]
     pub no_expectations: bool,
@@ -434,6 +441,8 @@ pub struct RunSettings {
     pub tombstones: String,
     /// The rules on the rows: the given ones, or else the table's.
     pub expectations: sluice_ingest::expectations::Expectations,
+    /// `--change-feed`.
+    pub change_feed: bool,
     pub late: LatePolicy,
     pub max_rewrite_age_ms: Option<i64>,
     pub late_batch_ms: i64,
@@ -1177,6 +1186,7 @@ impl RunArgs {
             notify: a.notify,
             notify_drain_ms,
             expectations,
+            change_feed: a.change_feed,
             max_reject_ratio,
             json,
             dry_run: a.dry_run,

@@ -365,6 +365,7 @@ pub fn table_options(
         pipeline: Some(settings.pipeline.clone()),
         pipelines: settings.pipelines,
         contract: Some(contract(settings, config, decode)),
+        change_feed: settings.change_feed,
         ..TableOptions::new("")
     }
 }

@@ -35,8 +35,9 @@ const STREAM_ONLY: [&str; 20] = [
 ];
 
 /// Options of `sluice run` about reading and decoding a source, which `derive` does not read.
-const SOURCE_ONLY: [&str; 28] = [
+const SOURCE_ONLY: [&str; 29] = [
     "source",
+    "change_feed",
     "expect_flags",
     "expect_or_drop_flags",
     "expect_or_fail_flags",

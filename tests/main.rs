@@ -5,6 +5,7 @@
 
 mod cdc;
 mod cdc_formats;
+mod change_feed;
 mod common;
 mod config_file;
 mod dead_letters;

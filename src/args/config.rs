@@ -134,6 +134,7 @@ impl RunArgs {
         }
         self.follow |= file.follow;
         self.no_expectations |= file.no_expectations;
+        self.change_feed |= file.change_feed;
         (self.expect, self.expect_or_drop, self.expect_or_fail) =
             (file.expect, file.expect_or_drop, file.expect_or_fail);
         for t in file.notify {

@@ -216,6 +216,9 @@ pub async fn open_raw(
     }
     spec.expectations.check(&record)?;
     table.record_contract(spec.options).await?;
+    if spec.options.change_feed {
+        table.enable_change_feed().await?;
+    }
     Ok((table, decoder))
 }
 

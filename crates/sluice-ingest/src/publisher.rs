@@ -133,7 +133,7 @@ impl Publisher {
     /// attempt names files apart from every other publisher's).
     pub fn new(
         policy: Policy,
-        table: WindowTable,
+        mut table: WindowTable,
         dlq: Option<DeadLetterTable>,
         stager: Stager,
     ) -> Publisher {
@@ -141,6 +141,13 @@ impl Publisher {
             Stager::new(d.store(), stager.attempt(), StageOptions::default())
                 .with_busy(stager.busy().clone())
         });
+        // A swap's change data feed compares rows by the pipeline's key.
+        table.set_change_key(
+            policy
+                .key
+                .as_ref()
+                .map_or(Vec::new(), |k| k.columns.clone()),
+        );
         Publisher {
             policy,
             file_schema: table.staging_schema().clone(),

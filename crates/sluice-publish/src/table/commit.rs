@@ -298,6 +298,7 @@ impl WindowTable {
         if let Some(metadata) = self.schema_action().map_err(delta)? {
             actions.push(metadata);
         }
+        let mut replaced = Vec::with_capacity(c.changes.len());
         for change in &c.changes {
             let existing = if change.replace == Replace::Window {
                 self.files_at(change.address).await.map_err(delta)?
@@ -309,6 +310,15 @@ impl WindowTable {
                 rows: existing.iter().filter_map(|f| f.rows).sum(),
             });
             address_actions(&mut actions, change, &existing, c.pipeline, c.at_ms);
+            replaced.push(existing);
+        }
+        // Readers take a commit without change files as its adds inserted and its removes
+        // deleted: one that replaces rows says what really changed (see `change_feed`).
+        if replaced.iter().any(|r| !r.is_empty()) && self.change_feed() {
+            for (change, existing) in c.changes.iter().zip(&replaced) {
+                let file = self.change_file(change, existing).await.map_err(delta)?;
+                actions.push(Action::Cdc(file));
+            }
         }
         let predicate = addresses
             .iter()

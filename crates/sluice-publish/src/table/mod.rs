@@ -8,6 +8,7 @@
 //! the crate (local listing, retries, tags, notify marks); the others (derived, dead letters,
 //! listing, gc, notify) use it, so the crate's modules form no circle.
 
+pub(crate) mod change_feed;
 pub(crate) mod commit;
 pub(crate) mod contract;
 mod files;
@@ -208,6 +209,10 @@ pub struct TableOptions {
     /// writer records them (`txn` appIds `<pipeline>/.notify/<target>`), so a notifier
     /// running beside the writer never commits to the table itself (see [`crate::marks`]).
     pub notified: crate::marks::DeliveredMarks,
+    /// Keep a change data feed (`--change-feed`): a new table is created with
+    /// `delta.enableChangeDataFeed`, an existing one gets it by a metadata commit
+    /// ([`WindowTable::enable_change_feed`]). False leaves a table as it is.
+    pub change_feed: bool,
 }
 
 impl TableOptions {
@@ -226,6 +231,7 @@ impl TableOptions {
             pipelines: None,
             contract: None,
             notified: Default::default(),
+            change_feed: false,
         }
     }
 }
@@ -284,6 +290,8 @@ pub struct WindowTable {
     pub(crate) notified: crate::marks::DeliveredMarks,
     /// Whether this writer created the table (see [`WindowTable::remove_if_unwritten`]).
     pub(crate) created: bool,
+    /// The row key its change data feed compares rows by ([`WindowTable::set_change_key`]).
+    pub(crate) change_key: Vec<String>,
 }
 
 /// The top-level columns sluice writes itself in a raw table with this layout, several
@@ -558,6 +566,10 @@ impl WindowTable {
                     TableProperty::CheckpointInterval,
                     Some(options.checkpoint_interval.max(1).to_string()),
                 )
+                .with_configuration_property(
+                    TableProperty::EnableChangeDataFeed,
+                    options.change_feed.then(|| "true".to_string()),
+                )
                 .with_configuration(
                     properties
                         .into_iter()
@@ -605,6 +617,7 @@ impl WindowTable {
             schema_change: None,
             notified: options.notified.clone(),
             created: !exists,
+            change_key: Vec::new(),
         })
     }
 
