@@ -3,7 +3,8 @@
 //! before gives the table as it is (tests/interop/change_feed.py); a window rewritten for its
 //! late rows shows those rows, not every row deleted and inserted again. Covered: a run, a
 //! late rewrite, a backfill over a corrected source, an expiry (swap, keyed and by position),
-//! a merge, a mirror with deletes, a dead-letter replay. A table without the property writes
+//! a compaction (no changes), a merge, a mirror with deletes, a history's moved ends, a
+//! dead-letter replay. A table without the property writes
 //! no change files.
 
 use std::path::Path;
@@ -99,6 +100,24 @@ fn a_swap_table_s_feed_is_the_true_difference_of_each_version() {
         last_changes(&table, "id"),
         serde_json::json!({"delete": 1, "update_preimage": 1, "update_postimage": 1})
     );
+    // A forced rewrite of an hour from the same source changes no row: an empty feed.
+    let before = version(&table);
+    ok(&[
+        "rewrite",
+        "--source",
+        &source,
+        "--table",
+        t,
+        "--window",
+        "1h",
+        "--key",
+        "id",
+        "--at",
+        "2026-10-03T15",
+        "--force",
+    ]);
+    assert_eq!(version(&table), before + 1, "the hour is republished");
+    assert_eq!(last_changes(&table, "id"), serde_json::json!({}));
     // An expiry removes both windows: every row a delete (no change files needed).
     ok(&["expire", "--table", t, "--older-than", "1d", "--apply"]);
     let deletes = last_changes(&table, "id");
@@ -148,6 +167,16 @@ fn a_table_keyed_by_position_and_a_replay_keep_their_feed() {
         last_changes(&table, "_sluice_source,_sluice_offset"),
         serde_json::json!({"insert": 1})
     );
+    // The late row went in a file of its own: a compaction rewrites the hour, same rows.
+    let before = version(&table);
+    ok(&["compact", "--table", t]);
+    assert_eq!(
+        version(&table),
+        before + 1,
+        "the hour of two files is compacted"
+    );
+    let compacted = feed(&table, "_sluice_source,_sluice_offset");
+    assert_eq!(compacted.last().unwrap()["changes"], serde_json::json!({}));
     ok(&[
         "dead-letters",
         "--table",
@@ -212,4 +241,31 @@ fn merges_and_a_mirror_s_deletes_keep_their_feed() {
     let last = last_changes(&mirror, "id");
     assert_eq!(last["delete"], 1, "{last}");
     assert_eq!(last["update_postimage"], 1, "{last}");
+}
+
+/// A history (`--scd 2`): a later change of a key closes its current version (its
+/// `__end_at` moves) and opens a new one; the feed says exactly that.
+#[test]
+fn a_history_s_moved_ends_are_in_its_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    let change = |id: &str, lsn: i64, minute: u32, value: i64| {
+        format!("{{\"id\":\"{id}\",\"lsn\":{lsn},\"ts\":\"2026-10-03T14:{minute:02}:00Z\",\"value\":{value}}}\n")
+    };
+    let first = change("a", 1, 0, 1) + &change("b", 2, 1, 1) + &change("a", 3, 2, 2);
+    std::fs::write(&log, &first).unwrap();
+    let source = format!("ndjson:{}", log.display());
+    let table = dir.path().join("history");
+    let t = table.to_str().unwrap();
+    let mut args = merge_args(&source, t, "id", "table");
+    args.extend(["--sequence-field", "lsn", "--scd", "2", "--change-feed"]);
+    ok(&args);
+    std::fs::write(&log, first + &change("a", 4, 3, 3)).unwrap();
+    ok(&args);
+    let last = last_changes(&table, "id,lsn");
+    assert_eq!(
+        last,
+        serde_json::json!({"insert": 1, "update_preimage": 1, "update_postimage": 1}),
+        "a's version of lsn 3 closed, lsn 4 opened"
+    );
 }
