@@ -36,9 +36,10 @@ use sluice_stage::{align_all, StageError, StagedFile, Stager};
 use sluice_window::{Address, AddressError, AddressLayout, EventTime, Shard};
 
 use crate::table::commit::{
-    address_predicate, commit_error, commit_properties, file_actions, shard_fence_txn, FileChange,
-    FileTags,
+    address_predicate, file_actions, shard_fence_txn, FileChange, FileTags,
 };
+use crate::table::error::commit_error;
+use crate::table::land::commit_properties;
 use crate::table::{
     active_files, address_key, app_id, data_file_schema, open_table_if_exists, pipeline_of,
     PublishedFile, TableOptions, WindowTable, PIPELINE_KEY,

@@ -20,9 +20,9 @@ use serde_json::json;
 use sluice_stage::StagedFile;
 use sluice_window::{Address, AddressLayout, Window, WindowSize};
 
-use crate::table::commit::{
-    commit_error, commit_properties, AddressChange, FileCommit, PublishError, Published, Replace,
-};
+use crate::table::commit::{AddressChange, FileCommit, Published, Replace};
+use crate::table::error::{commit_error, PublishError};
+use crate::table::land::commit_properties;
 use crate::table::merge::{merge_builder, merge_source, source, target};
 use crate::table::{OpenError, TableOptions, WindowTable};
 

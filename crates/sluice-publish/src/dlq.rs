@@ -392,7 +392,7 @@ impl DeadLetterTable {
         let snapshot = self.table.snapshot().map_err(write_error)?;
         let grown = owner_columns(snapshot).map_err(write_error)?;
         let properties =
-            crate::table::commit::commit_properties(snapshot, txns, None, self.commit_retries);
+            crate::table::land::commit_properties(snapshot, txns, None, self.commit_retries);
         let add = Action::Add(Add {
             path: file.path,
             partition_values: Default::default(),

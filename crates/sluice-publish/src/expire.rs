@@ -24,9 +24,10 @@ use sluice_window::{Address, AddressLayout, EventTime, WindowSize};
 
 use crate::compact::{fence_of, files_by_address, Fence, COMMIT_RETRIES};
 use crate::table::commit::{
-    address_predicate, commit_error, commit_properties, file_actions, shard_fence_txn, FileChange,
-    FileTags,
+    address_predicate, file_actions, shard_fence_txn, FileChange, FileTags,
 };
+use crate::table::error::commit_error;
+use crate::table::land::commit_properties;
 use crate::table::{
     address_key, app_id, open_table_if_exists, pipeline_of, PublishedFile, TableOptions,
     WindowTable, PIPELINE_KEY,

@@ -72,21 +72,18 @@ pub use status::{
     commit_history, log_size, read_txns, status, CheckpointStatus, LastCommit, LogStatus,
     PipelineStatus, StatusError, TableStatus, Txn, WindowFiles,
 };
-pub use table::commit::{
-    Coverage, Publication, PublishError, Published, Replace, STATE_TXN_PREFIX,
-};
-pub use table::contract::{
-    contract_key, recorded_contract, terms, Contract, ContractDifference, CONTRACT_KEY_PREFIX,
-};
+pub use table::commit::{Publication, Published, Replace, STATE_TXN_PREFIX};
+pub use table::contract::{contract_key, terms, Contract, ContractDifference, CONTRACT_KEY_PREFIX};
+pub use table::contract_in_table::recorded_contract;
 pub use table::merge::{
     field_expr, MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,
 };
 pub use table::store_options::{check_store_options, StoreKind, StoreOptionError};
 pub use table::{
     active_files, local_path, location_url, open_table, open_table_with, read_through_table_store,
-    reserved_columns, source_store, table_id, OpenError, Pipelines, PublishedFile, PublishedWindow,
-    ReservedKind, TableOptions, WindowTable, CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN,
-    PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
+    reserved_columns, source_store, table_id, Coverage, OpenError, Pipelines, PublishError,
+    PublishedFile, PublishedWindow, ReservedKind, TableOptions, WindowTable,
+    CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
 };
 pub use tombstones::{
     expire_tombstones, TombstoneError, TombstoneTable, Tombstones, DELETED_AT_COLUMN,

@@ -25,7 +25,7 @@ use deltalake::DeltaTableError;
 use serde_json::json;
 
 use super::{DeadLetterError, DeadLetterTable};
-use crate::table::commit::commit_properties;
+use crate::table::land::commit_properties;
 
 /// Attempts at a removal when another removal of the same files lands first.
 const CONFLICTS_MAX: usize = 3;

@@ -29,7 +29,9 @@ use deltalake::DeltaTableError;
 use object_store::ObjectStoreExt;
 
 use crate::table::commit::AddressChange;
-use crate::table::{OpenError, PublishedFile, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN};
+use crate::table::error::OpenError;
+use crate::table::options::{OFFSET_COLUMN, SOURCE_COLUMN};
+use crate::table::window_table::{PublishedFile, WindowTable};
 
 /// The column of a change file that says what the row is.
 pub const CHANGE_TYPE_COLUMN: &str = "_change_type";

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 
-use deltalake::kernel::transaction::{CommitConflictError, CommitProperties, TransactionError};
 use deltalake::kernel::{Action, Add, Remove, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::DeltaTableError;
@@ -15,36 +14,11 @@ use serde_json::json;
 use sluice_stage::StagedFile;
 use sluice_window::{Shard, Window};
 
-use crate::table::land::{checkpoint_at, CommitRequest};
-use crate::table::{address_key, app_id, PublishedFile, WindowTable};
-use crate::{tags, COMMIT_INFO_KEY};
-
-/// The source position below which a publication handled every event of its window.
-///
-/// Ordered as the source is read: by partition name, then offset. (For NDJSON the partition
-/// is the file, and files are read in name order.)
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Coverage {
-    pub partition: String,
-    pub offset: i64,
-}
-
-impl PublishError {
-    /// A lost commit race: another writer (or this one's earlier attempt) moved the table
-    /// first; re-read it and decide again.
-    pub fn is_conflict(&self) -> bool {
-        matches!(
-            self,
-            PublishError::Conflict { .. } | PublishError::TableMoved { .. }
-        )
-    }
-
-    /// Whether re-reading the table may get past this error: conflicts, and Delta failures
-    /// (store failures that outlasted their retries).
-    pub fn is_resumable(&self) -> bool {
-        self.is_conflict() || matches!(self, PublishError::Delta { .. })
-    }
-}
+use crate::table::error::PublishError;
+use crate::table::land::CommitRequest;
+use crate::table::options::app_id;
+use crate::table::window_table::{address_key, Coverage, PublishedFile, WindowTable};
+use crate::tags;
 
 /// What happens to the files already at the window's address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,30 +84,6 @@ pub(crate) struct AddressChange<'a> {
     pub files: &'a [StagedFile],
     pub replace: Replace,
     pub coverage: Option<&'a Coverage>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    #[error("publishing window {window} conflicted with a commit of another writer ({source}): another writer is publishing to this table (a second run of the pipeline?); the writer re-reads the table before it goes on")]
-    Conflict {
-        window: String,
-        source: CommitConflictError,
-    },
-    #[error("publishing window {window}: another writer committed to the table since this writer read version {read_version} (a second run of the pipeline?); the writer re-reads the table before it goes on")]
-    TableMoved { window: String, read_version: u64 },
-    #[error("refusing to move txn {app_id} back from {committed} to {proposed}: the resume position must never go backwards")]
-    TxnRegression {
-        app_id: String,
-        committed: i64,
-        proposed: i64,
-    },
-    #[error("invalid publication of window {window}: {reason}")]
-    Invalid { window: String, reason: String },
-    #[error("Delta commit of window {window} failed: {source}")]
-    Delta {
-        window: String,
-        source: DeltaTableError,
-    },
 }
 
 impl WindowTable {
@@ -500,69 +450,6 @@ impl WindowTable {
 /// position rather than a position: they may go down as well as up, so the resume-position
 /// regression check does not apply to them.
 pub const STATE_TXN_PREFIX: &str = ".state.";
-
-/// The properties of every sluice commit on top of `snapshot`: attempted once with
-/// `retries` = 0, no blind retries (if the table moved since this writer read it — a
-/// concurrent writer, or this writer's own earlier attempt that landed but reported failure —
-/// the caller re-reads the table and decides from its state, E1, E3). With `retries` > 0 (the
-/// writers of a sharded table), deltalake's conflict checker retries over commits that touch
-/// neither this commit's address nor its `txn` appIds; every such commit carries its shard's
-/// `txn`, so this writer's own earlier attempt, or a zombie's commit, always conflicts.
-/// Then `txns`; sluice's commit metadata `info`, if any;
-/// and expired-log cleanup only with the commits that write a checkpoint. (deltalake cleans
-/// up after every commit by default, listing the whole `_delta_log` each time, a cost growing
-/// with the table's history; sluice pays it once per checkpoint interval, as Spark does.)
-pub(crate) fn commit_properties(
-    snapshot: &deltalake::table::state::DeltaTableState,
-    txns: Vec<Transaction>,
-    info: Option<serde_json::Value>,
-    retries: usize,
-) -> CommitProperties {
-    commit_properties_at(snapshot.version() + 1, snapshot, txns, info, retries)
-}
-
-/// [`commit_properties`] for the commit of version `next` on top of `snapshot`'s table (the
-/// snapshot may be behind this writer's own commits: see [`crate::table::land`]). Expired log
-/// files are cleaned up with the commit that writes a checkpoint, after it.
-pub(crate) fn commit_properties_at(
-    next: u64,
-    snapshot: &deltalake::table::state::DeltaTableState,
-    txns: Vec<Transaction>,
-    info: Option<serde_json::Value>,
-    retries: usize,
-) -> CommitProperties {
-    use deltalake::table::config::TablePropertiesExt;
-    let config = snapshot.table_config();
-    let interval = config.checkpoint_interval().get();
-    let cleanup = config.enable_expired_log_cleanup() && checkpoint_at(next, interval);
-    let properties = CommitProperties::default()
-        .with_max_retries(retries)
-        .with_application_transactions(txns)
-        .with_cleanup_expired_logs(Some(cleanup));
-    match info {
-        Some(info) => properties.with_metadata([(COMMIT_INFO_KEY.to_string(), info)]),
-        None => properties,
-    }
-}
-
-/// What a failed commit means for a writer that never retries blindly: a concurrent commit
-/// conflicting with it, or a table that moved past the version it read; anything else is a
-/// Delta error.
-pub(crate) fn commit_error(window: String, read_version: u64, e: DeltaTableError) -> PublishError {
-    match e {
-        DeltaTableError::Transaction {
-            source: TransactionError::CommitConflict(source),
-        } => PublishError::Conflict { window, source },
-        DeltaTableError::Transaction {
-            source: TransactionError::MaxCommitAttempts(_),
-        }
-        | DeltaTableError::VersionAlreadyExists(_) => PublishError::TableMoved {
-            window,
-            read_version,
-        },
-        source => PublishError::Delta { window, source },
-    }
-}
 
 /// The `remove` actions of `existing` and the `add` actions of `change`'s files, appended to
 /// `actions`.

@@ -10,16 +10,9 @@
 //! object of term name to value, readable by any Delta engine (`SHOW TBLPROPERTIES`). A new
 //! table gets it at creation; a table written before contracts existed, or a new pipeline of
 //! a table of several pipelines, gets it in a metadata-only commit once the run's options are
-//! validated ([`WindowTable::record_contract`]).
+//! validated ([`WindowTable::record_contract`], in `contract_in_table`).
 
 use std::collections::{BTreeMap, HashMap};
-
-use deltalake::kernel::transaction::CommitBuilder;
-use deltalake::kernel::{Action, MetadataExt};
-use deltalake::protocol::DeltaOperation;
-
-use crate::table::commit::commit_properties;
-use crate::table::{OpenError, TableOptions, WindowTable};
 
 /// The prefix of the contract property; the pipeline name follows.
 pub const CONTRACT_KEY_PREFIX: &str = "sluice.contract.";
@@ -148,7 +141,7 @@ impl Contract {
 
     /// This contract with `given`'s terms added where absent, and its changeable terms
     /// replacing the recorded ones.
-    fn extended_by(&self, given: &Contract) -> Contract {
+    pub(crate) fn extended_by(&self, given: &Contract) -> Contract {
         let mut terms = self.terms.clone();
         for (t, v) in &given.terms {
             if CHANGEABLE.contains(&t.as_str()) {
@@ -178,119 +171,6 @@ impl Contract {
         configuration
             .get(&contract_key(pipeline))
             .and_then(|text| Contract::from_property(text))
-    }
-}
-
-/// The contract recorded for `pipeline` in the table at `options.location`, without creating
-/// or changing anything: `None` when there is no table there or it records no contract.
-/// Commands fill the options a user left out from it, so a table keeps being written the
-/// way it was created.
-pub async fn recorded_contract(
-    options: &TableOptions,
-    pipeline: &str,
-) -> Result<Option<Contract>, OpenError> {
-    let Some(table) = crate::table::open_table_if_exists(options).await? else {
-        return Ok(None);
-    };
-    let snapshot = table.snapshot().map_err(|source| OpenError::Delta {
-        url: table.table_url().to_string(),
-        source,
-    })?;
-    Ok(Contract::recorded_in(
-        snapshot.metadata().configuration(),
-        pipeline,
-    ))
-}
-
-/// Checks the run's contract against the one the table records for the pipeline.
-pub(crate) fn check(
-    url: &str,
-    configuration: &HashMap<String, String>,
-    pipeline: &str,
-    given: &Contract,
-) -> Result<(), OpenError> {
-    let Some(recorded) = Contract::recorded_in(configuration, pipeline) else {
-        return Ok(());
-    };
-    let differences = recorded.differences(given);
-    if differences.is_empty() {
-        Ok(())
-    } else {
-        Err(OpenError::ContractMismatch {
-            url: url.to_string(),
-            pipeline: pipeline.to_string(),
-            differences,
-        })
-    }
-}
-
-impl WindowTable {
-    /// The contract the table records for `pipeline`, if any.
-    pub fn contract(&self, pipeline: &str) -> Result<Option<Contract>, deltalake::DeltaTableError> {
-        let snapshot = self.loaded.snapshot()?;
-        Ok(Contract::recorded_in(
-            snapshot.metadata().configuration(),
-            pipeline,
-        ))
-    }
-
-    /// Records the options' contract in the table if it lacks any of its terms (a table
-    /// written before contracts, or a new pipeline of a table of several): one commit of a
-    /// metadata action. Call it once the run's options are validated; a table created by
-    /// [`WindowTable::open_or_create`] has its contract already and commits nothing.
-    pub async fn record_contract(&mut self, options: &TableOptions) -> Result<(), OpenError> {
-        let (Some(given), Some(pipeline)) = (&options.contract, &options.pipeline) else {
-            return Ok(());
-        };
-        let url = self.url.clone();
-        let delta = |source| OpenError::Delta {
-            url: url.clone(),
-            source,
-        };
-        self.catch_up().await.map_err(delta)?;
-        let snapshot = self.loaded.snapshot().map_err(delta)?;
-        let configuration = snapshot.metadata().configuration();
-        let recorded = Contract::recorded_in(configuration, pipeline).unwrap_or_default();
-        if recorded.covers(given) {
-            return Ok(());
-        }
-        let value = recorded.extended_by(given).to_property();
-        let key = contract_key(pipeline);
-        let metadata = snapshot
-            .metadata()
-            .clone()
-            .add_config_key(key.clone(), value.clone())
-            .map_err(|e| delta(e.into()))?;
-        let operation = DeltaOperation::SetTableProperties {
-            properties: HashMap::from([(key, value)]),
-        };
-        // A few retries: this metadata commit conflicts only with another metadata change.
-        let properties = commit_properties(snapshot, Vec::new(), None, 3);
-        let committed = CommitBuilder::from(properties)
-            .with_actions(vec![Action::Metadata(metadata)])
-            .build(Some(snapshot), self.loaded.log_store(), operation)
-            .await;
-        match committed {
-            Ok(finalized) => {
-                self.loaded.state = Some(finalized.snapshot());
-                self.index = None;
-                Ok(())
-            }
-            Err(e) => {
-                // Another writer moved the table first (perhaps recording the same contract):
-                // re-read it and check again.
-                self.reload().await.map_err(delta)?;
-                let snapshot = self.loaded.snapshot().map_err(delta)?;
-                check(&url, snapshot.metadata().configuration(), pipeline, given)?;
-                let now = Contract::recorded_in(snapshot.metadata().configuration(), pipeline)
-                    .unwrap_or_default();
-                if now.covers(given) {
-                    Ok(())
-                } else {
-                    Err(OpenError::RecordContract { url, source: e })
-                }
-            }
-        }
     }
 }
 

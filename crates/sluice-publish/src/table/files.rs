@@ -6,8 +6,8 @@ use deltalake::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
 use sluice_window::Window;
 
-use crate::table::commit::Coverage;
-use crate::table::{PublishedFile, PublishedWindow, WindowTable};
+use crate::table::window_table::Coverage;
+use crate::table::window_table::{PublishedFile, PublishedWindow, WindowTable};
 use crate::{tags, OFFSET_COLUMN};
 
 /// Every file of the table's loaded version, with sluice's tags.

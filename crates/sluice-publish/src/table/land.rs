@@ -26,15 +26,16 @@
 //! conditional puts, and at every checkpoint version: the post-commit hook then writes the
 //! checkpoint and cleans up expired log files, once per checkpoint interval as before.
 
-use deltalake::kernel::transaction::CommitBuilder;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Transaction};
 use deltalake::logstore::LogStore;
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::DeltaTableError;
 
-use crate::table::commit::{commit_error, commit_properties_at, PublishError};
-use crate::table::WindowTable;
+use crate::table::error::{commit_error, PublishError};
+use crate::table::window_table::WindowTable;
+use crate::COMMIT_INFO_KEY;
 
 /// The log store whose commits are conditional puts of serialised bytes (deltalake's
 /// default for local, S3, GCS and Azure tables), the one [`WindowTable::land`] writes to
@@ -176,3 +177,47 @@ fn deltalake_operation_id(version: u64) -> uuid::Uuid {
 
 #[cfg(test)]
 mod tests;
+
+/// The properties of every sluice commit on top of `snapshot`: attempted once with
+/// `retries` = 0, no blind retries (if the table moved since this writer read it — a
+/// concurrent writer, or this writer's own earlier attempt that landed but reported failure —
+/// the caller re-reads the table and decides from its state, E1, E3). With `retries` > 0 (the
+/// writers of a sharded table), deltalake's conflict checker retries over commits that touch
+/// neither this commit's address nor its `txn` appIds; every such commit carries its shard's
+/// `txn`, so this writer's own earlier attempt, or a zombie's commit, always conflicts.
+/// Then `txns`; sluice's commit metadata `info`, if any;
+/// and expired-log cleanup only with the commits that write a checkpoint. (deltalake cleans
+/// up after every commit by default, listing the whole `_delta_log` each time, a cost growing
+/// with the table's history; sluice pays it once per checkpoint interval, as Spark does.)
+pub(crate) fn commit_properties(
+    snapshot: &deltalake::table::state::DeltaTableState,
+    txns: Vec<Transaction>,
+    info: Option<serde_json::Value>,
+    retries: usize,
+) -> CommitProperties {
+    commit_properties_at(snapshot.version() + 1, snapshot, txns, info, retries)
+}
+
+/// [`commit_properties`] for the commit of version `next` on top of `snapshot`'s table (the
+/// snapshot may be behind this writer's own commits: see [`crate::table::land`]). Expired log
+/// files are cleaned up with the commit that writes a checkpoint, after it.
+pub(crate) fn commit_properties_at(
+    next: u64,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    txns: Vec<Transaction>,
+    info: Option<serde_json::Value>,
+    retries: usize,
+) -> CommitProperties {
+    use deltalake::table::config::TablePropertiesExt;
+    let config = snapshot.table_config();
+    let interval = config.checkpoint_interval().get();
+    let cleanup = config.enable_expired_log_cleanup() && checkpoint_at(next, interval);
+    let properties = CommitProperties::default()
+        .with_max_retries(retries)
+        .with_application_transactions(txns)
+        .with_cleanup_expired_logs(Some(cleanup));
+    match info {
+        Some(info) => properties.with_metadata([(COMMIT_INFO_KEY.to_string(), info)]),
+        None => properties,
+    }
+}

@@ -11,7 +11,8 @@ use url::Url;
 
 use crate::local::LocalListing;
 use crate::retry::RetryStore;
-use crate::table::{OpenError, TableOptions};
+use crate::table::error::OpenError;
+use crate::table::options::TableOptions;
 
 /// The table at `options.location`, not yet loaded, reaching its store through the seam
 /// (`options.store`, or the store the location names) and the retries of `options.retry`.
@@ -248,7 +249,7 @@ pub(crate) async fn table_exists(table: &DeltaTable) -> Result<bool, DeltaTableE
     table.verify_deltatable_existence().await
 }
 
-impl crate::table::WindowTable {
+impl crate::table::window_table::WindowTable {
     /// Removes the table if this writer created it and nothing was written to it since: its
     /// location holds only the creating commit (version 0). A run that landed no row leaves
     /// no table behind, so the options it recorded (its contract) bind no later run. Returns

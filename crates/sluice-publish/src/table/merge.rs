@@ -28,9 +28,12 @@ use deltalake::{DeltaTable, DeltaTableError};
 use serde_json::json;
 use sluice_window::Window;
 
-use crate::table::commit::{commit_error, commit_properties, PublishError, Published};
+use crate::table::commit::Published;
+use crate::table::error::{commit_error, PublishError};
 use crate::table::key_ranges::{file_stats, KeyRanges};
-use crate::table::{app_id, WindowTable};
+use crate::table::land::commit_properties;
+use crate::table::options::app_id;
+use crate::table::window_table::WindowTable;
 
 /// What a MERGE does with an offered row whose key is present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

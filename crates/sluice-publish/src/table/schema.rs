@@ -13,11 +13,18 @@ use deltalake::protocol::DeltaOperation;
 use deltalake::DeltaTableError;
 use serde_json::json;
 
-use crate::table::commit::PublishError;
+use crate::table::error::OpenError;
+use crate::table::error::PublishError;
 use crate::table::land::CommitRequest;
-use crate::table::{OpenError, WindowTable, OFFSET_COLUMN, SOURCE_COLUMN};
+use crate::table::options::{OFFSET_COLUMN, SOURCE_COLUMN};
+use crate::table::window_table::WindowTable;
 
 impl WindowTable {
+    /// The record fields alone (the file schema without the position columns).
+    pub fn record_schema(&self) -> SchemaRef {
+        Arc::new(record_part(&self.file_schema))
+    }
+
     /// Grows the table's columns to hold `record` (the record fields; the position columns
     /// are added): the change is committed with this writer's next commit, as a metadata
     /// action in the same commit as the rows that need it. Returns the paths of the columns
