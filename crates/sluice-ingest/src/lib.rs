@@ -43,6 +43,10 @@
 //! `same_files`). Every mode restarts by the one rule of restart.rs
 //! (`resilience::modes` tests each: an outage resumed, the limit's message).
 //!
+//! Between decoding and routing, the pipeline's [`expectations`] run on each decoded batch:
+//! a row that breaks a `drop` rule becomes a dead letter there, like a row that did not decode,
+//! and one that breaks a `fail` rule ends the run before its window is published.
+//!
 //! Reading and decoding run on their own thread, so they overlap with staging and commits.
 //! The resume position written with each commit is the lowest position any unpublished
 //! window holds, so a crash at any instant loses nothing and a restart from the table's

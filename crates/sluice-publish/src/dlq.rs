@@ -53,7 +53,7 @@ pub struct DeadLetterOwner {
     pub pipeline: String,
     /// The data table's id ([`crate::table_id`]).
     pub table_id: String,
-    /// The pipeline's contract as the table records it ([`Contract::to_property`], JSON);
+    /// The pipeline's contract as the table records it ([`Contract::to_property`](crate::Contract::to_property), JSON);
     /// empty when the table records none. Kept with each dead letter: a table that never
     /// landed a row is removed, and its contract with it.
     pub contract: String,

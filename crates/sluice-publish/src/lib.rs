@@ -9,7 +9,9 @@
 //!   (appId `<pipeline>/<partition>`, version = resume offset);
 //! - the window's address as the commit's read predicate, so a concurrent change to the same
 //!   window conflicts instead of being overwritten;
-//! - commit metadata naming the window, its row count and its source position range.
+//! - commit metadata naming the window, its row count and its source position range;
+//! - on a table with a change data feed, when the commit replaces rows, a `cdc` file per
+//!   window with the rows that really changed (`table::change_feed`).
 //!
 //! Recovery reads the same state back ([`WindowTable::resume_offsets`],
 //! [`WindowTable::published_windows`]): `txn` actions and `add` tags both live in the table
@@ -73,7 +75,9 @@ pub use status::{
     PipelineStatus, StatusError, TableStatus, Txn, WindowFiles,
 };
 pub use table::commit::{Publication, Published, Replace, STATE_TXN_PREFIX};
-pub use table::contract::{contract_key, terms, Contract, ContractDifference, CONTRACT_KEY_PREFIX};
+pub use table::contract::{
+    contract_key, terms, Contract, ContractDifference, CHANGEABLE, CONTRACT_KEY_PREFIX,
+};
 pub use table::contract_in_table::recorded_contract;
 pub use table::merge::{
     field_expr, MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,

@@ -221,7 +221,7 @@ pub const CHANGE_DATA_DIR: &str = "_change_data";
 
 impl WindowTable {
     /// Whether the table keeps a change data feed, as Delta's protocol asks a writer to
-    /// decide: [`CHANGE_FEED_PROPERTY`] set, on a protocol with the feature.
+    /// decide: `delta.enableChangeDataFeed` set, on a protocol with the feature.
     pub fn change_feed(&self) -> bool {
         let Ok(snapshot) = self.loaded.snapshot() else {
             return false;

@@ -4,13 +4,13 @@
 //! that a later run cannot quietly write the same table another way. Two window sizes in one
 //! table would put one instant in two windows; a changed key would keep duplicates that the old
 //! key removed. So a run whose options disagree with the recorded ones is refused before it
-//! writes anything ([`OpenError::ContractMismatch`]).
+//! writes anything ([`OpenError::ContractMismatch`](crate::OpenError::ContractMismatch)).
 //!
 //! Stored as one table property per pipeline, `sluice.contract.<pipeline>`, holding a JSON
 //! object of term name to value, readable by any Delta engine (`SHOW TBLPROPERTIES`). A new
 //! table gets it at creation; a table written before contracts existed, or a new pipeline of
 //! a table of several pipelines, gets it in a metadata-only commit once the run's options are
-//! validated ([`WindowTable::record_contract`], in `contract_in_table`).
+//! validated ([`WindowTable::record_contract`](crate::WindowTable::record_contract), in `contract_in_table`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -47,7 +47,7 @@ pub mod terms {
     /// A Kafka source's message fields as columns (`--kafka-columns`, `--kafka-bytes`).
     pub const KAFKA_COLUMNS: &str = "kafka-columns";
     /// The rules on the rows (`--expect`, `--expect-or-drop`, `--expect-or-fail`), a JSON
-    /// array; empty: none. The one term a run may change ([`CHANGEABLE`]).
+    /// array; empty: none. The one term a run may change ([`CHANGEABLE`](super::CHANGEABLE)).
     pub const EXPECT: &str = "expect";
     /// A derived table's raw table (its URL).
     pub const RAW: &str = "raw";
@@ -56,7 +56,7 @@ pub mod terms {
 }
 
 /// Terms a run may change: a given value replaces the recorded one (recorded by
-/// [`WindowTable::record_contract`]) instead of being refused. Expectations decide which of
+/// [`WindowTable::record_contract`](crate::WindowTable::record_contract)) instead of being refused. Expectations decide which of
 /// the rows to come land, not what the rows that landed mean.
 pub const CHANGEABLE: [&str; 1] = [terms::EXPECT];
 
@@ -114,7 +114,7 @@ impl Contract {
     }
 
     /// The terms of `given` whose value differs from this (recorded) contract's. A term this
-    /// contract lacks is no difference: it is recorded by [`WindowTable::record_contract`].
+    /// contract lacks is no difference: it is recorded by [`WindowTable::record_contract`](crate::WindowTable::record_contract).
     pub fn differences(&self, given: &Contract) -> Vec<ContractDifference> {
         given
             .terms

@@ -15,7 +15,7 @@ pub const SOURCE_COLUMN: &str = "_sluice_source";
 /// Column holding each row's source offset (for NDJSON: the byte offset of its line).
 pub const OFFSET_COLUMN: &str = "_sluice_offset";
 
-/// Which column sluice adds a record field collides with ([`OpenError::ReservedColumn`]).
+/// Which column sluice adds a record field collides with ([`OpenError::ReservedColumn`](crate::OpenError::ReservedColumn)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReservedKind {
     /// A window address column (`dt`, `hour`, `window_start`, ...).
@@ -100,8 +100,8 @@ pub struct TableOptions {
     /// How many pipelines a new table holds; for an existing table, `Some` must agree with
     /// what it was created with.
     pub pipelines: Option<Pipelines>,
-    /// The pipeline's options that decide what the table holds (see [`contract`]): recorded
-    /// in a new table, checked against an existing one's ([`OpenError::ContractMismatch`]).
+    /// The pipeline's options that decide what the table holds (see [`Contract`](crate::Contract)): recorded
+    /// in a new table, checked against an existing one's ([`OpenError::ContractMismatch`](crate::OpenError::ContractMismatch)).
     /// `None`: not checked (readers, tests of one layer).
     pub contract: Option<contract::Contract>,
     /// How far each notify target of the pipeline has been delivered: every commit of the
@@ -110,7 +110,7 @@ pub struct TableOptions {
     pub notified: crate::marks::DeliveredMarks,
     /// Keep a change data feed (`--change-feed`): a new table is created with
     /// `delta.enableChangeDataFeed`, an existing one gets it by a metadata commit
-    /// ([`WindowTable::enable_change_feed`]). False leaves a table as it is.
+    /// ([`WindowTable::enable_change_feed`](crate::WindowTable::enable_change_feed)). False leaves a table as it is.
     pub change_feed: bool,
 }
 
