@@ -212,6 +212,18 @@ fn column_at(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
     Ok(column)
 }
 
+/// The rows of the Parquet files at `paths` in `store`, file after file.
+async fn read_all(
+    store: &dyn object_store::ObjectStore,
+    paths: impl Iterator<Item = &str>,
+) -> Result<Vec<RecordBatch>, sluice_stage::StageError> {
+    let mut rows = Vec::new();
+    for path in paths {
+        rows.extend(sluice_stage::read_parquet(store, path).await?);
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -290,16 +302,10 @@ impl WindowTable {
     ) -> Result<AddCDCFile, DeltaTableError> {
         let store = self.store();
         let generic = |e: String| DeltaTableError::Generic(format!("change data feed: {e}"));
-        let mut old = Vec::new();
-        for f in existing {
-            let read = sluice_stage::read_parquet(store.as_ref(), &f.path).await;
-            old.extend(read.map_err(|e| generic(e.to_string()))?);
-        }
-        let mut new = Vec::new();
-        for f in change.files {
-            let read = sluice_stage::read_parquet(store.as_ref(), &f.path).await;
-            new.extend(read.map_err(|e| generic(e.to_string()))?);
-        }
+        let old = read_all(store.as_ref(), existing.iter().map(|f| f.path.as_str())).await;
+        let old = old.map_err(|e| generic(e.to_string()))?;
+        let new = read_all(store.as_ref(), change.files.iter().map(|f| f.path.as_str())).await;
+        let new = new.map_err(|e| generic(e.to_string()))?;
         let schema = self.staging_schema().clone();
         let key = self.change_key.clone();
         let encoded = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
