@@ -114,7 +114,7 @@ async fn recompute(
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
-            let policy = RestartPolicy::new(settings.restarts_max);
+            let policy = RestartPolicy::new(settings.tuning.restarts_max);
             d.keep_up_restarting(&mut table, RawShape::Whole, policy, &clock)
                 .await
                 .context("recomputing the derived tables")?;
@@ -172,7 +172,7 @@ fn report(
     detail: &str,
     started: Instant,
 ) -> anyhow::Result<()> {
-    if settings.json {
+    if settings.output.json {
         let mut json = serde_json::json!({
             "from": from.to_rfc3339(),
             "to": to.to_rfc3339(),
@@ -275,7 +275,7 @@ async fn recompute_kafka(
     bar.finish();
     let derived = match deriver {
         Some(mut d) => {
-            let policy = RestartPolicy::new(settings.restarts_max);
+            let policy = RestartPolicy::new(settings.tuning.restarts_max);
             let shape = RawShape::Sharded {
                 pipeline: &settings.pipeline,
             };

@@ -536,26 +536,7 @@ async fn replay_letters(
     }
     let table = last_table.expect("a letter is in some shard's group");
     let version = outcome.version.or(table.version());
-    let markers: Vec<DeadLetter> = outcome
-        .fates
-        .iter()
-        .filter_map(|(l, fate)| match fate {
-            Fate::Landed { address } => Some(DeadLetter {
-                source: l.source.clone(),
-                offset: l.offset,
-                reason: REPLAYED_REASON.into(),
-                detail: format!(
-                    "{} replayed into {} (version {})",
-                    l.reason,
-                    target.table,
-                    version.map_or("-".into(), |v| v.to_string())
-                ),
-                raw: l.raw.clone(),
-                window: Some(address.clone()),
-            }),
-            Fate::Failing { .. } => None,
-        })
-        .collect();
+    let markers = replay_markers(&outcome.fates, &target.table, version);
     if !markers.is_empty() {
         let mut dlq_options = TableOptions::new(dlq.to_string());
         dlq_options.storage_options = storage;
@@ -585,4 +566,27 @@ async fn replay_letters(
         eprintln!("  still failing: {f}");
     }
     Ok(())
+}
+
+/// A `replayed` marker for each letter that landed, naming the version it landed in.
+fn replay_markers(fates: &[(Letter, Fate)], table: &str, version: Option<u64>) -> Vec<DeadLetter> {
+    fates
+        .iter()
+        .filter_map(|(l, fate)| match fate {
+            Fate::Landed { address } => Some(DeadLetter {
+                source: l.source.clone(),
+                offset: l.offset,
+                reason: REPLAYED_REASON.into(),
+                detail: format!(
+                    "{} replayed into {} (version {})",
+                    l.reason,
+                    table,
+                    version.map_or("-".into(), |v| v.to_string())
+                ),
+                raw: l.raw.clone(),
+                window: Some(address.clone()),
+            }),
+            Fate::Failing { .. } => None,
+        })
+        .collect()
 }

@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::datatypes::Int64Type;
+use deltalake::datafusion::prelude::SessionContext;
 use sluice_source::generate::{generate, GeneratorSpec};
 use sluice_sql::{Format, TableRef};
 
@@ -146,59 +147,88 @@ fn hourly_sql() -> String {
     format!("SELECT {HOURLY_COLUMNS} FROM window")
 }
 
-pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
-    let input = args.dir.join("input");
-    let table = args.dir.join("table");
-    let dlq = args.dir.join("table_dlq");
-    let hourly_table = args.dir.join("hourly");
-    for p in [&input, &table, &dlq, &hourly_table] {
-        if p.exists() {
-            std::fs::remove_dir_all(p).with_context(|| format!("clearing {}", p.display()))?;
+/// Where the demo writes, under `--dir`.
+struct DemoPaths {
+    input: PathBuf,
+    table: PathBuf,
+    dlq: PathBuf,
+    hourly: PathBuf,
+}
+
+impl DemoPaths {
+    /// The paths under `dir`, cleared of an earlier demo's.
+    fn cleared(dir: &Path) -> anyhow::Result<DemoPaths> {
+        let paths = DemoPaths {
+            input: dir.join("input"),
+            table: dir.join("table"),
+            dlq: dir.join("table_dlq"),
+            hourly: dir.join("hourly"),
+        };
+        for p in [&paths.input, &paths.table, &paths.dlq, &paths.hourly] {
+            if p.exists() {
+                std::fs::remove_dir_all(p).with_context(|| format!("clearing {}", p.display()))?;
+            }
         }
+        Ok(paths)
     }
+
+    /// The `sluice run` arguments of the demo's runs.
+    fn run_args(&self, attempt: &str) -> Vec<String> {
+        let flags = [
+            ("--source", format!("ndjson:{}", self.input.display())),
+            ("--table", self.table.display().to_string()),
+            ("--pipeline", "demo".into()),
+            ("--window", "1h".into()),
+            ("--lateness", "10m".into()),
+            ("--key", "event_id".into()),
+            ("--attempt", attempt.into()),
+            ("--derive", format!("hourly={}", self.hourly.display())),
+            ("--derive-sql", format!("hourly={}", hourly_sql())),
+        ];
+        let pairs = flags.into_iter().flat_map(|(f, v)| [f.to_string(), v]);
+        std::iter::once("run".to_string()).chain(pairs).collect()
+    }
+}
+
+pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let paths = DemoPaths::cleared(&args.dir)?;
     // One deterministic stream, split into files read in name order, plus three bad lines.
     let spec = GeneratorSpec {
         seed: args.seed,
         events: args.events,
         ..GeneratorSpec::default()
     };
-    let stats = write_stream(&spec, &input, FILES as usize, true)?;
+    let stats = write_stream(&spec, &paths.input, FILES as usize, true)?;
     println!(
         "demo: generated {} events + {} duplicate deliveries + 3 bad lines in {FILES} files ({:.1} MB) under {}",
         stats.events,
         stats.duplicates,
         stats.bytes as f64 / 1e6,
-        input.display()
+        paths.input.display()
     );
-
-    let exe = std::env::current_exe().context("locating the sluice binary")?;
-    let run_args = |attempt: &str| -> Vec<String> {
-        vec![
-            "run".into(),
-            "--source".into(),
-            format!("ndjson:{}", input.display()),
-            "--table".into(),
-            table.display().to_string(),
-            "--pipeline".into(),
-            "demo".into(),
-            "--window".into(),
-            "1h".into(),
-            "--lateness".into(),
-            "10m".into(),
-            "--key".into(),
-            "event_id".into(),
-            "--attempt".into(),
-            attempt.into(),
-            "--derive".into(),
-            format!("hourly={}", hourly_table.display()),
-            "--derive-sql".into(),
-            format!("hourly={}", hourly_sql()),
-        ]
+    run_killed_then_again(&paths)?;
+    show_windows(&paths.table).await?;
+    let table_ref = |name: &str, location: &Path| TableRef {
+        name: name.into(),
+        location: location.display().to_string(),
+        version: None,
     };
+    let tables = [
+        table_ref("events", &paths.table),
+        table_ref("dlq", &paths.dlq),
+        table_ref("hourly", &paths.hourly),
+    ];
+    let ctx = sluice_sql::session(&tables, &Default::default()).await?;
+    check_derived(&ctx, &paths.hourly).await?;
+    check_rows(&ctx, &paths.dlq, &stats).await
+}
 
-    // Run 1: killed with SIGKILL once a few windows are published.
+/// Run 1, SIGKILLed once a few windows are published; then run 2, the same command, which
+/// resumes from the table alone.
+fn run_killed_then_again(paths: &DemoPaths) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("locating the sluice binary")?;
     let mut child = Command::new(&exe)
-        .args(run_args("demo1"))
+        .args(paths.run_args("demo1"))
         .stdout(Stdio::null())
         .spawn()?;
     let started = Instant::now();
@@ -207,7 +237,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             println!("demo: run 1 finished before the kill ({status}); the restart below then commits nothing");
             break None;
         }
-        let version = log_versions(&table);
+        let version = log_versions(&paths.table);
         if version >= 4 || started.elapsed() > Duration::from_secs(120) {
             child.kill()?; // SIGKILL on Unix
             child.wait()?;
@@ -218,15 +248,17 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     if let Some(v) = killed_at {
         println!("demo: run 1 SIGKILLed mid-run with the table at version {v}");
     }
-
-    // Run 2: the same command, which resumes from the table alone.
     print!("demo: run 2 (same command) -> ");
     std::io::stdout().flush()?;
-    let status = Command::new(&exe).args(run_args("demo2")).status()?;
+    let status = Command::new(&exe).args(paths.run_args("demo2")).status()?;
     if !status.success() {
         bail!("run 2 failed: {status}");
     }
+    Ok(())
+}
 
+/// Prints the table's windows as `sluice windows` does.
+async fn show_windows(table: &Path) -> anyhow::Result<()> {
     println!(
         "\ndemo: windows of {} (sluice windows --table {})",
         table.display(),
@@ -239,28 +271,12 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         "{}",
         sluice_sql::format(&[crate::report::listing_batch(&listing)?], Format::Table)?
     );
+    Ok(())
+}
 
-    let ctx = sluice_sql::session(
-        &[
-            TableRef {
-                name: "events".into(),
-                location: table.display().to_string(),
-                version: None,
-            },
-            TableRef {
-                name: "dlq".into(),
-                location: dlq.display().to_string(),
-                version: None,
-            },
-            TableRef {
-                name: "hourly".into(),
-                location: hourly_table.display().to_string(),
-                version: None,
-            },
-        ],
-        &Default::default(),
-    )
-    .await?;
+/// Prints the derived table and checks it against the batch job's answer: the same query
+/// over the whole raw table, grouped by window.
+async fn check_derived(ctx: &SessionContext, hourly_table: &Path) -> anyhow::Result<()> {
     let hourly =
         "SELECT dt, hour, events, users, purchases, revenue_cents FROM hourly ORDER BY dt, hour";
     println!(
@@ -270,9 +286,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     );
     println!(
         "{}",
-        sluice_sql::format(&sluice_sql::query(&ctx, hourly).await?, Format::Table)?
+        sluice_sql::format(&sluice_sql::query(ctx, hourly).await?, Format::Table)?
     );
-    // The batch job's answer: the same query over the whole raw table, grouped by window.
     let differing = format!(
         "SELECT count(*) AS differing, 0 AS unused FROM ( \
            (SELECT dt, hour, events, users, purchases, revenue_cents FROM hourly \
@@ -281,17 +296,25 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
            (SELECT dt, hour, {HOURLY_COLUMNS} FROM events GROUP BY dt, hour \
             EXCEPT ALL SELECT dt, hour, events, users, purchases, revenue_cents FROM hourly))"
     );
-    let (differing, _) = first_two_ints(&sluice_sql::query(&ctx, &differing).await?)?;
+    let (differing, _) = first_two_ints(&sluice_sql::query(ctx, &differing).await?)?;
     println!(
         "demo: derived windows differing from the same SQL over the raw table grouped by hour: {differing}\n"
     );
     if differing != 0 {
         bail!("the derived table differs from its query over the raw table in {differing} rows");
     }
+    Ok(())
+}
 
+/// Prints the dead letters and checks the table holds each generated event once.
+async fn check_rows(
+    ctx: &SessionContext,
+    dlq: &Path,
+    stats: &sluice_source::generate::GeneratorSummary,
+) -> anyhow::Result<()> {
     let dup_sql =
         "SELECT count(*) AS rows, count(*) - count(DISTINCT event_id) AS duplicates FROM events";
-    let result = sluice_sql::query(&ctx, dup_sql).await?;
+    let result = sluice_sql::query(ctx, dup_sql).await?;
     let (rows, duplicates) = first_two_ints(&result)?;
     let dead_sql = "SELECT source_partition, source_offset, reason, detail FROM dlq \
                     ORDER BY source_partition, source_offset";
@@ -299,7 +322,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         "demo: dead letters (sluice query --table dlq={} \"{dead_sql}\")",
         dlq.display()
     );
-    let dead = sluice_sql::query(&ctx, dead_sql).await?;
+    let dead = sluice_sql::query(ctx, dead_sql).await?;
     let rejected: usize = dead.iter().map(|b| b.num_rows()).sum();
     println!("{}", sluice_sql::format(&dead, Format::Table)?);
     println!(

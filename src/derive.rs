@@ -56,7 +56,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
             Err(e) => return Err(crate::open::open_error(e, &settings.table)),
         };
     let stage = sluice_stage::StageOptions {
-        codec: settings.codec,
+        codec: settings.tuning.codec,
         ..sluice_stage::StageOptions::default()
     };
     let Some(mut deriver) = open_deriver(
@@ -83,7 +83,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         return Err(usage("--from and --to: the range to derive (or --follow)"));
     };
     let mut lines = crate::progress::ProgressLines::new("derive");
-    let policy = RestartPolicy::new(settings.restarts_max);
+    let policy = RestartPolicy::new(settings.tuning.restarts_max);
     deriver
         .derive_range_restarting(
             &mut raw,
@@ -100,7 +100,7 @@ pub async fn derive_command(args: DeriveArgs) -> anyhow::Result<()> {
         .context("deriving")?;
     bar.finish_and_clear();
     let s = &deriver.summary;
-    if settings.json {
+    if settings.output.json {
         let json = serde_json::json!({
             "derived_windows_recomputed": s.computed,
             "derived_windows_published": s.published,
@@ -183,7 +183,7 @@ async fn follow_raw(
     } else {
         RawShape::Whole
     };
-    let policy = RestartPolicy::new(settings.restarts_max);
+    let policy = RestartPolicy::new(settings.tuning.restarts_max);
     let rounds = deriver
         .follow(raw, shape, poll_ms, policy, &SystemClock, stop.rx.clone())
         .await

@@ -41,7 +41,7 @@ impl DryRun {
         let made = MadeDirs::missing(settings);
         sluice_publish::write_to_memory();
         let targets_skipped = std::mem::take(&mut settings.notify).len();
-        settings.metrics_addr = None;
+        settings.output.metrics_addr = None;
         let before = Tables::read(settings)
             .await
             .context("reading the tables before the dry run")?;
@@ -58,7 +58,7 @@ impl DryRun {
             .await
             .context("reading back what the dry run published")?;
         let report = Report::new(&self.before, &after, summary);
-        if settings.json {
+        if settings.output.json {
             println!("{}", report.json(settings, self.targets_skipped));
         } else {
             print!("{}", report.text(settings, self.targets_skipped));

@@ -19,7 +19,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         true => Some(crate::dry_run::DryRun::start(&mut settings).await?),
         false => None,
     };
-    if let Some(addr) = settings.metrics_addr {
+    if let Some(addr) = settings.output.metrics_addr {
         crate::metrics::serve(addr)?;
     }
     let started = Instant::now();
@@ -61,7 +61,7 @@ fn print_summary(
     notified: &[sluice_notify::TargetReport],
     secs: f64,
 ) {
-    if settings.json {
+    if settings.output.json {
         let mut json = summary_json(s, version, secs, &settings.dlq);
         if !notified.is_empty() {
             json["notifications"] = notified
@@ -311,38 +311,12 @@ pub async fn ingest(
         crate::warnings::warn(crate::signals::STOPPED_NOTE);
         return Ok((sluice_ingest::RunSummary::default(), None, Vec::new()));
     }
-    let mut w = wire(settings).await?;
+    let w = wire(settings).await?;
     // Beside the writer: it records what the targets got with its own commits.
     let notifier = crate::notify::start(settings, &w.options, false).await?;
-    let attempt = attempt(settings);
-    let deriver = open_deriver(
-        settings,
-        &mut w.table,
-        &w.options,
-        &attempt,
-        w.config.stage.clone(),
-    )
-    .await?;
-    let dlq = DeadLetterTable::open_or_create(&TableOptions {
-        location: settings.dlq.clone(),
-        contract: None,
-        notified: Default::default(),
-        ..w.options.clone()
-    })
-    .await
-    .with_context(|| format!("opening the dead-letter table {}", settings.dlq))?;
     let clock = SystemClock;
     let total_bytes: u64 = w.source.files().iter().map(|f| f.size).sum();
-    let ingester = Ingester::recover(w.config, w.source, w.decoder, w.table, dlq, attempt, &clock)
-        .await
-        .context("recovering the pipeline state from the table")?;
-    let ingester = match deriver {
-        Some(d) => ingester
-            .with_deriver(d)
-            .await
-            .context("bringing the derived tables up to the raw table")?,
-        None => ingester,
-    };
+    let ingester = recover(settings, w, &clock).await?;
     let mut stopped = stop.rx.clone();
     let (summary, table) = match settings.follow {
         // A bounded run stops at once: everything it published is in the table, and the
@@ -393,6 +367,42 @@ pub async fn ingest(
         return Ok((summary, None, notified));
     }
     Ok((summary, table.version(), notified))
+}
+
+/// The run's ingester over the wired pipeline: its dead-letter table opened, its state
+/// recovered from the table, its derived tables brought up to the raw table.
+async fn recover<'c>(
+    settings: &RunSettings,
+    mut w: crate::open::Wired,
+    clock: &'c SystemClock,
+) -> anyhow::Result<Ingester<'c, sluice_source::NdjsonSource>> {
+    let attempt = attempt(settings);
+    let deriver = open_deriver(
+        settings,
+        &mut w.table,
+        &w.options,
+        &attempt,
+        w.config.stage.clone(),
+    )
+    .await?;
+    let dlq = DeadLetterTable::open_or_create(&TableOptions {
+        location: settings.dlq.clone(),
+        contract: None,
+        notified: Default::default(),
+        ..w.options.clone()
+    })
+    .await
+    .with_context(|| format!("opening the dead-letter table {}", settings.dlq))?;
+    let ingester = Ingester::recover(w.config, w.source, w.decoder, w.table, dlq, attempt, clock)
+        .await
+        .context("recovering the pipeline state from the table")?;
+    Ok(match deriver {
+        Some(d) => ingester
+            .with_deriver(d)
+            .await
+            .context("bringing the derived tables up to the raw table")?,
+        None => ingester,
+    })
 }
 
 /// A followed run into a table that does not exist yet, without a schema file, waits for

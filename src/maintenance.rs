@@ -201,42 +201,12 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
     let cutoff_ms = now_ms.saturating_sub(older_than_ms);
     let ended_before = sluice_window::EventTime::from_micros(cutoff_ms.saturating_mul(1000));
     if let Some(table) = &table {
-        let options = TableOptions {
-            storage_options: storage_options.clone(),
-            ..TableOptions::new(table.clone())
-        };
         let rule = sluice_publish::ExpireRule {
             ended_before,
             window,
             dry_run: !args.apply,
         };
-        let report = sluice_publish::expire(&options, &rule, now_ms)
-            .await
-            .with_context(|| format!("expiring windows of {table}"))?;
-        for e in &report.expired {
-            println!(
-                "{} {} (ended {}, {} files, {} rows)",
-                if args.apply {
-                    "removed"
-                } else {
-                    "would remove"
-                },
-                e.address,
-                e.window_end.to_rfc3339(),
-                e.files,
-                e.rows
-            );
-        }
-        for address in &report.gave_way {
-            println!("left {address}: its writer kept publishing it meanwhile");
-        }
-        let rows: i64 = report.expired.iter().map(|e| e.rows).sum();
-        println!(
-            "sluice expire: {} windows ({rows} rows) that ended before {} {}",
-            report.expired.len(),
-            ended_before.to_rfc3339(),
-            outcome(args.apply)
-        );
+        expire_windows(table, &storage_options, &rule, now_ms).await?;
     }
     let tombstones = tombstones.or_else(|| {
         table
@@ -247,39 +217,92 @@ pub async fn expire(args: ExpireArgs) -> anyhow::Result<()> {
         expire_tombstones(&location, &storage_options, ended_before, args.apply).await?;
     }
     if let Some(dlq) = &args.dlq {
-        let options = TableOptions {
-            storage_options,
-            ..TableOptions::new(dlq.clone())
-        };
-        let rule = DeadLetterExpiryRule {
-            detected_before_ms: cutoff_ms,
-            pipeline: None,
-            meant_for: sluice_publish::MeantFor::Any,
-            dry_run: !args.apply,
-        };
-        let mut table = DeadLetterTable::open(&options)
-            .await
-            .with_context(|| format!("opening the dead-letter table {dlq}"))?;
-        let report = table
-            .expire(&rule, now_ms)
-            .await
-            .with_context(|| format!("expiring dead letters of {dlq}"))?;
-        let kept = if report.files_kept_whole == 0 {
-            String::new()
-        } else {
-            format!(
-                "; {} files with older dead letters kept whole (they hold newer ones too)",
-                report.files_kept_whole
-            )
-        };
+        expire_dead_letters(dlq, storage_options, cutoff_ms, args.apply, now_ms).await?;
+    }
+    Ok(())
+}
+
+/// `expire --table`: the table's windows that ended before the rule's time.
+async fn expire_windows(
+    table: &str,
+    storage_options: &std::collections::HashMap<String, String>,
+    rule: &sluice_publish::ExpireRule,
+    now_ms: i64,
+) -> anyhow::Result<()> {
+    let options = TableOptions {
+        storage_options: storage_options.clone(),
+        ..TableOptions::new(table)
+    };
+    let report = sluice_publish::expire(&options, rule, now_ms)
+        .await
+        .with_context(|| format!("expiring windows of {table}"))?;
+    for e in &report.expired {
         println!(
-            "sluice expire: {} dead letters ({} files) detected before {} {}{kept}",
-            report.rows,
-            report.files,
-            ended_before.to_rfc3339(),
-            outcome(args.apply)
+            "{} {} (ended {}, {} files, {} rows)",
+            if rule.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
+            e.address,
+            e.window_end.to_rfc3339(),
+            e.files,
+            e.rows
         );
     }
+    for address in &report.gave_way {
+        println!("left {address}: its writer kept publishing it meanwhile");
+    }
+    let rows: i64 = report.expired.iter().map(|e| e.rows).sum();
+    println!(
+        "sluice expire: {} windows ({rows} rows) that ended before {} {}",
+        report.expired.len(),
+        rule.ended_before.to_rfc3339(),
+        outcome(!rule.dry_run)
+    );
+    Ok(())
+}
+
+/// `expire --dlq`: dead letters detected before `cutoff_ms`.
+async fn expire_dead_letters(
+    dlq: &str,
+    storage_options: std::collections::HashMap<String, String>,
+    cutoff_ms: i64,
+    apply: bool,
+    now_ms: i64,
+) -> anyhow::Result<()> {
+    let options = TableOptions {
+        storage_options,
+        ..TableOptions::new(dlq)
+    };
+    let rule = DeadLetterExpiryRule {
+        detected_before_ms: cutoff_ms,
+        pipeline: None,
+        meant_for: sluice_publish::MeantFor::Any,
+        dry_run: !apply,
+    };
+    let mut table = DeadLetterTable::open(&options)
+        .await
+        .with_context(|| format!("opening the dead-letter table {dlq}"))?;
+    let report = table
+        .expire(&rule, now_ms)
+        .await
+        .with_context(|| format!("expiring dead letters of {dlq}"))?;
+    let kept = if report.files_kept_whole == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {} files with older dead letters kept whole (they hold newer ones too)",
+            report.files_kept_whole
+        )
+    };
+    println!(
+        "sluice expire: {} dead letters ({} files) detected before {} {}{kept}",
+        report.rows,
+        report.files,
+        sluice_window::EventTime::from_micros(cutoff_ms.saturating_mul(1000)).to_rfc3339(),
+        outcome(apply)
+    );
     Ok(())
 }
 

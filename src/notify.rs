@@ -99,7 +99,7 @@ pub async fn finish(
         return Ok(Vec::new());
     };
     let reports = notifier
-        .finish(settings.notify_drain_ms, now_ms)
+        .finish(settings.output.notify_drain_ms, now_ms)
         .await
         .context("recording the delivered notifications")?;
     for r in &reports {
@@ -111,7 +111,7 @@ pub async fn finish(
         } else if r.through < r.table_version {
             crate::warnings::warn(&format!(
                 "notify target {}: changes after table version {} are not delivered yet ({} failed attempts; --notify-drain {} ms passed); the next run delivers them",
-                r.name, r.through, r.failed_attempts, settings.notify_drain_ms
+                r.name, r.through, r.failed_attempts, settings.output.notify_drain_ms
             ));
         }
     }

@@ -77,7 +77,7 @@ pub fn open_source(settings: &RunSettings, following: bool) -> anyhow::Result<Nd
                 &url,
                 &settings.source_options,
                 RetryPolicy {
-                    attempts_max: settings.store_attempts_max,
+                    attempts_max: settings.tuning.store_attempts_max,
                     ..Default::default()
                 },
             )
@@ -310,12 +310,12 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         layout: settings.layout,
         lateness_ms: settings.lateness_ms,
         key: settings.key.clone(),
-        flush_bytes_max: settings.flush_bytes_max,
-        chunk_bytes: settings.chunk_bytes,
+        flush_bytes_max: settings.tuning.flush_bytes_max,
+        chunk_bytes: settings.tuning.chunk_bytes,
         chunks_in_flight_max: 4,
-        decode_threads: settings.decode_threads,
-        group_windows_max: settings.group_windows_max,
-        restart: sluice_ingest::RestartPolicy::new(settings.restarts_max),
+        decode_threads: settings.tuning.decode_threads,
+        group_windows_max: settings.tuning.group_windows_max,
+        restart: sluice_ingest::RestartPolicy::new(settings.tuning.restarts_max),
         compact: settings
             .compact_files_min
             .map(|files_min| sluice_publish::CompactRule {
@@ -338,7 +338,7 @@ pub(crate) fn runner(settings: &RunSettings) -> (DecodeOptions, IngestConfig) {
         max_rewrite_age_ms: settings.max_rewrite_age_ms,
         skew: settings.skew,
         stage: StageOptions {
-            codec: settings.codec,
+            codec: settings.tuning.codec,
             ..StageOptions::default()
         },
     };
@@ -355,9 +355,9 @@ pub fn table_options(
     TableOptions {
         location: settings.table.clone(),
         storage_options: settings.storage_options.clone(),
-        checkpoint_interval: settings.checkpoint_interval,
+        checkpoint_interval: settings.tuning.checkpoint_interval,
         retry: RetryPolicy {
-            attempts_max: settings.store_attempts_max,
+            attempts_max: settings.tuning.store_attempts_max,
             // Jitter only spreads retries out; any seed will do, and the binary owns the clock.
             jitter_seed: chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64,
             ..RetryPolicy::default()
@@ -406,7 +406,7 @@ pub fn raw_options(settings: &RunSettings) -> TableOptions {
 
 /// The attempt id in staged file names: given, or from the clock and process id.
 pub fn attempt(settings: &RunSettings) -> String {
-    settings.attempt.clone().unwrap_or_else(|| {
+    settings.tuning.attempt.clone().unwrap_or_else(|| {
         format!(
             "{}{:05}",
             chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),

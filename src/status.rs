@@ -8,7 +8,7 @@ use clap::Args;
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
-use sluice_publish::{TableStatus, REPLAYED_REASON};
+use sluice_publish::{PipelineStatus, TableStatus, REPLAYED_REASON};
 
 use crate::args::table_flags::TableFlags;
 use crate::dead_letters::meant_for;
@@ -253,11 +253,25 @@ fn text(
     dead: Option<&(DeadCounts, usize)>,
     rules: &crate::rule_counts::RuleCounts,
 ) -> String {
-    let mut out = String::new();
-    let mut line = |l: String| {
-        out.push_str(&l);
-        out.push('\n');
-    };
+    let mut lines = table_lines(s);
+    for p in &s.pipelines {
+        lines.push(String::new());
+        lines.extend(pipeline_lines(p, dlq, dead, rules));
+    }
+    if let Some((_, others @ 1..)) = dead {
+        lines.push(String::new());
+        lines.push(format!(
+            "{} in {dlq} meant for a table once at this location (removed; not counted above)",
+            crate::words::counted(*others as u64, "dead letter")
+        ));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The table's lines of [`text`]: its version, data and log.
+fn table_lines(s: &TableStatus) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = |l: String| lines.push(l);
     line(format!("table     {}", s.table));
     line(format!(
         "version   {}{}",
@@ -303,117 +317,123 @@ fn text(
             None => "no checkpoint".to_string(),
         }
     ));
-    for p in &s.pipelines {
-        line(String::new());
-        line(format!("pipeline  {}", p.pipeline));
-        if !p.contract.is_empty() {
-            line(format!(
-                "  options   {}",
-                p.contract
-                    .iter()
-                    // Expectations have lines of their own.
-                    .filter(|(k, v)| !v.is_empty() && *k != sluice_publish::terms::EXPECT)
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ));
-        }
-        let mut windows = format!(
-            "  windows   {}{}",
-            p.windows,
-            match (&p.first_address, &p.last_address) {
-                (Some(first), Some(last)) if first == last => format!(", {first}"),
-                (Some(first), Some(last)) => format!(" from {first} to {last}"),
-                _ => String::new(),
-            }
-        );
-        if let (Some(complete), Some(incomplete), Some(shards)) =
-            (p.windows_complete, p.windows_incomplete, p.shards)
-        {
-            windows += &format!(
-                "; {complete} complete, {incomplete} not sealed by all {shards} shards yet"
-            );
-        }
-        line(windows);
+    lines
+}
+
+/// A pipeline's lines of [`text`]: its options, windows, files, positions and dead letters.
+fn pipeline_lines(
+    p: &PipelineStatus,
+    dlq: &str,
+    dead: Option<&(DeadCounts, usize)>,
+    rules: &crate::rule_counts::RuleCounts,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = |l: String| lines.push(l);
+    line(format!("pipeline  {}", p.pipeline));
+    if !p.contract.is_empty() {
         line(format!(
-            "  files     {} ({} rows, {}; mean file {}); {} windows of several files{}",
-            p.files,
-            p.rows,
-            human_bytes(p.bytes),
-            human_bytes(p.mean_file_bytes),
-            p.windows_of_several_files,
-            if p.most_files.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", most: {}",
-                    p.most_files
-                        .iter()
-                        .map(|w| format!("{} ({})", w.window, w.files))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }
+            "  options   {}",
+            p.contract
+                .iter()
+                // Expectations have lines of their own.
+                .filter(|(k, v)| !v.is_empty() && *k != sluice_publish::terms::EXPECT)
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         ));
-        for (partition, txn) in &p.positions {
-            // A compressed or Parquet file read to its end has no offset to show.
-            let at = if txn.version as u64 == sluice_source::compression::COMPRESSED_LEN {
-                "its end".to_string()
-            } else {
-                format!("offset {}", txn.version)
-            };
-            line(format!(
-                "  resume    {partition} at {at}{}",
-                txn.last_updated_ms
-                    .and_then(chrono::DateTime::from_timestamp_millis)
-                    .map(|t| format!(
-                        " (committed {})",
-                        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    ))
-                    .unwrap_or_default()
-            ));
+    }
+    let mut windows = format!(
+        "  windows   {}{}",
+        p.windows,
+        match (&p.first_address, &p.last_address) {
+            (Some(first), Some(last)) if first == last => format!(", {first}"),
+            (Some(first), Some(last)) => format!(" from {first} to {last}"),
+            _ => String::new(),
         }
-        for (watermark, t) in &p.max_event_time {
-            line(format!(
-                "  events    {watermark}: latest event time before the resume position {t}"
-            ));
-        }
-        for (target, version) in &p.notified {
-            line(format!("  notified  {target} through version {version}"));
-        }
-        // `replayed` rows record replays (`sluice dead-letters --replay`), not dead letters.
-        let reasons = dead.and_then(|(d, _)| d.get(&p.pipeline));
-        let letters: Vec<(&String, &i64)> = reasons
-            .into_iter()
-            .flatten()
-            .filter(|(r, _)| *r != REPLAYED_REASON)
-            .collect();
-        let replayed = reasons
-            .and_then(|r| r.get(REPLAYED_REASON))
-            .map_or(String::new(), |n| format!(" ({n} replayed since)"));
-        if letters.is_empty() {
-            line("  dead      none".to_string());
+    );
+    if let (Some(complete), Some(incomplete), Some(shards)) =
+        (p.windows_complete, p.windows_incomplete, p.shards)
+    {
+        windows +=
+            &format!("; {complete} complete, {incomplete} not sealed by all {shards} shards yet");
+    }
+    line(windows);
+    line(format!(
+        "  files     {} ({} rows, {}; mean file {}); {} windows of several files{}",
+        p.files,
+        p.rows,
+        human_bytes(p.bytes),
+        human_bytes(p.mean_file_bytes),
+        p.windows_of_several_files,
+        if p.most_files.is_empty() {
+            String::new()
         } else {
-            line(format!(
-                "  dead      {} in {dlq}: {}{replayed}",
-                letters.iter().map(|(_, n)| **n).sum::<i64>(),
-                letters
+            format!(
+                ", most: {}",
+                p.most_files
                     .iter()
-                    .map(|(r, n)| format!("{r} {n}"))
+                    .map(|w| format!("{} ({})", w.window, w.files))
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
+            )
         }
-        for l in crate::rule_counts::lines(rules.get(&p.pipeline).map_or(&[], Vec::as_slice)) {
-            line(l);
-        }
-    }
-    if let Some((_, others @ 1..)) = dead {
-        line(String::new());
+    ));
+    for (partition, txn) in &p.positions {
+        // A compressed or Parquet file read to its end has no offset to show.
+        let at = if txn.version as u64 == sluice_source::compression::COMPRESSED_LEN {
+            "its end".to_string()
+        } else {
+            format!("offset {}", txn.version)
+        };
         line(format!(
-            "{} in {dlq} meant for a table once at this location (removed; not counted above)",
-            crate::words::counted(*others as u64, "dead letter")
+            "  resume    {partition} at {at}{}",
+            txn.last_updated_ms
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| format!(
+                    " (committed {})",
+                    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ))
+                .unwrap_or_default()
         ));
     }
-    out
+    for (watermark, t) in &p.max_event_time {
+        line(format!(
+            "  events    {watermark}: latest event time before the resume position {t}"
+        ));
+    }
+    for (target, version) in &p.notified {
+        line(format!("  notified  {target} through version {version}"));
+    }
+    line(dead_line(p, dlq, dead));
+    for l in crate::rule_counts::lines(rules.get(&p.pipeline).map_or(&[], Vec::as_slice)) {
+        line(l);
+    }
+    lines
+}
+
+/// The dead-letter line of pipeline `p` in [`text`]: its dead letters in `dlq` by reason.
+fn dead_line(p: &PipelineStatus, dlq: &str, dead: Option<&(DeadCounts, usize)>) -> String {
+    // `replayed` rows record replays (`sluice dead-letters --replay`), not dead letters.
+    let reasons = dead.and_then(|(d, _)| d.get(&p.pipeline));
+    let letters: Vec<(&String, &i64)> = reasons
+        .into_iter()
+        .flatten()
+        .filter(|(r, _)| *r != REPLAYED_REASON)
+        .collect();
+    let replayed = reasons
+        .and_then(|r| r.get(REPLAYED_REASON))
+        .map_or(String::new(), |n| format!(" ({n} replayed since)"));
+    if letters.is_empty() {
+        "  dead      none".to_string()
+    } else {
+        format!(
+            "  dead      {} in {dlq}: {}{replayed}",
+            letters.iter().map(|(_, n)| **n).sum::<i64>(),
+            letters
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
 }

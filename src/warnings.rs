@@ -76,7 +76,7 @@ pub fn warn_about_input(s: &RunSummary, settings: &RunSettings) -> anyhow::Resul
     } else {
         s.rejected as f64 / records as f64
     };
-    if s.rejected > 0 && (share > settings.max_reject_ratio || s.rows == 0) {
+    if s.rejected > 0 && (share > settings.output.max_reject_ratio || s.rows == 0) {
         warn(&rejection_warning(
             s,
             share,

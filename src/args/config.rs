@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::RunArgs;
+use super::run_args::RunArgs;
 use crate::exit::usage;
 
 impl RunArgs {
@@ -46,6 +46,14 @@ impl RunArgs {
             return Ok(self);
         };
         let file = read_file(&path)?;
+        self.check_derived_tables_of(&file)?;
+        self.fill_from(file);
+        Ok(self)
+    }
+
+    /// A `--table` other than the config file's leaves the file's derived tables without a
+    /// table to be computed from, unless the flags name their locations.
+    fn check_derived_tables_of(&self, file: &RunArgs) -> anyhow::Result<()> {
         if let (Some(flag), Some(in_file)) = (&self.table, &file.table) {
             let orphans: Vec<String> = file
                 .derive
@@ -60,6 +68,11 @@ impl RunArgs {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// Options the flags left out, taken from the config file.
+    fn fill_from(&mut self, file: RunArgs) {
         macro_rules! fill {
             ($($f:ident),*) => { $( if self.$f.is_none() { self.$f = file.$f; } )* };
         }
@@ -147,7 +160,6 @@ impl RunArgs {
                 self.derive.push(d);
             }
         }
-        Ok(self)
     }
 }
 

@@ -25,7 +25,7 @@ pub struct DeriveConfig {
 pub fn tables_from_flags(tables: &[String]) -> anyhow::Result<Vec<DeriveConfig>> {
     let mut out: Vec<DeriveConfig> = Vec::new();
     for t in tables {
-        let (name, table) = super::key_value("--derive", t)?;
+        let (name, table) = super::values::key_value("--derive", t)?;
         if out.iter().any(|d| d.name == name) {
             return Err(usage(format!("--derive: {name} is given twice")));
         }
@@ -46,7 +46,7 @@ pub fn apply_flags(
     keys: &[String],
 ) -> anyhow::Result<()> {
     let find = |flag: &str, text: &str| -> anyhow::Result<(usize, String)> {
-        let (name, value) = super::key_value(flag, text)?;
+        let (name, value) = super::values::key_value(flag, text)?;
         let i = derive.iter().position(|d| d.name == name).ok_or_else(|| {
             usage(format!(
                 "{flag}: no derived table {name}; declare it with --derive {name}=LOCATION or in the config file"

@@ -4,7 +4,7 @@
 
 use sluice_ingest::expectations::{Expectation, Expectations, OnViolation};
 
-use super::RunArgs;
+use super::run_args::RunArgs;
 use crate::exit::usage;
 
 impl RunArgs {

@@ -45,7 +45,7 @@ pub fn targets_from_flags(
         .map(|u| ("--notify-url", u))
         .chain(commands.iter().map(|c| ("--notify-command", c)));
     for (flag, text) in given {
-        let (name, value) = super::key_value(flag, text)?;
+        let (name, value) = super::values::key_value(flag, text)?;
         if out.iter().any(|t| t.name == name) {
             return Err(usage(format!("{flag}: target {name} is given twice")));
         }

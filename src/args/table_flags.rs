@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::RunArgs;
+use super::run_args::RunArgs;
 use crate::exit::usage;
 
 #[derive(Debug, Clone, Default, Args)]

@@ -1,5 +1,10 @@
 //! Option resolution: defaults, the config file, and what each source refuses.
 
+use sluice_ingest::{defaults, LatePolicy, PublishMode};
+use sluice_source::kafka::StartAt;
+use sluice_window::{parse_duration_ms, WindowSize};
+
+use super::values::{parse_bytes, parse_ratio};
 use super::*;
 
 /// Every default `--help` shows is the one the run resolves with (`sluice_ingest::defaults`,
@@ -78,15 +83,18 @@ fn the_help_shows_the_defaults_the_run_uses() {
         parse_duration_ms(defaults::LATE_BATCH).unwrap()
     );
     assert_eq!(
-        s.flush_bytes_max,
+        s.tuning.flush_bytes_max,
         parse_bytes(defaults::FLUSH_BYTES_MAX).unwrap()
     );
-    assert_eq!(s.chunk_bytes, parse_bytes(defaults::CHUNK_BYTES).unwrap());
-    assert_eq!(s.decode_threads, defaults::DECODE_THREADS);
-    assert_eq!(s.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
-    assert_eq!(s.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
-    assert_eq!(s.restarts_max, defaults::RESTARTS_MAX);
-    assert_eq!(s.group_windows_max, defaults::GROUP_WINDOWS_MAX);
+    assert_eq!(
+        s.tuning.chunk_bytes,
+        parse_bytes(defaults::CHUNK_BYTES).unwrap()
+    );
+    assert_eq!(s.tuning.decode_threads, defaults::DECODE_THREADS);
+    assert_eq!(s.tuning.checkpoint_interval, defaults::CHECKPOINT_INTERVAL);
+    assert_eq!(s.tuning.store_attempts_max, defaults::STORE_ATTEMPTS_MAX);
+    assert_eq!(s.tuning.restarts_max, defaults::RESTARTS_MAX);
+    assert_eq!(s.tuning.group_windows_max, defaults::GROUP_WINDOWS_MAX);
     assert_eq!(s.infer_lines, defaults::INFER_LINES);
     assert_eq!(s.columns_max, defaults::COLUMNS_MAX);
     assert_eq!(s.late, LatePolicy::parse_name(defaults::LATE).unwrap());
@@ -198,7 +206,10 @@ fn the_metrics_address_is_an_ip_and_port() {
         .settings()
     };
     let ok = settings("127.0.0.1:9464").unwrap();
-    assert_eq!(ok.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+    assert_eq!(
+        ok.output.metrics_addr,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
     for bad in ["9464", "localhost:9464", "127.0.0.1", "0.0.0.0:port"] {
         let err = settings(bad).unwrap_err().to_string();
         assert!(

@@ -117,169 +117,108 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     let work = args.work.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
     });
-    let input = work.join("input");
-    let (lines, bytes) = generate(&sluice, args.events, &[], &input)?;
-    // The same events, nested as GitHub's event archive is (same row count).
-    let nested = work.join("nested");
-    let (_, nested_bytes) = generate(&sluice, args.events, &["--shape", "nested"], &nested)?;
-    // The same lines, 30% of them bad.
-    let dirty = work.join("dirty");
-    let (_, bad) = crate::dirty::write_dirty(&input, &dirty)?;
-    eprintln!("input with bad lines: {bad} of {lines} lines bad");
+    let inputs = Inputs::prepare(&sluice, args.events, &work)?;
+    let alternatives = alternatives(&me, &sluice, &inputs, args.python.as_deref());
+    let (samples, metrics_ratios) = measure(&alternatives, &work, &inputs.input, args.runs)?;
+    let split = busy_split(&alternatives, &work, &inputs.input, args.runs)?;
+    let more = More::measure(&args, &work, &sluice, &inputs)?;
+    let mut report = report(
+        &alternatives,
+        &samples,
+        inputs.lines,
+        (inputs.bytes, inputs.nested_bytes),
+        args.runs,
+        &metrics_ratios,
+    );
+    crate::split::report(&mut report, &split);
+    more.report(&mut report);
+    println!("{report}");
+    write_results(&args.results, report)?;
+    if args.work.is_none() {
+        std::fs::remove_dir_all(&work)?;
+    }
+    Ok(())
+}
 
-    // The runs below (the long log, the catch-up) use it too; the alternatives' closures own
-    // a copy.
-    let sluice_bin = sluice.clone();
-    let flat_src = format!("ndjson:{}", input.display());
-    let nested_src = format!("ndjson:{}", nested.display());
-    let dirty_src = format!("ndjson:{}", dirty.display());
-    // The same events as files land: gzipped, a CSV export, objects under an S3 prefix.
-    let gzipped = work.join("gzip");
-    crate::formats::write_gzip(&input, &gzipped)?;
-    let csv = work.join("csv");
-    crate::formats::write_csv(&input, &csv)?;
-    let parquet = work.join("parquet");
-    crate::formats::write_parquet(&input, &parquet)?;
-    let parquet_src = format!("parquet:{}", parquet.display());
-    let gzip_src = format!("ndjson:{}", gzipped.display());
-    let csv_src = format!("csv:{}", csv.display());
-    let moto = crate::moto::start("landing")?;
-    let s3_src = match &moto {
-        Some(m) => Some(format!(
-            "ndjson:{}",
-            crate::formats::upload(m, &input, "events/2026/10/03")?
-        )),
-        None => {
-            eprintln!("moto is not installed: the S3 prefix case (s) is left out");
-            None
-        }
-    };
-    // `sluice run` or `sluice backfill` over `src` into the alternative's table.
-    let sluice_cmd = move |sub: &'static str, src: &String, extra: &'static [&'static str]| {
-        let sluice = sluice.clone();
-        let src = src.clone();
-        Box::new(move |_: &Path, out: &Path| {
-            let mut c = Command::new(&sluice);
-            c.args([sub, "--source", &src, "--table"])
-                .arg(out)
-                .args(["--key", "event_id"]);
-            // The late policy is a stream's (a backfill refuses it: it rebuilds whole windows).
-            if sub == "run" {
-                c.args(["--late", "rewrite"]);
+/// The inputs every alternative reads: the same events as NDJSON, nested, with bad lines,
+/// gzipped, as CSV and Parquet exports, and as S3 objects (when moto is installed).
+struct Inputs {
+    input: PathBuf,
+    nested: PathBuf,
+    dirty: PathBuf,
+    gzipped: PathBuf,
+    csv: PathBuf,
+    parquet: PathBuf,
+    /// Kept running while the alternatives read from it.
+    moto: Option<crate::moto::Moto>,
+    s3_src: Option<String>,
+    lines: u64,
+    bytes: u64,
+    nested_bytes: u64,
+}
+
+impl Inputs {
+    fn prepare(sluice: &Path, events: u64, work: &Path) -> Result<Inputs, BenchError> {
+        let input = work.join("input");
+        let (lines, bytes) = generate(sluice, events, &[], &input)?;
+        // The same events, nested as GitHub's event archive is (same row count).
+        let nested = work.join("nested");
+        let (_, nested_bytes) = generate(sluice, events, &["--shape", "nested"], &nested)?;
+        // The same lines, 30% of them bad.
+        let dirty = work.join("dirty");
+        let (_, bad) = crate::dirty::write_dirty(&input, &dirty)?;
+        eprintln!("input with bad lines: {bad} of {lines} lines bad");
+        // The same events as files land: gzipped, a CSV export, objects under an S3 prefix.
+        let gzipped = work.join("gzip");
+        crate::formats::write_gzip(&input, &gzipped)?;
+        let csv = work.join("csv");
+        crate::formats::write_csv(&input, &csv)?;
+        let parquet = work.join("parquet");
+        crate::formats::write_parquet(&input, &parquet)?;
+        let moto = crate::moto::start("landing")?;
+        let s3_src = match &moto {
+            Some(m) => Some(format!(
+                "ndjson:{}",
+                crate::formats::upload(m, &input, "events/2026/10/03")?
+            )),
+            None => {
+                eprintln!("moto is not installed: the S3 prefix case (s) is left out");
+                None
             }
-            c.args(extra);
-            c
-        }) as CommandFor
+        };
+        Ok(Inputs {
+            input,
+            nested,
+            dirty,
+            gzipped,
+            csv,
+            parquet,
+            moto,
+            s3_src,
+            lines,
+            bytes,
+            nested_bytes,
+        })
+    }
+}
+
+/// Every alternative compared: the floor, deltalake's `write`, sluice's modes over each input.
+fn alternatives(
+    me: &Path,
+    sluice: &Path,
+    inputs: &Inputs,
+    python: Option<&Path>,
+) -> Vec<Alternative> {
+    let cmd = Commands {
+        me: me.to_path_buf(),
+        sluice: sluice.to_path_buf(),
     };
-    let sluice_run = |src: &String, extra: &'static [&'static str]| sluice_cmd("run", src, extra);
-    let bench = |sub: &'static str, extra: &'static [&'static str]| {
-        let me = me.clone();
-        Box::new(move |input: &Path, out: &Path| {
-            let mut c = Command::new(&me);
-            c.arg(sub).arg("--input").arg(input);
-            c.arg(if sub == "floor" { "--out" } else { "--table" })
-                .arg(out);
-            c.args(extra);
-            c
-        }) as CommandFor
-    };
-    let mut alternatives = vec![
-        Alternative {
-            id: "a",
-            nested: false,
-            what: "floor: arrow-json decode + Parquet per hour, decode and encode on 2 threads, no Delta log",
-            command: bench("floor", &["--threads", "2"]),
-        },
-        Alternative {
-            id: "b",
-            nested: false,
-            what: "deltalake 1.1 `write` (append, hour-partitioned, no dedupe, no offsets)",
-            command: bench("delta-write", &[]),
-        },
-        Alternative {
-            id: "c",
-            nested: false,
-            what: "`sluice run` swap mode, 1h windows, `--key event_id`, late rewrite",
-            command: sluice_run(&flat_src, &["--window", "1h"]),
-        },
-        Alternative {
-            id: "t",
-            nested: false,
-            what: "(c) decoding on two threads (`--decode-threads 2`: a deal of two chunks, one decoder's results)",
-            command: sluice_run(&flat_src, &["--window", "1h", "--decode-threads", "2"]),
-        },
-        Alternative {
-            id: "m",
-            nested: false,
-            what: "(c) with metrics recorded (`--metrics-addr 127.0.0.1:0`: the Prometheus recorder installed, nobody scraping)",
-            command: sluice_run(&flat_src, &["--window", "1h", "--metrics-addr", "127.0.0.1:0"]),
-        },
-        Alternative {
-            id: "d",
-            nested: false,
-            what: "`sluice run` merge mode (`--mode merge`), otherwise as (c)",
-            command: sluice_run(&flat_src, &["--window", "1h", "--mode", "merge"]),
-        },
-        Alternative {
-            id: "e",
-            nested: false,
-            what: "(c) with 1-day windows (24x larger), memory check",
-            command: sluice_run(&flat_src, &["--window", "1d"]),
-        },
-        Alternative {
-            id: "h",
-            nested: false,
-            what: "`sluice backfill` of the same 1-day windows as (e) into a new table, memory check",
-            command: sluice_cmd(
-                "backfill",
-                &flat_src,
-                &["--window", "1d", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-06T00:00:00Z"],
-            ),
-        },
-        Alternative {
-            id: "r",
-            nested: false,
-            what: "(c) over the same lines with 30% of them bad (cut short, a spoiled time, inside an array: dead letters), memory check",
-            command: sluice_run(&dirty_src, &["--window", "1h"]),
-        },
-        Alternative {
-            id: "f",
-            nested: true,
-            what: "(c) over the same events nested like GitHub's event archive (objects 3 deep, arrays of objects, maps, nulls; schema inferred)",
-            command: sluice_run(&nested_src, &["--window", "1h"]),
-        },
-        Alternative {
-            id: "g",
-            nested: true,
-            what: "the floor (a) over the nested events of (f): what their size costs any writer",
-            command: {
-                let floor = bench("floor", &["--threads", "2"]);
-                let nested = nested.clone();
-                Box::new(move |_: &Path, out: &Path| floor(&nested, out)) as CommandFor
-            },
-        },
-        Alternative {
-            id: "z",
-            nested: false,
-            what: "(c) over the same files gzipped (`gzip` default level)",
-            command: sluice_run(&gzip_src, &["--window", "1h"]),
-        },
-        Alternative {
-            id: "v",
-            nested: false,
-            what: "(c) over the same events as a CSV export (`csv:`, types inferred)",
-            command: sluice_run(&csv_src, &["--window", "1h"]),
-        },
-        Alternative {
-            id: "q",
-            nested: false,
-            what: "(c) over the same events as a Parquet export (`parquet:`, 4 files, `ts` a timestamp, snappy)",
-            command: sluice_run(&parquet_src, &["--window", "1h"]),
-        },
-    ];
-    match crate::formats::polars(args.python.as_deref()) {
+    let flat_src = format!("ndjson:{}", inputs.input.display());
+    let mut alternatives = flat_alternatives(&cmd, &flat_src);
+    alternatives.extend(other_inputs(&cmd, inputs));
+    match crate::formats::polars(python) {
         Some(python) => {
-            let parquet = parquet.clone();
+            let parquet = inputs.parquet.clone();
             alternatives.push(Alternative {
                 id: "y",
                 nested: false,
@@ -293,8 +232,8 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         }
         None => eprintln!("no Python with Polars and deltalake: the Polars case (y) is left out"),
     }
-    if let (Some(moto), Some(src)) = (&moto, &s3_src) {
-        let run = sluice_run(src, &["--window", "1h"]);
+    if let (Some(moto), Some(src)) = (&inputs.moto, &inputs.s3_src) {
+        let run = cmd.run(src, &["--window", "1h"]);
         let env = moto.options();
         alternatives.push(Alternative {
             id: "s",
@@ -307,16 +246,190 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
             }),
         });
     }
+    alternatives
+}
+
+/// How the alternatives' commands are built: this binary's cases and sluice's commands.
+struct Commands {
+    me: PathBuf,
+    sluice: PathBuf,
+}
+
+impl Commands {
+    /// `sluice run` or `sluice backfill` over `src` into the alternative's table.
+    fn sluice(&self, sub: &'static str, src: &str, extra: &'static [&'static str]) -> CommandFor {
+        let sluice = self.sluice.clone();
+        let src = src.to_string();
+        Box::new(move |_: &Path, out: &Path| {
+            let mut c = Command::new(&sluice);
+            c.args([sub, "--source", &src, "--table"])
+                .arg(out)
+                .args(["--key", "event_id"]);
+            // The late policy is a stream's (a backfill refuses it: it rebuilds whole windows).
+            if sub == "run" {
+                c.args(["--late", "rewrite"]);
+            }
+            c.args(extra);
+            c
+        })
+    }
+
+    /// `sluice run` over `src`.
+    fn run(&self, src: &str, extra: &'static [&'static str]) -> CommandFor {
+        self.sluice("run", src, extra)
+    }
+
+    /// One of this binary's own cases (`floor`, `delta-write`) over the input.
+    fn bench(&self, sub: &'static str, extra: &'static [&'static str]) -> CommandFor {
+        let me = self.me.clone();
+        Box::new(move |input: &Path, out: &Path| {
+            let mut c = Command::new(&me);
+            c.arg(sub).arg("--input").arg(input);
+            c.arg(if sub == "floor" { "--out" } else { "--table" })
+                .arg(out);
+            c.args(extra);
+            c
+        })
+    }
+}
+
+/// The alternatives over the flat NDJSON events: the floor, deltalake, sluice's modes.
+fn flat_alternatives(cmd: &Commands, flat_src: &str) -> Vec<Alternative> {
+    vec![
+        Alternative {
+            id: "a",
+            nested: false,
+            what: "floor: arrow-json decode + Parquet per hour, decode and encode on 2 threads, no Delta log",
+            command: cmd.bench("floor", &["--threads", "2"]),
+        },
+        Alternative {
+            id: "b",
+            nested: false,
+            what: "deltalake 1.1 `write` (append, hour-partitioned, no dedupe, no offsets)",
+            command: cmd.bench("delta-write", &[]),
+        },
+        Alternative {
+            id: "c",
+            nested: false,
+            what: "`sluice run` swap mode, 1h windows, `--key event_id`, late rewrite",
+            command: cmd.run(flat_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "t",
+            nested: false,
+            what: "(c) decoding on two threads (`--decode-threads 2`: a deal of two chunks, one decoder's results)",
+            command: cmd.run(flat_src, &["--window", "1h", "--decode-threads", "2"]),
+        },
+        Alternative {
+            id: "m",
+            nested: false,
+            what: "(c) with metrics recorded (`--metrics-addr 127.0.0.1:0`: the Prometheus recorder installed, nobody scraping)",
+            command: cmd.run(flat_src, &["--window", "1h", "--metrics-addr", "127.0.0.1:0"]),
+        },
+        Alternative {
+            id: "d",
+            nested: false,
+            what: "`sluice run` merge mode (`--mode merge`), otherwise as (c)",
+            command: cmd.run(flat_src, &["--window", "1h", "--mode", "merge"]),
+        },
+        Alternative {
+            id: "e",
+            nested: false,
+            what: "(c) with 1-day windows (24x larger), memory check",
+            command: cmd.run(flat_src, &["--window", "1d"]),
+        },
+        Alternative {
+            id: "h",
+            nested: false,
+            what: "`sluice backfill` of the same 1-day windows as (e) into a new table, memory check",
+            command: cmd.sluice(
+                "backfill",
+                flat_src,
+                &["--window", "1d", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-06T00:00:00Z"],
+            ),
+        },
+    ]
+}
+
+/// The alternatives over the other inputs: bad lines, nested events, gzip, CSV, Parquet.
+fn other_inputs(cmd: &Commands, inputs: &Inputs) -> Vec<Alternative> {
+    let nested_src = format!("ndjson:{}", inputs.nested.display());
+    let dirty_src = format!("ndjson:{}", inputs.dirty.display());
+    let parquet_src = format!("parquet:{}", inputs.parquet.display());
+    let gzip_src = format!("ndjson:{}", inputs.gzipped.display());
+    let csv_src = format!("csv:{}", inputs.csv.display());
+    let nested = inputs.nested.clone();
+    vec![
+        Alternative {
+            id: "r",
+            nested: false,
+            what: "(c) over the same lines with 30% of them bad (cut short, a spoiled time, inside an array: dead letters), memory check",
+            command: cmd.run(&dirty_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "f",
+            nested: true,
+            what: "(c) over the same events nested like GitHub's event archive (objects 3 deep, arrays of objects, maps, nulls; schema inferred)",
+            command: cmd.run(&nested_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "g",
+            nested: true,
+            what: "the floor (a) over the nested events of (f): what their size costs any writer",
+            command: {
+                let floor = cmd.bench("floor", &["--threads", "2"]);
+                let nested = nested.clone();
+                Box::new(move |_: &Path, out: &Path| floor(&nested, out)) as CommandFor
+            },
+        },
+        Alternative {
+            id: "z",
+            nested: false,
+            what: "(c) over the same files gzipped (`gzip` default level)",
+            command: cmd.run(&gzip_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "v",
+            nested: false,
+            what: "(c) over the same events as a CSV export (`csv:`, types inferred)",
+            command: cmd.run(&csv_src, &["--window", "1h"]),
+        },
+        Alternative {
+            id: "q",
+            nested: false,
+            what: "(c) over the same events as a Parquet export (`parquet:`, 4 files, `ts` a timestamp, snappy)",
+            command: cmd.run(&parquet_src, &["--window", "1h"]),
+        },
+    ]
+}
+
+/// Removes the table an alternative wrote into `out` (and its dead-letter table).
+fn clear_tables(out: &Path) -> Result<(), BenchError> {
+    for dir in [
+        out.to_path_buf(),
+        PathBuf::from(format!("{}_dlq", out.display())),
+    ] {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// `runs` rounds of every alternative in turn, then back-to-back pairs of (c) and (m): the
+/// samples of each, and the ratios of the pairs.
+fn measure(
+    alternatives: &[Alternative],
+    work: &Path,
+    input: &Path,
+    runs: usize,
+) -> Result<(Vec<Samples>, Vec<f64>), BenchError> {
     let mut samples: Vec<Samples> = alternatives.iter().map(|_| Samples::default()).collect();
     let run_once = |alt: &Alternative, run: String| -> Result<(Duration, u64), BenchError> {
         let out = work.join(format!("out-{}", alt.id));
-        for dir in [out.clone(), PathBuf::from(format!("{}_dlq", out.display()))] {
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)?;
-            }
-        }
+        clear_tables(&out)?;
         let log = work.join(format!("{}.log", alt.id));
-        let (wall, rss) = run_measured((alt.command)(&input, &out), &log)?;
+        let (wall, rss) = run_measured((alt.command)(input, &out), &log)?;
         eprintln!(
             "run {run} ({}): {:.2} s, peak RSS {} MiB",
             alt.id,
@@ -325,7 +438,7 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
         );
         Ok((wall, rss))
     };
-    for run in 1..=args.runs {
+    for run in 1..=runs {
         for (alt, s) in alternatives.iter().zip(samples.iter_mut()) {
             let (wall, rss) = run_once(alt, run.to_string())?;
             s.wall.push(wall);
@@ -335,146 +448,153 @@ pub fn compare(args: CompareArgs) -> Result<(), BenchError> {
     // The cost of metrics is small beside the spread of single runs (a 5-run median moved it
     // by ±5% between two runs of this bench): it is measured pair by pair, (c) then (m)
     // back to back, and the median of the pairs' ratios is reported.
-    let alternative = |id: &str| alternatives.iter().find(|a| a.id == id).expect("defined");
     let mut metrics_ratios = Vec::new();
-    for pair in 1..=METRICS_PAIRS.max(args.runs) {
-        let (c, _) = run_once(alternative("c"), format!("pair {pair}"))?;
-        let (m, _) = run_once(alternative("m"), format!("pair {pair}"))?;
+    for pair in 1..=METRICS_PAIRS.max(runs) {
+        let (c, _) = run_once(alternative(alternatives, "c"), format!("pair {pair}"))?;
+        let (m, _) = run_once(alternative(alternatives, "m"), format!("pair {pair}"))?;
         metrics_ratios.push(m.as_secs_f64() / c.as_secs_f64());
     }
-    // Where (c)'s time goes, from its own report.
-    let split = {
-        let c = alternative("c");
-        let out = work.join("out-split");
-        let input = input.clone();
-        let fresh = || -> Result<(), BenchError> {
-            for dir in [out.clone(), PathBuf::from(format!("{}_dlq", out.display()))] {
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)?;
-                }
-            }
-            Ok(())
-        };
-        fresh()?;
-        let split = crate::split::busy_split(
-            || {
-                // Each run lands in a new table (the one before is removed first).
-                let _ = fresh();
-                (c.command)(&input, &out)
-            },
-            args.runs,
-            &work.join("split.log"),
-        )?;
-        fresh()?;
-        split
-    };
-    let mut logs = Vec::new();
-    if args.log_versions >= 200 {
-        logs.push(crate::log::log_growth(
-            &work,
-            args.log_versions,
-            args.log_window_rows,
-            &sluice_bin,
-            crate::log::LogPlace::Local,
-        )?);
-        // The same log on S3, when moto is installed (`scripts/servers install`).
-        match crate::moto::start("bench")? {
-            Some(moto) => logs.push(crate::log::log_growth(
-                &work,
-                args.log_versions,
-                args.log_window_rows,
+    Ok((samples, metrics_ratios))
+}
+
+/// The alternative named `id`.
+fn alternative<'a>(alternatives: &'a [Alternative], id: &str) -> &'a Alternative {
+    alternatives.iter().find(|a| a.id == id).expect("defined")
+}
+
+/// Where (c)'s time goes, from its own report.
+fn busy_split(
+    alternatives: &[Alternative],
+    work: &Path,
+    input: &Path,
+    runs: usize,
+) -> Result<crate::split::Split, BenchError> {
+    let c = alternative(alternatives, "c");
+    let out = work.join("out-split");
+    clear_tables(&out)?;
+    let split = crate::split::busy_split(
+        || {
+            // Each run lands in a new table (the one before is removed first).
+            let _ = clear_tables(&out);
+            (c.command)(input, &out)
+        },
+        runs,
+        &work.join("split.log"),
+    )?;
+    clear_tables(&out)?;
+    Ok(split)
+}
+
+/// The measurements beside the alternatives: the long log (locally and on S3), the
+/// catch-up, Kafka, decoding alone, the listing cost and the mirrors.
+struct More {
+    logs: Vec<crate::log::LogReport>,
+    catch_up: Option<(Vec<crate::catchup::CatchUp>, crate::catchup::WindowCount)>,
+    kafka: Option<crate::kafka::KafkaReport>,
+    decode: Option<crate::decode::DecodeReport>,
+    listing: Option<Vec<crate::listing::ListingCost>>,
+    mirror: Option<Vec<crate::mirror::MirrorCase>>,
+}
+
+impl More {
+    fn measure(
+        args: &CompareArgs,
+        work: &Path,
+        sluice: &Path,
+        inputs: &Inputs,
+    ) -> Result<More, BenchError> {
+        let sluice_bin = sluice.to_path_buf();
+        let mut logs = Vec::new();
+        if args.log_versions >= 200 {
+            let (versions, rows) = (args.log_versions, args.log_window_rows);
+            let local = crate::log::LogPlace::Local;
+            logs.push(crate::log::log_growth(
+                work,
+                versions,
+                rows,
                 &sluice_bin,
-                crate::log::LogPlace::S3(&moto),
-            )?),
-            None => eprintln!("moto is not installed: the long log on S3 is left out"),
+                local,
+            )?);
+            // The same log on S3, when moto is installed (`scripts/servers install`).
+            match crate::moto::start("bench")? {
+                Some(moto) => logs.push(crate::log::log_growth(
+                    work,
+                    versions,
+                    rows,
+                    &sluice_bin,
+                    crate::log::LogPlace::S3(&moto),
+                )?),
+                None => eprintln!("moto is not installed: the long log on S3 is left out"),
+            }
+        }
+        let catch_up = (args.many_windows >= 10)
+            .then(|| crate::catchup::catch_up(&sluice_bin, &args.temps, work, args.many_windows))
+            .transpose()?;
+        let kafka = match args.skip_kafka {
+            true => None,
+            false => {
+                let input = (inputs.input.as_path(), inputs.dirty.as_path());
+                crate::kafka::kafka_case(work, input, &args.schema, &sluice_bin, args.runs)?
+            }
+        };
+        let decode = crate::decode::decode_case(work, &inputs.input, &args.schema, args.runs)?;
+        let listing = (args.listing_objects > 0)
+            .then(|| crate::listing::listing_cost(&sluice_bin, work, args.listing_objects, 10))
+            .transpose()?;
+        let mirror = (args.mirror_rows.iter().any(|&n| n > 0))
+            .then(|| {
+                let (rows, changed) = (&args.mirror_rows, args.mirror_changed);
+                crate::mirror::mirror_cost(&sluice_bin, work, rows, changed, args.runs)
+            })
+            .transpose()?;
+        Ok(More {
+            logs,
+            catch_up,
+            kafka,
+            decode,
+            listing,
+            mirror,
+        })
+    }
+
+    /// Their sections of the report.
+    fn report(&self, report: &mut String) {
+        for log in &self.logs {
+            log_report(report, log);
+        }
+        if let Some((runs, counts)) = &self.catch_up {
+            crate::catchup::report(report, runs, counts);
+        }
+        if let Some(kafka) = &self.kafka {
+            crate::kafka::report(report, kafka);
+        }
+        match &self.decode {
+            Some(decode) => crate::decode::report(report, decode),
+            None => eprintln!("no Python for the registry: decoding alone is left out"),
+        }
+        if let Some(listing) = &self.listing {
+            crate::listing::report(report, listing);
+        }
+        if let Some(mirror) = &self.mirror {
+            crate::mirror::report(report, mirror);
         }
     }
-    let catch_up = if args.many_windows >= 10 {
-        Some(crate::catchup::catch_up(
-            &sluice_bin,
-            &args.temps,
-            &work,
-            args.many_windows,
-        )?)
-    } else {
-        None
-    };
-    let kafka = if args.skip_kafka {
-        None
-    } else {
-        crate::kafka::kafka_case(
-            &work,
-            (&input, &dirty),
-            &args.schema,
-            &sluice_bin,
-            args.runs,
-        )?
-    };
-    let decode = crate::decode::decode_case(&work, &input, &args.schema, args.runs)?;
-    let listing = if args.listing_objects > 0 {
-        Some(crate::listing::listing_cost(
-            &sluice_bin,
-            &work,
-            args.listing_objects,
-            10,
-        )?)
-    } else {
-        None
-    };
-    let mirror = match args.mirror_rows.iter().any(|&n| n > 0) {
-        true => Some(crate::mirror::mirror_cost(
-            &sluice_bin,
-            &work,
-            &args.mirror_rows,
-            args.mirror_changed,
-            args.runs,
-        )?),
-        false => None,
-    };
-    let mut report = report(
-        &alternatives,
-        &samples,
-        lines,
-        (bytes, nested_bytes),
-        args.runs,
-        &metrics_ratios,
-    );
-    crate::split::report(&mut report, &split);
-    for log in &logs {
-        log_report(&mut report, log);
-    }
-    if let Some((runs, counts)) = &catch_up {
-        crate::catchup::report(&mut report, runs, counts);
-    }
-    if let Some(kafka) = &kafka {
-        crate::kafka::report(&mut report, kafka);
-    }
-    match &decode {
-        Some(decode) => crate::decode::report(&mut report, decode),
-        None => eprintln!("no Python for the registry: decoding alone is left out"),
-    }
-    if let Some(listing) = &listing {
-        crate::listing::report(&mut report, listing);
-    }
-    if let Some(mirror) = &mirror {
-        crate::mirror::report(&mut report, mirror);
-    }
-    println!("{report}");
-    if let Some(parent) = args.results.parent() {
+}
+
+/// Writes `report` to `results`, keeping the hand-written reading of a previous run after
+/// the new tables, to be revised.
+fn write_results(results: &Path, mut report: String) -> Result<(), BenchError> {
+    if let Some(parent) = results.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    // The hand-written reading of a previous run stays, after the new tables, to be revised.
-    if let Ok(previous) = std::fs::read_to_string(&args.results) {
+    if let Ok(previous) = std::fs::read_to_string(results) {
         if let Some(at) = previous.find(READING_HEADING) {
             report.push('\n');
             report.push_str(&previous[at..]);
         }
     }
-    std::fs::write(&args.results, report)?;
-    eprintln!("written to {}", args.results.display());
-    if args.work.is_none() {
-        std::fs::remove_dir_all(&work)?;
-    }
+    std::fs::write(results, report)?;
+    eprintln!("written to {}", results.display());
     Ok(())
 }
 
@@ -558,6 +678,74 @@ fn report(
     runs: usize,
     metrics_ratios: &[f64],
 ) -> String {
+    let m = Measured {
+        alternatives,
+        samples,
+    };
+    let mut r = header(lines, (bytes, nested_bytes), runs);
+    alternatives_table(&mut r, &m, lines, (bytes, nested_bytes));
+    core_ratios(&mut r, &m, runs, metrics_ratios);
+    format_ratios(&mut r, &m, runs);
+    nested_ratios(&mut r, &m, (bytes, nested_bytes));
+    r
+}
+
+/// The medians and paired ratios of one run's samples, by alternative id.
+struct Measured<'a> {
+    alternatives: &'a [Alternative],
+    samples: &'a [Samples],
+}
+
+impl Measured<'_> {
+    fn at(&self, id: &str) -> Option<usize> {
+        self.alternatives.iter().position(|a| a.id == id)
+    }
+
+    /// The median wall time of `id`, in seconds (NaN if it did not run).
+    fn wall(&self, id: &str) -> f64 {
+        self.at(id)
+            .map_or(f64::NAN, |i| self.samples[i].median_wall().as_secs_f64())
+    }
+
+    /// The median peak RSS of `id`, in KiB (NaN if it did not run).
+    fn rss(&self, id: &str) -> f64 {
+        self.at(id)
+            .map_or(f64::NAN, |i| self.samples[i].median_rss_kib() as f64)
+    }
+
+    /// Rows/s of `num` over `den`, round by round: each round runs every alternative once in
+    /// turn, so a round's two runs saw the same machine (a drift over the rounds, other load
+    /// on a shared host, moves both); the median of the rounds' ratios, with their spread.
+    fn paired(&self, num: &str, den: &str) -> Paired {
+        let (Some(n), Some(d)) = (self.at(num), self.at(den)) else {
+            return Paired::default();
+        };
+        let mut ratios: Vec<f64> = self.samples[d]
+            .wall
+            .iter()
+            .zip(&self.samples[n].wall)
+            .map(|(d, n)| d.as_secs_f64() / n.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Paired {
+            median: ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN),
+            min: ratios.first().copied().unwrap_or(f64::NAN),
+            max: ratios.last().copied().unwrap_or(f64::NAN),
+            of_medians: self.wall(den) / self.wall(num),
+        }
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+/// The report's title and what was measured, on what machine.
+fn header(lines: u64, (bytes, nested_bytes): (u64, u64), runs: usize) -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mem_gib = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -588,9 +776,14 @@ fn report(
         bytes as f64 / 1e6,
         nested_bytes as f64 / 1e6
     );
+    r
+}
+
+/// One row per alternative: its median wall time, rows/s, input MB/s and peak RSS.
+fn alternatives_table(r: &mut String, m: &Measured, lines: u64, (bytes, nested_bytes): (u64, u64)) {
     let _ = writeln!(r, "| | what | wall | rows/s | input MB/s | peak RSS |");
     let _ = writeln!(r, "| --- | --- | --- | --- | --- | --- |");
-    for (a, s) in alternatives.iter().zip(samples) {
+    for (a, s) in m.alternatives.iter().zip(m.samples) {
         let wall = s.median_wall().as_secs_f64();
         let _ = writeln!(
             r,
@@ -602,47 +795,17 @@ fn report(
             s.median_rss_kib() / 1024
         );
     }
-    let wall = |id: &str| {
-        alternatives
-            .iter()
-            .position(|a| a.id == id)
-            .map_or(f64::NAN, |i| samples[i].median_wall().as_secs_f64())
-    };
-    let rss = |id: &str| {
-        alternatives
-            .iter()
-            .position(|a| a.id == id)
-            .map_or(f64::NAN, |i| samples[i].median_rss_kib() as f64)
-    };
-    // Rows/s of `num` over `den`, round by round: each round runs every alternative once in
-    // turn, so a round's two runs saw the same machine (a drift over the rounds, other load
-    // on a shared host, moves both); the median of the rounds' ratios, with their spread.
-    let paired = |num: &str, den: &str| -> Paired {
-        let at = |id: &str| alternatives.iter().position(|a| a.id == id);
-        let (Some(n), Some(d)) = (at(num), at(den)) else {
-            return Paired::default();
-        };
-        let mut ratios: Vec<f64> = samples[d]
-            .wall
-            .iter()
-            .zip(&samples[n].wall)
-            .map(|(d, n)| d.as_secs_f64() / n.as_secs_f64())
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        Paired {
-            median: ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN),
-            min: ratios.first().copied().unwrap_or(f64::NAN),
-            max: ratios.last().copied().unwrap_or(f64::NAN),
-            of_medians: wall(den) / wall(num),
-        }
-    };
-    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
-    let c_over_a = paired("c", "a");
-    let c_over_b = paired("c", "b");
-    let e_over_c = rss("e") / rss("c");
-    let r_over_c = rss("r") / rss("c");
-    let h_over_e = rss("h") / rss("e");
-    let c_rss_mib = rss("c") / 1024.0;
+}
+
+/// The targets of the flat events: against the floor and deltalake, memory, merge, threads
+/// and metrics.
+fn core_ratios(r: &mut String, m: &Measured, runs: usize, metrics_ratios: &[f64]) {
+    let c_over_a = m.paired("c", "a");
+    let c_over_b = m.paired("c", "b");
+    let e_over_c = m.rss("e") / m.rss("c");
+    let r_over_c = m.rss("r") / m.rss("c");
+    let h_over_e = m.rss("h") / m.rss("e");
+    let c_rss_mib = m.rss("c") / 1024.0;
     let _ = writeln!(r, "\n| ratio (same run) | value | target | |");
     let _ = writeln!(r, "| --- | --- | --- | --- |");
     let _ = writeln!(
@@ -679,7 +842,7 @@ fn report(
         "| peak RSS 30% bad lines (r) / clean (c) | {r_over_c:.2} | ≤ 1.2 | {} |",
         verdict(r_over_c <= 1.2)
     );
-    let d_over_c = paired("d", "c");
+    let d_over_c = m.paired("d", "c");
     let _ = writeln!(
         r,
         "| rows/s merge (d) / swap (c), {} | {:.2} | ≥ 0.8 | {} |",
@@ -690,7 +853,7 @@ fn report(
     let _ = writeln!(
         r,
         "| rows/s two decode threads (t) / one (c) | {:.2} | (the experiment: > 1 where cores are to spare) | |",
-        wall("c") / wall("t")
+        m.wall("c") / m.wall("t")
     );
     let mut ratios = metrics_ratios.to_vec();
     ratios.sort_by(f64::total_cmp);
@@ -704,12 +867,16 @@ fn report(
         m_overhead * 100.0,
         verdict(m_overhead < 0.03)
     );
+}
+
+/// The same events as other inputs land: gzip, CSV, S3 objects, Parquet (and Polars on it).
+fn format_ratios(r: &mut String, m: &Measured, runs: usize) {
     for (id, what, target) in [
         ("z", "gzip", 0.7),
         ("v", "CSV", 1.2),
         ("s", "S3 prefix (moto)", 0.5),
     ] {
-        if !alternatives.iter().any(|a| a.id == id) {
+        if m.at(id).is_none() {
             let _ = writeln!(
                 r,
                 "| rows/s {what} ({id}) / (c) | not run (moto not installed) | ≥ {target} | |"
@@ -717,13 +884,13 @@ fn report(
             continue;
         }
         paired_row(
-            &mut r,
-            &paired(id, "c"),
+            r,
+            &m.paired(id, "c"),
             runs,
             &format!("{what} ({id}) / plain local NDJSON (c)"),
             target,
         );
-        let mib = rss(id) / 1024.0;
+        let mib = m.rss(id) / 1024.0;
         let _ = writeln!(
             r,
             "| peak RSS {what} ({id}) | {mib:.0} MiB | ≤ 256 MiB | {} |",
@@ -731,22 +898,22 @@ fn report(
         );
     }
     paired_row(
-        &mut r,
-        &paired("q", "c"),
+        r,
+        &m.paired("q", "c"),
         runs,
         "Parquet (q) / plain local NDJSON (c)",
         2.0,
     );
-    let q_mib = rss("q") / 1024.0;
+    let q_mib = m.rss("q") / 1024.0;
     let _ = writeln!(
         r,
         "| peak RSS Parquet (q) | {q_mib:.0} MiB | ≤ 256 MiB | {} |",
         verdict(q_mib <= 256.0)
     );
-    if alternatives.iter().any(|a| a.id == "y") {
+    if m.at("y").is_some() {
         paired_row(
-            &mut r,
-            &paired("q", "y"),
+            r,
+            &m.paired("q", "y"),
             runs,
             "Parquet (q) / Polars (y)",
             2.0,
@@ -757,7 +924,11 @@ fn report(
             "| rows/s Parquet (q) / Polars (y) | not run (no Polars) | ≥ 2 | |"
         );
     }
-    let f_over_c = wall("c") / wall("f");
+}
+
+/// The nested events against the flat ones and against the floor over the same nested events.
+fn nested_ratios(r: &mut String, m: &Measured, (bytes, nested_bytes): (u64, u64)) {
+    let f_over_c = m.wall("c") / m.wall("f");
     let _ = writeln!(
         r,
         "| rows/s nested (f) / flat (c) | {f_over_c:.2} | ≥ 0.7 | {} |",
@@ -766,19 +937,18 @@ fn report(
     let _ = writeln!(
         r,
         "| input MB/s nested (f) / flat (c) | {:.2} | (bytes per second, whatever the shape) | |",
-        (nested_bytes as f64 / wall("f")) / (bytes as f64 / wall("c"))
+        (nested_bytes as f64 / m.wall("f")) / (bytes as f64 / m.wall("c"))
     );
     let _ = writeln!(
         r,
         "| rows/s floor nested (g) / floor flat (a) | {:.2} | (what the nested rows' size costs the floor) | |",
-        wall("a") / wall("g")
+        m.wall("a") / m.wall("g")
     );
     let _ = writeln!(
         r,
         "| rows/s nested (f) / floor nested (g) | {:.2} | (compare with (c)/(a)) | |",
-        wall("g") / wall("f")
+        m.wall("g") / m.wall("f")
     );
-    r
 }
 
 /// One row of the report: a rows/s ratio of paired runs against its floor.

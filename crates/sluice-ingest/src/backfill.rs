@@ -286,7 +286,10 @@ pub(crate) async fn recompute(
         busy.time(Phase::Route, || {
             // Under the batch rules every row is kept: none is late, ahead or a replay.
             let routed = state.route(decoded.file, &decoded.event_times, &decoded.offsets, 0);
-            debug_assert!(routed.dropped.is_empty() && routed.replayed == 0 && routed.late == 0);
+            debug_assert!(
+                routed.dropped.is_empty() && routed.replayed == 0 && routed.late == 0,
+                "E9 backfill: every row of a recomputed window is kept"
+            );
             let (groups, outside): (Vec<_>, Vec<_>) = routed
                 .groups
                 .into_iter()

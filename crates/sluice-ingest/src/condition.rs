@@ -78,7 +78,11 @@ impl RowCondition {
         let values = values.as_boolean_opt().ok_or_else(|| {
             DataFusionError::Execution(format!("{:?} is not a condition", self.sql))
         })?;
-        debug_assert_eq!(values.len(), batch.num_rows(), "one value per row");
+        debug_assert_eq!(
+            values.len(),
+            batch.num_rows(),
+            "E6: a condition has one value per row"
+        );
         Ok(values.clone())
     }
 

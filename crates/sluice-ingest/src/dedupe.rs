@@ -160,8 +160,14 @@ pub fn dedupe(
             }
         }
     }
+    let distinct_keys = winners.len();
     drop(winners);
     let mut keep: Vec<usize> = (0..n).filter(|&i| winning[i]).collect();
+    debug_assert_eq!(
+        keep.len(),
+        distinct_keys,
+        "E9: dedupe keeps one row per row key"
+    );
     sort_by_position(&mut keep, &sources, &offsets);
     let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
     take_record_batch(&all, &indices)
@@ -198,6 +204,7 @@ pub fn split_by_key(
     buckets: u32,
 ) -> Result<Vec<Vec<RecordBatch>>, ArrowError> {
     let mut split: Vec<Vec<RecordBatch>> = (0..buckets.max(1)).map(|_| Vec::new()).collect();
+    let mut offered_rows = 0;
     for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
         let of_row = key_buckets(&batch, key_columns, buckets)?;
         let mut rows: Vec<Vec<u32>> = vec![Vec::new(); split.len()];
@@ -211,7 +218,17 @@ pub fn split_by_key(
                 split[b].push(take_record_batch(&batch, &UInt32Array::from(rows))?);
             }
         }
+        offered_rows += batch.num_rows();
     }
+    debug_assert_eq!(
+        split
+            .iter()
+            .flatten()
+            .map(RecordBatch::num_rows)
+            .sum::<usize>(),
+        offered_rows,
+        "E6: splitting a window by key bucket keeps every row"
+    );
     Ok(split)
 }
 
@@ -241,6 +258,10 @@ fn sort_by_position(keep: &mut [usize], sources: &StringArray, offsets: &Int64Ar
     } else {
         keep.sort_by(|a, b| position(*a).cmp(&position(*b)));
     }
+    debug_assert!(
+        keep.windows(2).all(|w| position(w[0]) <= position(w[1])),
+        "E5: a window's rows are written in source-position order"
+    );
 }
 
 /// Keeps one row per source position (the row key when no natural key is declared), in
@@ -260,6 +281,11 @@ pub fn dedupe_by_position(
     }
     let mut keep: Vec<usize> = first.into_values().collect();
     sort_by_position(&mut keep, &sources, &offsets);
+    let position = |i: usize| (sources.value(i), offsets.value(i));
+    debug_assert!(
+        keep.windows(2).all(|w| position(w[0]) < position(w[1])),
+        "E9: one row per source position, in position order"
+    );
     let indices = UInt32Array::from(keep.into_iter().map(|i| i as u32).collect::<Vec<_>>());
     take_record_batch(&all, &indices)
 }
@@ -398,6 +424,11 @@ pub fn drop_losers(
     let offered_keys = columns_named(offered, &key.columns)?;
     let present_keys = columns_named(&present, &key.columns)?;
     let offered_rows = KeyRows::of(&offered_keys)?;
+    debug_assert_eq!(
+        offered_rows.keys().collect::<HashSet<_>>().len(),
+        offered.num_rows(),
+        "E9: a MERGE's offered rows are unique by row key"
+    );
     let present_rows = KeyRows::of(&present_keys)?;
     let (present_order, offered_order) = RowOrder::of_pair(&present, offered, key)?;
     let (p_sources, p_offsets) = position_columns(&present.schema(), &present)?;

@@ -94,6 +94,11 @@ pub(crate) fn bury(
     tombstones: &[RecordBatch],
     key: &KeySpec,
 ) -> Result<Buried, ArrowError> {
+    debug_assert_eq!(
+        deletes.len(),
+        offered.num_rows(),
+        "E9: a delete flag per offered change"
+    );
     let keys = columns_named(offered, &key.columns)?;
     let sequence = columns_named(offered, &key.sequence)?;
     let converter = sequence_converter(&sequence)?;
@@ -142,6 +147,23 @@ pub(crate) fn bury(
             buried.new_tombstones.push(i as u32);
         }
     }
+    let offered_rows = offered.num_rows() as u32;
+    debug_assert!(
+        buried.kept.iter().all(|&i| i < offered_rows)
+            && buried.kept.windows(2).all(|w| w[0] < w[1]),
+        "E9: what bury keeps was offered, each change once"
+    );
+    debug_assert!(
+        buried.new_tombstones.iter().all(|i| deletes[*i as usize]),
+        "E9: bury's new tombstones are offered deletes"
+    );
+    debug_assert!(
+        buried
+            .new_tombstones
+            .iter()
+            .all(|i| buried.kept.contains(i)),
+        "E9: a delete bury records as a tombstone is also applied to the table"
+    );
     Ok(buried)
 }
 

@@ -559,25 +559,8 @@ impl Deriver {
             window: label.clone(),
             source,
         };
-        if compare == Compare::Yes {
-            let current = target
-                .table
-                .delta_table()
-                .await
-                .map_err(|source| DeriveError::Read {
-                    name: name.clone(),
-                    source: Box::new(source),
-                })?;
-            let current = read_window(current, &pairs, &target.output)
-                .await
-                .map_err(|source| DeriveError::ReadWindow {
-                    name: name.clone(),
-                    window: label.clone(),
-                    source: Box::new(source),
-                })?;
-            if same_rows(&target.output, &rows, &current).map_err(compare_error)? {
-                return Ok(false);
-            }
+        if compare == Compare::Yes && target.holds(&pairs, &rows, &label).await? {
+            return Ok(false);
         }
         let publication = DerivedPublication {
             window,
@@ -675,4 +658,36 @@ fn check_unique(batch: &RecordBatch, key: &[String]) -> Result<(), Unique> {
         });
     }
     Ok(())
+}
+
+impl Target {
+    /// Whether the derived table holds exactly `rows` at the window of `pairs` already.
+    async fn holds(
+        &mut self,
+        pairs: &[(&str, &str)],
+        rows: &[RecordBatch],
+        label: &str,
+    ) -> Result<bool, DeriveError> {
+        let name = self.query.name.clone();
+        let current = self
+            .table
+            .delta_table()
+            .await
+            .map_err(|source| DeriveError::Read {
+                name: name.clone(),
+                source: Box::new(source),
+            })?;
+        let current = read_window(current, pairs, &self.output)
+            .await
+            .map_err(|source| DeriveError::ReadWindow {
+                name: name.clone(),
+                window: label.to_string(),
+                source: Box::new(source),
+            })?;
+        same_rows(&self.output, rows, &current).map_err(|source| DeriveError::Compare {
+            name,
+            window: label.to_string(),
+            source,
+        })
+    }
 }

@@ -270,9 +270,21 @@ impl Expectations {
         let mut k = dropped_by.iter().map(Option::is_none);
         decoded.event_times.retain(|_| k.next().unwrap_or(true));
         // Every kept row keeps its position and its event time.
-        debug_assert_eq!(decoded.batch.num_rows(), kept_before);
-        debug_assert_eq!(decoded.offsets.len(), kept_before);
-        debug_assert_eq!(decoded.event_times.len(), kept_before);
+        debug_assert_eq!(
+            decoded.batch.num_rows(),
+            kept_before,
+            "E6: a row an expectation keeps is in the batch"
+        );
+        debug_assert_eq!(
+            decoded.offsets.len(),
+            kept_before,
+            "E6: a row an expectation keeps keeps its position"
+        );
+        debug_assert_eq!(
+            decoded.event_times.len(),
+            kept_before,
+            "E6: a row an expectation keeps keeps its event time"
+        );
         Ok(decoded)
     }
 }

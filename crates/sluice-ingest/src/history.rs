@@ -88,7 +88,11 @@ pub(crate) fn versions(
 ) -> Result<Versions, ArrowError> {
     let schema = offered.schema();
     let n_offered = offered.num_rows();
-    assert_eq!(deletes.len(), n_offered, "a delete flag per offered row");
+    assert_eq!(
+        deletes.len(),
+        n_offered,
+        "E9 history: a delete flag per offered change"
+    );
     let mut batches = vec![offered.clone()];
     for h in held {
         batches.push(conform(h, &schema)?);
@@ -217,7 +221,7 @@ impl Plan {
             // the changes are in sequence order, one per sequence.
             debug_assert!(
                 end.is_none_or(|e| seq(e as usize) > seq(change.at)),
-                "history: a version ends at or before its start"
+                "E9 history: a version ends after it starts"
             );
             let moved = match change.what {
                 What::Offered(_) => true,
@@ -240,6 +244,11 @@ impl Plan {
 
     /// The planned rows of `all`, with their start (their own sequence) and end set.
     fn versions(self, all: &RecordBatch, values: &ArrayRef) -> Result<RecordBatch, ArrowError> {
+        debug_assert_eq!(
+            self.rows.len(),
+            self.ends.len(),
+            "E9 history: every planned version has its end (none while current)"
+        );
         let schema = all.schema();
         let picked = take_record_batch(all, &UInt32Array::from(self.rows.clone()))?;
         let starts = take(values, &UInt32Array::from(self.rows), None)?;

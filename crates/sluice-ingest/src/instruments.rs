@@ -170,7 +170,13 @@ pub enum LagUnit {
 /// Describes every metric a run reports (the `# HELP` and unit lines of an exporter); call
 /// once, after installing a recorder.
 pub fn describe_metrics() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counters();
+    describe_histograms_and_gauges();
+}
+
+/// The counters' descriptions.
+fn describe_counters() {
+    use metrics::{describe_counter, Unit};
     describe_counter!("sluice_records_read_total", "Records decoded from the source, rejected ones included (replays of a restart count again)");
     describe_counter!(
         "sluice_source_bytes_read_total",
@@ -248,6 +254,11 @@ pub fn describe_metrics() {
     // Unlabelled, so served from the start (at 0): a rate over it needs the series before
     // the first increment, which a healthy run may never have.
     metrics::counter!("sluice_store_landed_puts_total").increment(0);
+}
+
+/// The histograms' and gauges' descriptions.
+fn describe_histograms_and_gauges() {
+    use metrics::{describe_gauge, describe_histogram, Unit};
     describe_histogram!(
         "sluice_commit_seconds",
         Unit::Seconds,

@@ -211,6 +211,11 @@ impl Ledger {
                 }
             }
         }
+        debug_assert!(
+            txns.iter()
+                .all(|(name, at)| self.committed.get(name).is_none_or(|c| at >= c)),
+            "E1: a publication's resume offsets never move back"
+        );
         txns
     }
 

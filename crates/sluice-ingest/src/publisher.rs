@@ -304,7 +304,7 @@ impl Publisher {
     ) -> Result<Option<Committed>, IngestError> {
         debug_assert!(
             self.pending.iter().all(|p| p.window != window),
-            "a window is in the group twice"
+            "E2: a commit publishes a window once (it is in the group twice)"
         );
         let address = self.table.address(window);
         let schema = self.file_schema.clone();

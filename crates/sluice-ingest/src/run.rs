@@ -423,6 +423,16 @@ impl<'a, L: ReplayLog> Ingester<'a, L> {
 
     fn route(&mut self, decoded: Decoded, chunk: &Chunk, name: &str) -> Result<(), IngestError> {
         let decoded = self.expect(decoded, chunk, name)?;
+        debug_assert!(
+            decoded.batch.num_rows() == decoded.offsets.len()
+                && decoded.event_times.len() == decoded.offsets.len(),
+            "E6: a decoded row has its offset and its event time"
+        );
+        debug_assert!(
+            decoded.offsets.windows(2).all(|w| w[0] < w[1])
+                && decoded.offsets.last().is_none_or(|o| *o < chunk.end()),
+            "E1: a chunk's rows are at increasing offsets before the chunk's end"
+        );
         let dead_below = self.ledger.dead_below(name);
         self.count_read(&decoded);
         self.dead_letter_rejects(&decoded, name, dead_below);

@@ -189,6 +189,11 @@ impl WindowState {
         offsets: &[i64],
         now_ms: i64,
     ) -> Routed {
+        debug_assert_eq!(
+            event_times.len(),
+            offsets.len(),
+            "E6: an event time per routed row"
+        );
         let mut routed = Routed::default();
         let mut last: Option<(Window, Vec<u32>)> = None;
         let mut windows = WindowFinder::new(self.rules.window);
@@ -257,6 +262,17 @@ impl WindowState {
         for rows in routed.groups.values_mut() {
             rows.sort_unstable();
         }
+        let kept: usize = routed.groups.values().map(Vec::len).sum();
+        debug_assert_eq!(
+            kept + routed.dropped.len() + routed.replayed as usize,
+            offsets.len(),
+            "E6: every row is held, dropped as a dead letter or replayed (already published)"
+        );
+        debug_assert!(
+            (routed.groups.iter())
+                .all(|(w, rows)| rows.iter().all(|&i| w.contains(event_times[i as usize]))),
+            "E5: a row is held in the window of its event time"
+        );
         routed
     }
 

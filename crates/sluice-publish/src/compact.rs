@@ -118,6 +118,20 @@ pub struct Compacted {
     pub bytes_after: i64,
 }
 
+impl Compacted {
+    /// Its entry in the commit's metadata (`compacted`).
+    fn info(&self) -> serde_json::Value {
+        json!({
+            "window": self.address,
+            "files_removed": self.files_before,
+            "files_added": self.files_after,
+            "rows": self.rows,
+            "bytes_removed": self.bytes_before,
+            "bytes_added": self.bytes_after,
+        })
+    }
+}
+
 /// What [`compact`] did to a table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactReport {
@@ -312,6 +326,14 @@ pub(crate) struct Fence {
     pub shard: Shard,
 }
 
+impl Fence {
+    /// The fence's `txn`, its version the committer's clock.
+    pub(crate) fn txn(&self, at_ms: i64) -> Transaction {
+        let id = app_id(&self.pipeline, &shard_fence_txn(self.shard));
+        Transaction::new_with_last_update(id, at_ms, Some(at_ms))
+    }
+}
+
 impl WindowTable {
     /// Compacts this writer's `window` (in its own shard and pipeline) when `rule` says it
     /// gains from it; keeps the writer's address index exact. `None`: left alone.
@@ -358,6 +380,39 @@ impl WindowTable {
     }
 }
 
+/// The tags the files of a compaction keep: their one pipeline, their highest coverage; the
+/// first two pipelines named if the files name more than one.
+fn kept_tags(
+    files: &[PublishedFile],
+) -> Result<(Option<String>, Option<Coverage>), (String, String)> {
+    let mut pipeline: Option<String> = None;
+    for p in files.iter().filter_map(|f| f.pipeline.as_ref()) {
+        match &pipeline {
+            Some(first) if first != p => return Err((first.clone(), p.clone())),
+            _ => pipeline = Some(p.clone()),
+        }
+    }
+    let coverage = files.iter().filter_map(|f| f.coverage.clone()).max();
+    Ok((pipeline, coverage))
+}
+
+/// A staged file as the table holds it once the compaction committed.
+fn published(
+    f: &sluice_stage::StagedFile,
+    address: &Address,
+    pipeline: &Option<String>,
+    coverage: &Option<Coverage>,
+) -> PublishedFile {
+    PublishedFile {
+        path: f.path.clone(),
+        size_bytes: f.size_bytes,
+        rows: Some(f.rows),
+        partition_values: address_key(address),
+        pipeline: pipeline.clone(),
+        coverage: coverage.clone(),
+    }
+}
+
 /// Rewrites `files` (all at `address`) into fewer files and commits the swap; returns what
 /// it did, the snapshot after the commit and the files now at the address. `None` when the
 /// rule finds nothing to gain (no fewer files).
@@ -369,11 +424,7 @@ async fn compact_files(
     rule: &CompactRule,
     how: How,
 ) -> Result<Option<Done>, CompactError> {
-    let How {
-        fence,
-        retries,
-        at_ms,
-    } = how;
+    let (fence, retries, at_ms) = (how.fence, how.retries, how.at_ms);
     let Some(planned) = rule.files_after(files) else {
         return Ok(None);
     };
@@ -382,21 +433,12 @@ async fn compact_files(
     let Some(rows_total) = logged_rows else {
         return Err(CompactError::NoRowCount { address: label });
     };
-    // The tags the new files keep: one pipeline, the highest coverage.
-    let mut pipeline: Option<String> = None;
-    for p in files.iter().filter_map(|f| f.pipeline.as_ref()) {
-        match &pipeline {
-            Some(first) if first != p => {
-                return Err(CompactError::MixedPipelines {
-                    address: label,
-                    first: first.clone(),
-                    second: p.clone(),
-                })
-            }
-            _ => pipeline = Some(p.clone()),
-        }
-    }
-    let coverage: Option<Coverage> = files.iter().filter_map(|f| f.coverage.clone()).max();
+    let (pipeline, coverage) =
+        kept_tags(files).map_err(|(first, second)| CompactError::MixedPipelines {
+            address: label.clone(),
+            first,
+            second,
+        })?;
     let schema = data_file_schema(table.snapshot()?)?;
     let store = table.object_store();
     let staged = rewrite(
@@ -412,9 +454,12 @@ async fn compact_files(
     let staged_rows: i64 = staged.iter().map(|f| f.rows).sum();
     assert_eq!(
         staged_rows, rows_total,
-        "compaction of {label} staged other rows than it read"
+        "E9 compaction: {label} staged other rows than it read"
     );
-    assert!(staged.len() <= planned, "compaction of {label} overshot");
+    assert!(
+        staged.len() <= planned,
+        "E9 compaction: {label} staged more files than it planned"
+    );
 
     let mut actions = Vec::with_capacity(files.len() + staged.len() + 1);
     file_actions(
@@ -431,28 +476,17 @@ async fn compact_files(
             coverage: coverage.as_ref(),
         },
     );
-    let txns = fence
-        .map(|fence| {
-            vec![Transaction::new_with_last_update(
-                app_id(&fence.pipeline, &shard_fence_txn(fence.shard)),
-                at_ms,
-                Some(at_ms),
-            )]
-        })
-        .unwrap_or_default();
-    let bytes_before: i64 = files.iter().map(|f| f.size_bytes).sum();
-    let bytes_after: i64 = staged.iter().map(|f| f.size_bytes).sum();
-    let info = json!({
-        "compacted": [{
-            "window": label,
-            "files_removed": files.len(),
-            "files_added": staged.len(),
-            "rows": rows_total,
-            "bytes_removed": bytes_before,
-            "bytes_added": bytes_after,
-        }],
-        "pipeline": pipeline,
-    });
+    let txns = fence.map_or_else(Vec::new, |fence| vec![fence.txn(at_ms)]);
+    let compacted = Compacted {
+        address: label.clone(),
+        version: 0,
+        files_before: files.len(),
+        files_after: staged.len(),
+        rows: rows_total,
+        bytes_before: files.iter().map(|f| f.size_bytes).sum(),
+        bytes_after: staged.iter().map(|f| f.size_bytes).sum(),
+    };
+    let info = json!({"compacted": [compacted.info()], "pipeline": pipeline});
     let snapshot = table.snapshot()?;
     let read_version = snapshot.version();
     let properties = commit_properties(snapshot, txns, Some(info), retries);
@@ -470,25 +504,12 @@ async fn compact_files(
         .await
         .map_err(|e| CompactError::Publish(commit_error(label.clone(), read_version, e)))?;
     let version = finalized.version();
-    let added = staged
-        .iter()
-        .map(|f| PublishedFile {
-            path: f.path.clone(),
-            size_bytes: f.size_bytes,
-            rows: Some(f.rows),
-            partition_values: address_key(address),
-            pipeline: pipeline.clone(),
-            coverage: coverage.clone(),
-        })
+    let added = (staged.iter())
+        .map(|f| published(f, address, &pipeline, &coverage))
         .collect();
     let compacted = Compacted {
-        address: label,
         version,
-        files_before: files.len(),
-        files_after: staged.len(),
-        rows: rows_total,
-        bytes_before,
-        bytes_after,
+        ..compacted
     };
     tracing::info!(window = %compacted.address, version, files_before = compacted.files_before, files_after = compacted.files_after, rows = rows_total, "compacted");
     Ok(Some(Done {

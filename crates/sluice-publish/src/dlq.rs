@@ -358,6 +358,12 @@ impl DeadLetterTable {
         stager: &mut Stager,
     ) -> Result<u64, DeadLetterError> {
         let n = letters.len();
+        debug_assert!(
+            letters
+                .iter()
+                .all(|l| !l.reason.is_empty() && !l.source.is_empty()),
+            "E6: a dead letter names its source and its reason"
+        );
         let batch = dead_letter_batch(owner, letters, detected_at_ms).map_err(|e| {
             DeadLetterError::Write {
                 url: self.url.clone(),
@@ -384,6 +390,10 @@ impl DeadLetterTable {
                 records: n,
                 source,
             })?;
+        debug_assert_eq!(
+            file.rows, n as i64,
+            "E6: the dead-letter file holds every letter appended"
+        );
         let write_error = |source| DeadLetterError::Write {
             url: self.url.clone(),
             records: n,

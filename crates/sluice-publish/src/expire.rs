@@ -23,14 +23,12 @@ use serde_json::json;
 use sluice_window::{Address, AddressLayout, EventTime, WindowSize};
 
 use crate::compact::{fence_of, files_by_address, Fence, COMMIT_RETRIES};
-use crate::table::commit::{
-    address_predicate, file_actions, shard_fence_txn, FileChange, FileTags,
-};
+use crate::table::commit::{address_predicate, file_actions, FileChange, FileTags};
 use crate::table::error::commit_error;
 use crate::table::land::commit_properties;
 use crate::table::{
-    address_key, app_id, open_table_if_exists, pipeline_of, PublishedFile, TableOptions,
-    WindowTable, PIPELINE_KEY,
+    address_key, open_table_if_exists, pipeline_of, PublishedFile, TableOptions, WindowTable,
+    PIPELINE_KEY,
 };
 use crate::{Contract, PublishError};
 
@@ -264,11 +262,8 @@ async fn commit_batch(
     }
     let mut txns: BTreeMap<String, Transaction> = BTreeMap::new();
     for fence in fences {
-        let id = app_id(&fence.pipeline, &shard_fence_txn(fence.shard));
-        txns.insert(
-            id.clone(),
-            Transaction::new_with_last_update(id, at_ms, Some(at_ms)),
-        );
+        let txn = fence.txn(at_ms);
+        txns.insert(txn.app_id.clone(), txn);
     }
     let label = match batch {
         [one] => one.address.label(),

@@ -196,19 +196,22 @@ pub async fn status(table: &DeltaTable) -> Result<TableStatus, StatusError> {
         pipelines,
     })
 }
-
-fn pipeline_status(
-    pipeline: &str,
-    windows: &BTreeMap<Vec<(String, String)>, Vec<PublishedFile>>,
+/// The `txn`s of the pipeline whose app ids start with `prefix`, by what they record: resume
+/// positions by source partition, the latest event time by watermark, and the version each
+/// notify target was delivered through.
+fn pipeline_txns(
+    prefix: &str,
     txns: &BTreeMap<String, Txn>,
-    contract: Contract,
-) -> PipelineStatus {
-    let prefix = format!("{pipeline}/");
+) -> (
+    BTreeMap<String, Txn>,
+    BTreeMap<String, String>,
+    BTreeMap<String, i64>,
+) {
     let mut positions = BTreeMap::new();
     let mut max_event_time = BTreeMap::new();
     let mut notified = BTreeMap::new();
     for (app_id, txn) in txns {
-        let Some(rest) = app_id.strip_prefix(&prefix) else {
+        let Some(rest) = app_id.strip_prefix(prefix) else {
             continue;
         };
         let last = rest.rsplit('/').next().unwrap_or(rest);
@@ -230,6 +233,17 @@ fn pipeline_status(
             positions.insert(rest.to_string(), txn.clone());
         }
     }
+    (positions, max_event_time, notified)
+}
+
+fn pipeline_status(
+    pipeline: &str,
+    windows: &BTreeMap<Vec<(String, String)>, Vec<PublishedFile>>,
+    txns: &BTreeMap<String, Txn>,
+    contract: Contract,
+) -> PipelineStatus {
+    let prefix = format!("{pipeline}/");
+    let (positions, max_event_time, notified) = pipeline_txns(&prefix, txns);
     let size = contract
         .get("window")
         .and_then(|w| WindowSize::parse(w).ok());

@@ -154,6 +154,10 @@ impl Chunk {
             blank_bom(&mut data[start..]);
             data.push(b'\n');
         }
+        debug_assert!(
+            offsets.windows(2).all(|w| w[0] < w[1]),
+            "E1: a chunk's messages are at increasing offsets"
+        );
         Chunk {
             file,
             start: offsets.first().copied().unwrap_or(0),

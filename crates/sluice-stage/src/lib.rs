@@ -172,6 +172,12 @@ impl Stager {
 
     fn next_path(&mut self, address: &Address) -> String {
         self.next_part += 1;
+        debug_assert!(
+            self.attempt
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+            "paths: an attempt id is safe in a file name"
+        );
         format!(
             "{}/part-{}-{}-{:05}.{}.parquet",
             address.hive_path(),
@@ -321,6 +327,11 @@ impl StageSlot {
             let encoded = busy.time(Phase::Encode, || {
                 let batches = align_all(&computed, &schema)
                     .map_err(|e| encode(ParquetError::ArrowError(e.to_string())))?;
+                debug_assert_eq!(
+                    batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
+                    computed.iter().map(RecordBatch::num_rows).sum::<usize>(),
+                    "E6: rows aligned to the table's schema are all there"
+                );
                 drop(computed);
                 let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))
                     .map_err(encode)?;
@@ -337,6 +348,11 @@ impl StageSlot {
                 file_stats_from_footer(&schema, &batches, &footer)
             });
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            debug_assert_eq!(
+                footer.file_metadata().num_rows(),
+                rows as i64,
+                "E6: a staged file's footer counts every row written to it"
+            );
             Ok::<_, E>((Bytes::from(bytes), rows as i64, stats))
         })
         .await

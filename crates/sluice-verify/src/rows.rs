@@ -333,7 +333,7 @@ impl RowScan<'_> {
     fn field(&self, name: &str) -> Expr {
         debug_assert!(
             has_field(&self.schema, name),
-            "{name} was resolved by the promise"
+            "E9 verify: {name} was resolved by the promise"
         );
         sluice_publish::field_expr(&self.schema, name, col_named)
     }

@@ -111,7 +111,14 @@ impl AddressLayout {
     }
 
     pub fn address(self, window: Window) -> Address {
-        self.address_at(window.start(), window.size().zone())
+        let address = self.address_at(window.start(), window.size().zone());
+        debug_assert!(
+            window.size().zone() != Zone::Utc
+                || self.validate(window.size()).is_err()
+                || self.window_of(window.size(), &address.owned_pairs()) == Ok(window),
+            "E2: an address names one window, which it is read back as"
+        );
+        address
     }
 
     /// The address of the window starting at `start` in `zone`: its local date and hour
@@ -128,12 +135,14 @@ impl AddressLayout {
             AddressLayout::Dt => vec![date_text(&t)],
             AddressLayout::WindowStart => vec![t.format("%Y%m%dT%H%MZ").to_string()],
         };
-        Address {
+        let address = Address {
             columns: self.columns(),
             values,
             pipeline: None,
             shard: None,
-        }
+        };
+        debug_assert!(address.path_safe(), "paths: an address is safe as a path");
+        address
     }
 
     /// The window at an address read back from the table's partition values.
@@ -153,7 +162,7 @@ impl AddressLayout {
         };
         let window = Window::starting_at(size, start).ok_or_else(bad)?;
         if self
-            .address(window)
+            .address_at(window.start(), window.size().zone())
             .values
             .iter()
             .map(String::as_str)
@@ -327,13 +336,20 @@ impl Address {
         if address.values != layout.address_at(start, Zone::Utc).values {
             return Err(bad());
         }
+        debug_assert!(
+            address.path_safe(),
+            "paths: an address read back from the log is safe as a path"
+        );
         Ok(address)
     }
 
     /// The same window's address in `pipeline`'s share of a table of several pipelines
     /// (`pipeline` must be [`valid_pipeline_name`]).
     pub fn in_pipeline(mut self, pipeline: &str) -> Address {
-        debug_assert!(valid_pipeline_name(pipeline));
+        debug_assert!(
+            valid_pipeline_name(pipeline),
+            "paths: a pipeline name is safe in an address"
+        );
         self.pipeline = Some(pipeline.to_string());
         self
     }
@@ -342,6 +358,25 @@ impl Address {
     pub fn in_shard(mut self, shard: Shard) -> Address {
         self.shard = Some(shard.value());
         self
+    }
+
+    /// Every value is made of letters, digits, `-`, `_` and `.`, and none is `.` or `..`.
+    fn path_safe(&self) -> bool {
+        let safe = |v: &str| {
+            !v.is_empty()
+                && v != "."
+                && v != ".."
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        };
+        self.pairs().all(|(_, v)| safe(v))
+    }
+
+    /// [`Address::pairs`], owned (as partition values are).
+    fn owned_pairs(&self) -> Vec<(String, String)> {
+        self.pairs()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     pub fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> + '_ {

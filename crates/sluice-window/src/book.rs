@@ -87,11 +87,20 @@ impl<P: Ord + Clone> WindowBook<P> {
 
     /// Open windows whose end the watermark has reached, oldest first.
     pub fn sealed(&self, watermark: EventTime) -> Vec<Window> {
-        self.open
+        let sealed: Vec<Window> = self
+            .open
             .keys()
             .copied()
             .take_while(|w| w.end() <= watermark)
-            .collect()
+            .collect();
+        debug_assert!(
+            self.open
+                .keys()
+                .skip(sealed.len())
+                .all(|w| w.end() > watermark),
+            "E2: every window the watermark has passed seals (none is left open behind it)"
+        );
+        sealed
     }
 
     pub fn is_open(&self, window: Window) -> bool {
@@ -138,12 +147,18 @@ impl<P: Ord + Clone> WindowBook<P> {
     /// The position the stream may resume from: the lowest position held by an unpublished
     /// window, or `read_position` (the next unread position) when none is held.
     pub fn resume_position(&self, read_position: &P) -> P {
-        self.open
+        let resume = self
+            .open
             .values()
             .fold(
                 read_position,
                 |lowest, p| if p < lowest { p } else { lowest },
             )
-            .clone()
+            .clone();
+        debug_assert!(
+            self.open.values().all(|held| *held >= resume),
+            "E1: a resume position reads again every event an open window holds"
+        );
+        resume
     }
 }

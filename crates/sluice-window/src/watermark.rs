@@ -69,7 +69,13 @@ impl WatermarkState {
             (0, _) | (_, None) => 0,
             (run, Some(min)) => {
                 let s = min.as_micros().div_euclid(1_000_000) + CODE_OFFSET_S;
-                (s.max(0) << 24) | i64::from(run.min(JUMP_EVENTS_MAX))
+                let code = (s.max(0) << 24) | i64::from(run.min(JUMP_EVENTS_MAX));
+                debug_assert_eq!(
+                    WatermarkState::default().with_ahead_code(code).ahead_run,
+                    run.min(JUMP_EVENTS_MAX),
+                    "E4: the ahead run a resume restores is the one stored"
+                );
+                code
             }
         }
     }
@@ -147,6 +153,21 @@ impl Watermark {
     }
 
     pub fn observe(&mut self, t: EventTime) -> Observed {
+        let before = self.current();
+        let run_was_short = self.state.ahead_run < self.guard.jump_events;
+        let observed = self.observe_unchecked(t);
+        debug_assert!(
+            self.current() >= before,
+            "E5: the watermark moves only forward"
+        );
+        debug_assert!(
+            !run_was_short || self.state.ahead_run < self.guard.jump_events,
+            "E5: an ahead run stays shorter than a jump (at a jump the watermark follows)"
+        );
+        observed
+    }
+
+    fn observe_unchecked(&mut self, t: EventTime) -> Observed {
         if self.is_ahead(t) {
             let s = &mut self.state;
             s.ahead_run += 1;

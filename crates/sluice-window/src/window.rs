@@ -142,6 +142,11 @@ impl Window {
             }
             zone => zoned::bounds(zone, size.micros, t),
         };
+        debug_assert!(start < end, "E5: a window starts before it ends");
+        debug_assert!(
+            start <= t && (t < end || end == i64::MAX),
+            "E5: an event lies in the window assigned to it"
+        );
         Window {
             start: EventTime::from_micros(start),
             end: EventTime::from_micros(end),

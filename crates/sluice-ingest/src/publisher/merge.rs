@@ -137,7 +137,10 @@ impl Publisher {
         meta: CommitMeta,
         key: KeySpec,
     ) -> Result<Option<Committed>, IngestError> {
-        debug_assert!(self.pending.is_empty(), "a MERGE with a group pending");
+        debug_assert!(
+            self.pending.is_empty(),
+            "E1: a MERGE commits after the swap group before it"
+        );
         let (rows, parts) = self.offered_rows(buffer).await?;
         let scope = MergeScope::Table;
         let incumbents = self

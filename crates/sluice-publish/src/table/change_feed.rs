@@ -156,6 +156,11 @@ pub(crate) fn difference(
             from_new.push((i as u32, change));
         }
     }
+    debug_assert_eq!(
+        old.num_rows() - from_old.len() + from_new.len(),
+        new.num_rows(),
+        "E9 change feed: the old rows, less those changed away, plus those changed in, are the new rows"
+    );
     let out = change_schema(schema);
     let batches = [
         picked(&old, &from_old, &out)?,
@@ -208,7 +213,11 @@ fn column_at(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
             .ok_or_else(|| ArrowError::SchemaError(format!("no key column {name:?}")))?
             .clone();
     }
-    debug_assert_eq!(column.len(), batch.num_rows());
+    debug_assert_eq!(
+        column.len(),
+        batch.num_rows(),
+        "E9 change feed: a row key value per row"
+    );
     Ok(column)
 }
 

@@ -17,7 +17,7 @@ use sluice_window::{Shard, Window};
 use crate::table::error::PublishError;
 use crate::table::land::CommitRequest;
 use crate::table::options::app_id;
-use crate::table::window_table::{address_key, Coverage, PublishedFile, WindowTable};
+use crate::table::window_table::{address_key, AddressIndex, Coverage, PublishedFile, WindowTable};
 use crate::tags;
 
 /// What happens to the files already at the window's address.
@@ -125,35 +125,7 @@ impl WindowTable {
             window: label.clone(),
             source,
         };
-        // Invariants, checked before anything is written.
-        let mut seen = std::collections::HashSet::new();
-        for (p, address) in group.iter().zip(&addresses) {
-            if p.pipeline != pipeline {
-                return Err(invalid(format!(
-                    "publications of pipelines {pipeline:?} and {:?} in one commit",
-                    p.pipeline
-                )));
-            }
-            if !seen.insert(address.hive_path()) {
-                return Err(invalid(format!(
-                    "window {} appears twice in one commit",
-                    address.label()
-                )));
-            }
-            if p.files.is_empty() {
-                return Err(invalid(format!(
-                    "no files to publish for {}",
-                    address.label()
-                )));
-            }
-            let prefix = format!("{}/", address.hive_path());
-            if let Some(f) = p.files.iter().find(|f| !f.path.starts_with(&prefix)) {
-                return Err(invalid(format!(
-                    "file {} is not under the window's address {prefix}",
-                    f.path
-                )));
-            }
-        }
+        check_group(&group, &addresses, &pipeline).map_err(invalid)?;
         let offsets = latest_offsets(group.iter().map(|p| p.txns.as_slice()));
         let at_ms = group.iter().map(|p| p.published_at_ms).max().unwrap_or(0);
         let txns = self.txn_actions(&pipeline, &offsets, at_ms)?;
@@ -238,6 +210,14 @@ impl WindowTable {
             .map(|change| change.address.clone())
             .collect();
         let window_label = group_label(&addresses);
+        debug_assert_eq!(
+            addresses
+                .iter()
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            addresses.len(),
+            "E2: a commit changes each address once"
+        );
         let delta = |source| PublishError::Delta {
             window: window_label.clone(),
             source,
@@ -270,32 +250,11 @@ impl WindowTable {
                 actions.push(Action::Cdc(file));
             }
         }
-        let predicate = addresses
-            .iter()
-            .map(address_predicate)
-            .collect::<Vec<_>>()
-            .join(" OR ");
         let mut info = c.info;
         if grows {
             info["schema_added"] = json!(self.pending_added());
         }
-        let overwrite = c.changes.iter().any(|ch| ch.replace == Replace::Window);
-        let operation = DeltaOperation::Write {
-            mode: if overwrite {
-                SaveMode::Overwrite
-            } else {
-                SaveMode::Append
-            },
-            partition_by: Some(
-                self.share
-                    .layout
-                    .columns()
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect(),
-            ),
-            predicate: Some(predicate),
-        };
+        let operation = self.write_operation(&c.changes, &addresses);
         let landed = self
             .land(CommitRequest {
                 actions,
@@ -306,6 +265,10 @@ impl WindowTable {
             })
             .await?;
         let (version, read_version) = (landed.version, landed.read_version);
+        debug_assert!(
+            version > read_version,
+            "E3: a commit lands after the version its writer read"
+        );
         let labels = [
             ("pipeline", c.pipeline.to_string()),
             ("table", self.url().to_string()),
@@ -323,27 +286,40 @@ impl WindowTable {
             self.index = None;
         }
         if let Some(index) = &mut self.index {
-            for change in &c.changes {
-                let added: Vec<PublishedFile> = change
-                    .files
-                    .iter()
-                    .map(|f| PublishedFile {
-                        path: f.path.clone(),
-                        size_bytes: f.size_bytes,
-                        rows: Some(f.rows),
-                        partition_values: address_key(change.address),
-                        pipeline: Some(c.pipeline.to_string()),
-                        coverage: change.coverage.cloned(),
-                    })
-                    .collect();
-                let at = index.entry(address_key(change.address)).or_default();
-                match change.replace {
-                    Replace::Window => *at = added,
-                    Replace::AddLate => at.extend(added),
-                }
-            }
+            index_changes(index, &c.changes, c.pipeline);
         }
         Ok((version, removed))
+    }
+
+    /// The operation a commit of `changes` records: an overwrite of its addresses when one of
+    /// them is swapped, else an append; partitioned by the layout's columns.
+    fn write_operation(
+        &self,
+        changes: &[AddressChange<'_>],
+        addresses: &[sluice_window::Address],
+    ) -> DeltaOperation {
+        let predicate = addresses
+            .iter()
+            .map(address_predicate)
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let overwrite = changes.iter().any(|ch| ch.replace == Replace::Window);
+        DeltaOperation::Write {
+            mode: if overwrite {
+                SaveMode::Overwrite
+            } else {
+                SaveMode::Append
+            },
+            partition_by: Some(
+                self.share
+                    .layout
+                    .columns()
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect(),
+            ),
+            predicate: Some(predicate),
+        }
     }
 
     /// A commit holding only `txn` actions and commit metadata (no data change).
@@ -399,11 +375,7 @@ impl WindowTable {
         let mut actions = Vec::with_capacity(txns.len());
         for (partition, offset) in txns {
             let id = app_id(pipeline, partition);
-            let state = partition
-                .rsplit('/')
-                .next()
-                .is_some_and(|last| last.starts_with(STATE_TXN_PREFIX));
-            if let Some(&committed) = self.txns.get(&id).filter(|_| !state) {
+            if let Some(&committed) = self.txns.get(&id).filter(|_| !is_state_txn(partition)) {
                 if *offset < committed {
                     return Err(PublishError::TxnRegression {
                         app_id: id,
@@ -451,6 +423,65 @@ impl WindowTable {
 /// regression check does not apply to them.
 pub const STATE_TXN_PREFIX: &str = ".state.";
 
+/// The address index after a commit of `changes`: a swap's files replace the address's, late
+/// rows' files join them.
+fn index_changes(index: &mut AddressIndex, changes: &[AddressChange<'_>], pipeline: &str) {
+    for change in changes {
+        let added: Vec<PublishedFile> = change
+            .files
+            .iter()
+            .map(|f| PublishedFile {
+                path: f.path.clone(),
+                size_bytes: f.size_bytes,
+                rows: Some(f.rows),
+                partition_values: address_key(change.address),
+                pipeline: Some(pipeline.to_string()),
+                coverage: change.coverage.cloned(),
+            })
+            .collect();
+        let at = index.entry(address_key(change.address)).or_default();
+        match change.replace {
+            Replace::Window => *at = added,
+            Replace::AddLate => at.extend(added),
+        }
+    }
+}
+
+/// The invariants of a group commit, checked before anything is written: one pipeline, each
+/// window once, files to publish, each under its window's address (E2).
+fn check_group(
+    group: &[Publication],
+    addresses: &[sluice_window::Address],
+    pipeline: &str,
+) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for (p, address) in group.iter().zip(addresses) {
+        if p.pipeline != pipeline {
+            return Err(format!(
+                "publications of pipelines {pipeline:?} and {:?} in one commit",
+                p.pipeline
+            ));
+        }
+        if !seen.insert(address.hive_path()) {
+            return Err(format!(
+                "window {} appears twice in one commit",
+                address.label()
+            ));
+        }
+        if p.files.is_empty() {
+            return Err(format!("no files to publish for {}", address.label()));
+        }
+        let prefix = format!("{}/", address.hive_path());
+        if let Some(f) = p.files.iter().find(|f| !f.path.starts_with(&prefix)) {
+            return Err(format!(
+                "file {} is not under the window's address {prefix}",
+                f.path
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The `remove` actions of `existing` and the `add` actions of `change`'s files, appended to
 /// `actions`.
 fn address_actions(
@@ -496,6 +527,16 @@ pub(crate) struct FileChange<'a> {
 /// The `remove` and `add` actions of `change`, appended to `actions`; the added files carry
 /// `tags`.
 pub(crate) fn file_actions(actions: &mut Vec<Action>, change: FileChange<'_>, tags: &FileTags<'_>) {
+    let key = address_key(change.address);
+    debug_assert!(
+        change.removed.iter().all(|f| f.partition_values == key),
+        "E2: a commit removes only files at the address it changes"
+    );
+    let prefix = format!("{}/", change.address.hive_path());
+    debug_assert!(
+        change.added.iter().all(|f| f.path.starts_with(&prefix)),
+        "E2: a commit adds only files staged under the address it changes"
+    );
     let partition_values: HashMap<String, Option<String>> = change
         .address
         .pairs()
@@ -578,12 +619,27 @@ pub(crate) fn latest_offsets<'a>(
     for list in txns {
         for (partition, offset) in list {
             match out.iter_mut().find(|(p, _)| p == partition) {
-                Some(entry) => entry.1 = *offset,
+                Some(entry) => {
+                    debug_assert!(
+                        *offset >= entry.1 || is_state_txn(partition),
+                        "E1: a group's resume offsets of {partition} only move forward"
+                    );
+                    entry.1 = *offset
+                }
                 None => out.push((partition.clone(), *offset)),
             }
         }
     }
     out
+}
+
+/// Whether a `txn` partition name carries pipeline state (the watermark, an ahead run), which
+/// may move either way, rather than a resume offset.
+fn is_state_txn(partition: &str) -> bool {
+    partition
+        .rsplit('/')
+        .next()
+        .is_some_and(|last| last.starts_with(STATE_TXN_PREFIX))
 }
 
 /// The `txn` partition every commit of a sharded table's writer of `shard` carries, and every

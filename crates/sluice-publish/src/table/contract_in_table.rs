@@ -87,7 +87,12 @@ impl WindowTable {
         if recorded.covers(given) {
             return Ok(());
         }
-        let value = recorded.extended_by(given).to_property();
+        let extended = recorded.extended_by(given);
+        debug_assert!(
+            extended.covers(given),
+            "E7: the contract recorded holds the options given"
+        );
+        let value = extended.to_property();
         let key = contract_key(pipeline);
         let metadata = snapshot
             .metadata()

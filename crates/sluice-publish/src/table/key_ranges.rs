@@ -127,6 +127,14 @@ impl KeyRanges {
             .map(|stats| file_bounds(stats.as_deref(), column_name, int))
             .collect();
         let ranges = coalesced(cut(&keys, &bounds), RANGES_MAX);
+        debug_assert!(
+            ranges.len() <= RANGES_MAX && ranges.windows(2).all(|w| w[0].1 < w[1].0),
+            "E9: key ranges are sorted, disjoint and at most RANGES_MAX"
+        );
+        debug_assert!(
+            keys.iter().all(|k| meets(&ranges, k, k)),
+            "E9: the key ranges of a MERGE cover every offered key"
+        );
         let files_pruned = bounds
             .iter()
             .flatten()

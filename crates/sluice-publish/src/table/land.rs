@@ -162,7 +162,7 @@ impl WindowTable {
         assert_eq!(
             self.loaded.version(),
             Some(head),
-            "the loaded snapshot must reach this writer's own head"
+            "E3: the loaded snapshot reaches this writer's own head"
         );
         self.own_head = None;
         Ok(())

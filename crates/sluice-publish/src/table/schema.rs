@@ -38,6 +38,10 @@ impl WindowTable {
         // Record fields first, the position columns last, as in every file.
         let union = normalized(&with_position_columns(&Arc::new(records)))?;
         let added = added_paths(&self.file_schema, &union);
+        debug_assert!(
+            (self.file_schema.fields().iter()).all(|f| union.field_with_name(f.name()).is_ok()),
+            "E6: schema evolution keeps every column the table has"
+        );
         self.schema_change = (!added.is_empty()).then_some(union);
         Ok(added)
     }

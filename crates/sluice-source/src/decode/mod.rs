@@ -416,6 +416,11 @@ impl LineDecoder {
                     self.decode_around_panics(chunk)?
                 }
             };
+        debug_assert_eq!(
+            decoded.offsets.len() + decoded.rejects.len(),
+            chunk.lines().count(),
+            "E8: every record of a chunk is a row or a dead letter"
+        );
         if let Some(o) = &chunk.overlong {
             let reason = RejectReason::LineTooLong(o.len);
             decoded

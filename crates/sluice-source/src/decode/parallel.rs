@@ -106,7 +106,7 @@ impl ParallelDecoder {
     pub fn decode(&mut self, chunks: Vec<Chunk>) -> Deal {
         assert!(
             chunks.len() <= self.threads(),
-            "a deal of {} chunks for {} threads",
+            "E5: a deal of {} chunks for {} threads",
             chunks.len(),
             self.threads()
         );
@@ -122,7 +122,7 @@ impl ParallelDecoder {
         for (helper, chunk) in self.helpers.iter().zip(chunks) {
             let job = (chunk, self.decoder.clone());
             let sent = helper.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
-            assert!(sent, "a decode helper thread is gone (it panicked)");
+            assert!(sent, "E8: a decode helper thread is gone (it panicked)");
             dealt += 1;
         }
         let mut busy = Duration::ZERO;
