@@ -429,8 +429,7 @@ async fn compact_files(
         return Ok(None);
     };
     let label = address.hive_path();
-    let logged_rows: Option<i64> = files.iter().map(|f| f.rows).sum();
-    let Some(rows_total) = logged_rows else {
+    let Some(rows_total) = files.iter().map(|f| f.rows).sum::<Option<i64>>() else {
         return Err(CompactError::NoRowCount { address: label });
     };
     let (pipeline, coverage) =
@@ -440,9 +439,8 @@ async fn compact_files(
             second,
         })?;
     let schema = data_file_schema(table.snapshot()?)?;
-    let store = table.object_store();
     let staged = rewrite(
-        store.as_ref(),
+        table.object_store().as_ref(),
         &schema,
         stager,
         address,
@@ -460,7 +458,6 @@ async fn compact_files(
         staged.len() <= planned,
         "E9 compaction: {label} staged more files than it planned"
     );
-
     let mut actions = Vec::with_capacity(files.len() + staged.len() + 1);
     file_actions(
         &mut actions,

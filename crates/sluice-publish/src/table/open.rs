@@ -83,11 +83,7 @@ impl WindowTable {
         if !exists && !create {
             return Err(OpenError::NoTable(url_text));
         }
-        if let Some(p) = options
-            .pipeline
-            .as_ref()
-            .filter(|p| !valid_pipeline_name(p))
-        {
+        if let Some(p) = invalid_pipeline_name(options) {
             return Err(OpenError::PipelineName(p.clone()));
         }
         // How many pipelines the table holds: recorded at creation.
@@ -159,6 +155,14 @@ impl WindowTable {
             change_key: Vec::new(),
         })
     }
+}
+
+/// The pipeline `options` name, if it is not a valid pipeline name.
+fn invalid_pipeline_name(options: &TableOptions) -> Option<&String> {
+    options
+        .pipeline
+        .as_ref()
+        .filter(|p| !valid_pipeline_name(p))
 }
 
 /// The files' columns of a table of `schema`: with the source position columns (a raw
