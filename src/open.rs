@@ -73,7 +73,7 @@ pub fn open_source(settings: &RunSettings, following: bool) -> anyhow::Result<Nd
             Arc::new(LocalFiles::new(&path))
         }
         Some(url) => {
-            let store = sluice_publish::source_store(
+            let store = sluice_source::source_store(
                 &url,
                 &settings.source_options,
                 RetryPolicy {

@@ -30,7 +30,7 @@ pub(crate) fn check_store_options_at(
     options: &HashMap<String, String>,
 ) -> anyhow::Result<()> {
     if let Ok(url) = url::Url::parse(location) {
-        sluice_publish::check_store_options(&url, options, &|k| std::env::var(k).ok())
+        sluice_store::check_store_options(&url, options, &|k| std::env::var(k).ok())
             .map_err(|e| usage(format!("{flag}: {e}")))?;
     }
     Ok(())

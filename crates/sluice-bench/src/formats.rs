@@ -101,7 +101,7 @@ pub fn write_parquet(input: &Path, out: &Path) -> Result<(), BenchError> {
 pub fn upload(moto: &Moto, input: &Path, prefix: &str) -> Result<String, BenchError> {
     let url = url::Url::parse(&format!("s3://{}/{prefix}/", moto.bucket))?;
     let options = moto.options().into_iter().collect();
-    let store = sluice_publish::source_store(&url, &options, Default::default())?;
+    let store = sluice_source::source_store(&url, &options, Default::default())?;
     let runtime = tokio::runtime::Runtime::new()?;
     for (name, bytes) in files(input)? {
         let location = object_store::path::Path::from(format!("{prefix}/{name}"));

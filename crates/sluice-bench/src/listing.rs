@@ -161,7 +161,7 @@ fn put_objects(
     let url = url::Url::parse(&format!("s3://{}/", moto.bucket))?;
     let options = moto.options().into_iter().collect();
     let store: Arc<dyn ObjectStore> =
-        sluice_publish::source_store(&url, &options, Default::default())?;
+        sluice_source::source_store(&url, &options, Default::default())?;
     let runtime = tokio::runtime::Runtime::new()?;
     let puts = range.map(|i| {
         let store = store.clone();

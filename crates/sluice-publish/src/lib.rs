@@ -21,7 +21,7 @@
 //! `_delta_log/<version>.json` (local file systems, S3 with conditional put, GCS, Azure), so
 //! two writers can never both create one version.
 //!
-//! Failure model: the writer reaches its store through [`RetryStore`] (bounded, jittered
+//! Failure model: the writer reaches its store through `sluice_store::RetryStore` (bounded, jittered
 //! retries of transient failures). A table with one writer per pipeline commits once against
 //! the snapshot the writer read: if the table moved (another writer, or this writer's own
 //! earlier attempt that landed but reported failure), [`WindowTable::publish`] returns
@@ -37,12 +37,10 @@ mod dlq;
 mod expire;
 mod gc;
 mod listing;
-mod local;
 mod log_txns;
 mod marks;
 mod notify;
 mod overlay;
-mod retry;
 mod status;
 mod table;
 mod tombstones;
@@ -69,7 +67,8 @@ pub use notify::{
     DeliveredMarks, NotifyLogError, WindowChange,
 };
 pub use overlay::{write_to_memory, Overlay};
-pub use retry::{is_transient, RetryPolicy, RetryStore};
+/// How a table's store operations are retried ([`TableOptions::retry`]).
+pub use sluice_store::RetryPolicy;
 pub use status::{
     commit_history, log_size, read_txns, status, CheckpointStatus, LastCommit, LogStatus,
     PipelineStatus, StatusError, TableStatus, Txn, WindowFiles,
@@ -82,12 +81,11 @@ pub use table::contract_in_table::recorded_contract;
 pub use table::merge::{
     field_expr, MergeAction, MergePublication, MergeScope, HISTORY_END_AT, HISTORY_START_AT,
 };
-pub use table::store_options::{check_store_options, StoreKind, StoreOptionError};
 pub use table::{
     active_files, local_path, location_url, open_table, open_table_with, read_through_table_store,
-    reserved_columns, source_store, table_id, Coverage, OpenError, Pipelines, PublishError,
-    PublishedFile, PublishedWindow, ReservedKind, TableOptions, WindowTable,
-    CHECKPOINT_INTERVAL_DEFAULT, OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
+    reserved_columns, table_id, Coverage, OpenError, Pipelines, PublishError, PublishedFile,
+    PublishedWindow, ReservedKind, TableOptions, WindowTable, CHECKPOINT_INTERVAL_DEFAULT,
+    OFFSET_COLUMN, PIPELINES_KEY, PIPELINE_KEY, SOURCE_COLUMN,
 };
 pub use tombstones::{
     expire_tombstones, TombstoneError, TombstoneTable, Tombstones, DELETED_AT_COLUMN,

@@ -56,7 +56,7 @@ pub use file::{SourceError, SourceFile};
 pub use log::{LogPartition, ReplayLog};
 pub use message_columns::{BytesAs, MessageColumns, MessageMeta, MessagePart};
 pub use ndjson::NdjsonSource;
-pub use object::{Listing, ObjectFiles};
+pub use object::{source_store, Listing, ObjectFiles};
 pub use reader::{FileFormat, FileReader};
 pub use schema::{FieldPath, PathError, RecordSchema, SchemaError};
 pub use store::{FileStore, LocalFiles};

@@ -27,9 +27,26 @@ use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
+use sluice_store::{root_store, RetryPolicy, RetryStore};
+use url::Url;
+
 use crate::compression::Compression;
 use crate::file::{SourceError, SourceFile};
 use crate::store::{entry, FileStore};
+
+/// The store an object-store source's URL names (`s3://bucket/prefix/`: rooted at the
+/// bucket), built as a table's store is (the same URL schemes, `storage_options` keys and
+/// environment), each operation retried by `retry`.
+pub fn source_store(
+    url: &Url,
+    storage_options: &std::collections::HashMap<String, String>,
+    retry: RetryPolicy,
+) -> Result<Arc<dyn ObjectStore>, deltalake::DeltaTableError> {
+    Ok(Arc::new(RetryStore::new(
+        root_store(url, storage_options)?,
+        retry,
+    )))
+}
 
 /// How an [`ObjectFiles`] finds new objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,13 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deltalake::logstore::{object_store_factories, StorageConfig};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use object_store::{ObjectStore, ObjectStoreExt};
 use url::Url;
 
-use crate::local::LocalListing;
-use crate::retry::RetryStore;
+use sluice_store::{root_store, LocalListing, RetryStore};
+
 use crate::table::error::OpenError;
 use crate::table::options::TableOptions;
 
@@ -42,36 +41,6 @@ pub(crate) fn unloaded_table(options: &TableOptions) -> Result<(DeltaTable, Url)
         .build()
         .map_err(delta)?;
     Ok((table, url))
-}
-
-/// The store rooted at the root of `url`'s storage (not at the table), as Delta would build it.
-pub(crate) fn root_store(
-    url: &Url,
-    storage_options: &HashMap<String, String>,
-) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
-    let scheme = Url::parse(&format!("{}://", url.scheme()))
-        .map_err(|_| DeltaTableError::InvalidTableLocation(url.to_string()))?;
-    let config = StorageConfig::parse_options(storage_options.clone())?;
-    let factory = object_store_factories()
-        .get(&scheme)
-        .map(|f| f.value().clone())
-        .ok_or_else(|| DeltaTableError::InvalidTableLocation(url.to_string()))?;
-    let (store, _path) = factory.parse_url_opts(url, &config)?;
-    Ok(store)
-}
-
-/// The store a source URL names (`s3://bucket/prefix/`: rooted at the bucket), built as a
-/// table's store is (the same URL schemes, `storage_options` keys and environment), with
-/// the retries of `retry`.
-pub fn source_store(
-    url: &Url,
-    storage_options: &HashMap<String, String>,
-    retry: crate::RetryPolicy,
-) -> Result<Arc<dyn ObjectStore>, DeltaTableError> {
-    Ok(Arc::new(RetryStore::new(
-        root_store(url, storage_options)?,
-        retry,
-    )))
 }
 
 /// Turns a path or URL into a table URL (creating local directories).

@@ -27,7 +27,6 @@ mod open;
 pub(crate) mod options;
 pub(crate) mod schema;
 mod state;
-pub mod store_options;
 pub(crate) mod window_table;
 
 pub use error::{OpenError, PublishError};
@@ -35,7 +34,7 @@ pub use files::active_files;
 pub(crate) use files::file_of;
 pub(crate) use location::open_table_if_exists;
 pub use location::{
-    local_path, location_url, open_table, open_table_with, read_through_table_store, source_store,
+    local_path, location_url, open_table, open_table_with, read_through_table_store,
 };
 pub(crate) use options::app_id;
 pub use options::{

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 use sluice_window::{AddressLayout, Shard};
 
-use crate::retry::RetryPolicy;
 use crate::table::contract;
+use sluice_store::RetryPolicy;
 
 /// Column holding each row's source partition (for NDJSON: the file name).
 pub const SOURCE_COLUMN: &str = "_sluice_source";
