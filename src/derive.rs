@@ -150,8 +150,8 @@ async fn derive_settings(
     // Not a followed source: the raw table is what is followed.
     run.follow = false;
     run.poll_interval = None;
-    // The source is not read; a placeholder satisfies the run options' check.
-    run.source.get_or_insert_with(|| "ndjson:-".into());
+    // The source is not read: none is resolved (a config file's is left alone).
+    run.reads_no_source = true;
     // The window size and layout come from the raw table's contract.
     let settings = crate::open::resolve(run).await?;
     if settings.derive.is_empty() {

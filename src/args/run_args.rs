@@ -226,6 +226,11 @@ pub struct RunArgs {
     /// The config file's [expect_or_fail] rules.
     #[arg(skip)]
     pub expect_or_fail: BTreeMap<String, String>,
+    /// Set by the commands that read tables only (`derive`): no source is read, so none is
+    /// resolved, whatever the flags or the config file name.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub reads_no_source: bool,
     /// The rules the table records (the contract's), taken where none are given.
     #[arg(skip)]
     #[serde(skip)]

@@ -23,7 +23,7 @@ use super::tuning_flags::Tuning;
 /// Validated options of `sluice run`.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    /// The file source (empty with a Kafka source).
+    /// The file source (empty with a Kafka source, and for `derive`, which reads none).
     pub source: PathBuf,
     /// How the file source's records are written.
     pub input: FileFormat,

@@ -71,6 +71,16 @@ impl KafkaSettings {
 impl RunArgs {
     /// `--source`, `--input-format`, the CSV options, `--source-option` and `--listing`.
     pub(crate) fn source_group(&self) -> anyhow::Result<SourceGroup> {
+        if self.reads_no_source {
+            return Ok(SourceGroup {
+                source: PathBuf::new(),
+                input: FileFormat::Ndjson,
+                source_options: HashMap::new(),
+                listing: Listing::Full,
+                topic: None,
+                format: self.input_format.as_deref().unwrap_or("ndjson").to_string(),
+            });
+        }
         let (source, topic, prefix_format) = parse_source(self.source.as_deref())?;
         let input = self.file_format(prefix_format, topic.is_some())?;
         let (source_options, listing) = self.object_source(&source)?;
@@ -94,6 +104,7 @@ impl RunArgs {
         idle_timeout_ms: Option<i64>,
     ) -> anyhow::Result<Option<KafkaSettings>> {
         match topic {
+            None if self.reads_no_source => Ok(None),
             None => self.refuse_kafka_options().map(|()| None),
             Some(topic) => self
                 .kafka_settings(topic, pipeline, until_idle_ms, idle_timeout_ms)

@@ -251,3 +251,27 @@ fn ratios_and_config_positions_parse() {
     assert_eq!(parse_ratio("lots"), None);
     assert_eq!(config::line_and_column("a = 1\nb = \n", 10), (2, 5));
 }
+
+/// A command that reads tables only (`derive`) resolves no source: a config file made for
+/// `run` (a Kafka source and its options, or no source at all) is taken as it is.
+#[test]
+fn a_command_that_reads_no_source_resolves_none() {
+    let args = |source: Option<&str>, reads_no_source: bool| RunArgs {
+        source: source.map(String::from),
+        table: Some("t".into()),
+        max_events: Some(5),
+        reads_no_source,
+        ..Default::default()
+    };
+    for source in [None, Some("kafka:events"), Some("ndjson:in")] {
+        let s = args(source, true).settings().unwrap();
+        assert!(
+            s.kafka.is_none() && s.source.as_os_str().is_empty(),
+            "{source:?}"
+        );
+    }
+    let err = |source| args(source, false).settings().unwrap_err().to_string();
+    assert!(err(None).contains("--source is required"));
+    assert!(err(Some("kafka:events")).contains("--brokers"));
+    assert!(err(Some("ndjson:in")).contains("--max-events"));
+}
