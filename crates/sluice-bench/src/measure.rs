@@ -149,9 +149,9 @@ struct Inputs {
     gzipped: PathBuf,
     csv: PathBuf,
     parquet: PathBuf,
-    /// Kept running while the alternatives read from it.
-    moto: Option<crate::moto::Moto>,
-    s3_src: Option<String>,
+    /// The S3 server (kept running while the alternatives read from it) and the source URL
+    /// of the events uploaded to it; `None` when moto is not installed.
+    s3: Option<(crate::moto::Moto, String)>,
     lines: u64,
     bytes: u64,
     nested_bytes: u64,
@@ -175,12 +175,11 @@ impl Inputs {
         crate::formats::write_csv(&input, &csv)?;
         let parquet = work.join("parquet");
         crate::formats::write_parquet(&input, &parquet)?;
-        let moto = crate::moto::start("landing")?;
-        let s3_src = match &moto {
-            Some(m) => Some(format!(
-                "ndjson:{}",
-                crate::formats::upload(m, &input, "events/2026/10/03")?
-            )),
+        let s3 = match crate::moto::start("landing")? {
+            Some(m) => {
+                let url = crate::formats::upload(&m, &input, "events/2026/10/03")?;
+                Some((m, format!("ndjson:{url}")))
+            }
             None => {
                 eprintln!("moto is not installed: the S3 prefix case (s) is left out");
                 None
@@ -193,8 +192,7 @@ impl Inputs {
             gzipped,
             csv,
             parquet,
-            moto,
-            s3_src,
+            s3,
             lines,
             bytes,
             nested_bytes,
@@ -232,7 +230,7 @@ fn alternatives(
         }
         None => eprintln!("no Python with Polars and deltalake: the Polars case (y) is left out"),
     }
-    if let (Some(moto), Some(src)) = (&inputs.moto, &inputs.s3_src) {
+    if let Some((moto, src)) = &inputs.s3 {
         let run = cmd.run(src, &["--window", "1h"]);
         let env = moto.options();
         alternatives.push(Alternative {
