@@ -474,6 +474,7 @@ async fn compact_files(
         },
     );
     let txns = fence.map_or_else(Vec::new, |fence| vec![fence.txn(at_ms)]);
+    // Its version is set once the commit lands; the commit's metadata does not name it.
     let compacted = Compacted {
         address: label.clone(),
         version: 0,
